@@ -1,0 +1,54 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let package = Package(
+    name: "LogStore",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "LogStore", targets: ["LogStore", "LogStoreEngine"]),
+        .executable(name: "logstore", targets: ["logstore"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    ],
+    targets: [
+        // liblz4 from the system (Debian: liblz4-dev).
+        .systemLibrary(
+            name: "CLZ4",
+            pkgConfig: "liblz4",
+            providers: [.apt(["liblz4-dev"])]
+        ),
+        // CRC32C: SSE4.2 through a function attribute (checked at run time), slicing-by-8 elsewhere.
+        .target(name: "CCRC32C"),
+        // Layers System, Format and Log: bytes only, knows nothing of models.
+        .target(
+            name: "LogStoreEngine",
+            dependencies: ["CLZ4", "CCRC32C"]
+        ),
+        // Layers Model, Store, History, Context.
+        .target(
+            name: "LogStore",
+            dependencies: ["LogStoreEngine"]
+        ),
+        .executableTarget(
+            name: "logstore",
+            dependencies: [
+                "LogStore",
+                "LogStoreEngine",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Tools/logstore"
+        ),
+        // The simulated file system and fault helpers shared by every test target.
+        .target(
+            name: "LogStoreTestSupport",
+            dependencies: ["LogStoreEngine"],
+            path: "Tests/LogStoreTestSupport"
+        ),
+        .testTarget(
+            name: "LogStoreEngineTests",
+            dependencies: ["LogStoreEngine", "LogStoreTestSupport"]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

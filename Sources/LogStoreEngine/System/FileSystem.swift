@@ -1,0 +1,130 @@
+/// The one place LogStore touches files.
+///
+/// Every `open`, `pread`, `pwrite`, `fdatasync`, `fsync`, `flock`, `rename`, `unlink` and
+/// `ftruncate` the engine performs goes through a ``FileSystem`` and the ``FileHandle``s it opens.
+/// Production code uses ``PosixFileSystem``; tests swap in a simulated file system that can lose
+/// unsynced sectors and directory entries on a simulated power cut and inject I/O errors.
+///
+/// Paths are plain strings; the engine only builds them by joining a directory path and a file
+/// name with `/`.
+public protocol FileSystem: Sendable {
+    /// Opens (and with ``FileOpenMode/createNew`` or ``FileOpenMode/createOrOpen``, creates) a
+    /// regular file. Creating a file does not make its directory entry durable: call
+    /// ``syncDirectory(_:)`` on the parent for that.
+    func openFile(_ path: String, mode: FileOpenMode) throws(FileSystemError) -> any FileHandle
+
+    /// Creates a directory; succeeds when it already exists.
+    func createDirectory(_ path: String) throws(FileSystemError)
+
+    /// Removes a file (`unlink`). The removal is durable only after ``syncDirectory(_:)``.
+    func removeFile(_ path: String) throws(FileSystemError)
+
+    /// Atomically replaces `destination` by `source` (`rename`). Durable only after
+    /// ``syncDirectory(_:)``.
+    func rename(_ source: String, to destination: String) throws(FileSystemError)
+
+    /// Makes the directory's entries (creations, renames, removals) durable (`fsync` on the
+    /// directory).
+    func syncDirectory(_ path: String) throws(FileSystemError)
+
+    /// The names in a directory, without `.` and `..`, in no particular order.
+    func contentsOfDirectory(_ path: String) throws(FileSystemError) -> [String]
+
+    /// What is at `path`, or `nil` when nothing is.
+    func kind(of path: String) throws(FileSystemError) -> FileKind?
+
+    /// The device and inode of `path`, used to recognise the same store opened twice.
+    func identity(of path: String) throws(FileSystemError) -> FileIdentity
+}
+
+/// An open regular file. Positional reads and writes only; no shared file position.
+///
+/// A handle is closed when ``close()`` is called or when it is deinitialised, whichever is first.
+public protocol FileHandle: AnyObject, Sendable {
+    /// The path the handle was opened with, for error messages.
+    var path: String { get }
+
+    /// Reads up to `buffer.count` bytes at `offset` (`pread`, retried until full or end of
+    /// file). Returns the number of bytes read; fewer than asked only at the end of the file.
+    func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws(FileSystemError) -> Int
+
+    /// Writes all of `bytes` at `offset` (`pwrite`, retried on short writes). On failure the
+    /// error's ``FileSystemError/byteCountWritten`` tells how many leading bytes did reach the
+    /// file, so the caller can zero them.
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(FileSystemError)
+
+    /// `fdatasync`: the file's data, and the metadata needed to read it back, are durable.
+    func syncData() throws(FileSystemError)
+
+    /// `fsync`: data and all metadata are durable.
+    func sync() throws(FileSystemError)
+
+    /// The file's current size in bytes.
+    func size() throws(FileSystemError) -> UInt64
+
+    /// Sets the file's size (`ftruncate`).
+    func truncate(toByteCount byteCount: UInt64) throws(FileSystemError)
+
+    /// Tries to take an exclusive `flock` without waiting. Returns `false` when another open
+    /// file description holds it. The lock is released when the handle is closed.
+    func tryLockExclusive() throws(FileSystemError) -> Bool
+
+    /// Closes the handle. Further calls on it are programmer errors.
+    func close()
+}
+
+/// How ``FileSystem/openFile(_:mode:)`` opens a file. Every mode opens with `O_CLOEXEC`.
+public enum FileOpenMode: Sendable, Equatable {
+    /// An existing file, for reading only.
+    case readOnly
+    /// An existing file, for reading and writing.
+    case readWrite
+    /// A new file for reading and writing; fails with `EEXIST` if the path exists.
+    case createNew
+    /// The file for reading and writing, created empty if missing.
+    case createOrOpen
+}
+
+/// What a path names.
+public enum FileKind: Sendable, Equatable {
+    case regular
+    case directory
+    case other
+}
+
+/// A file's device and inode numbers.
+public struct FileIdentity: Sendable, Hashable {
+    public var device: UInt64
+    public var inode: UInt64
+
+    public init(device: UInt64, inode: UInt64) {
+        self.device = device
+        self.inode = inode
+    }
+}
+
+/// An error reported by the operating system (or the simulated file system) for one call.
+public struct FileSystemError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The `errno` value, for example `EIO` or `ENOSPC`.
+    public var code: Int32
+    /// The call that failed, for example `"pwrite"`.
+    public var operation: String
+    /// The path the call was about.
+    public var path: String
+    /// For a failed write: how many leading bytes reached the file before the failure.
+    public var byteCountWritten: Int
+
+    public init(code: Int32, operation: String, path: String, byteCountWritten: Int = 0) {
+        self.code = code
+        self.operation = operation
+        self.path = path
+        self.byteCountWritten = byteCountWritten
+    }
+
+    /// True for "no space left on device" (`ENOSPC`) and "disk quota exceeded" (`EDQUOT`).
+    public var isOutOfSpace: Bool { code == ErrorCode.noSpace || code == ErrorCode.quotaExceeded }
+
+    public var description: String {
+        "\(operation) failed on \(path): \(ErrorCode.describe(code)) (errno \(code))"
+    }
+}
