@@ -128,3 +128,58 @@ public struct FileSystemError: Error, Sendable, Equatable, CustomStringConvertib
         "\(operation) failed on \(path): \(ErrorCode.describe(code)) (errno \(code))"
     }
 }
+
+extension FileHandle {
+    /// Writes all of `bytes` at `offset`.
+    public func write(_ bytes: [UInt8], at offset: UInt64) throws(FileSystemError) {
+        let result = bytes.withUnsafeBytes { buffer -> Result<Void, FileSystemError> in
+            do throws(FileSystemError) {
+                try write(buffer, at: offset)
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }
+        try result.get()
+    }
+
+    /// Reads up to `byteCount` bytes at `offset`; fewer only at the end of the file.
+    public func read(byteCount: Int, at offset: UInt64) throws(FileSystemError) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: byteCount)
+        let result = bytes.withUnsafeMutableBytes { buffer -> Result<Int, FileSystemError> in
+            do throws(FileSystemError) { return .success(try read(into: buffer, at: offset)) } catch {
+                return .failure(error)
+            }
+        }
+        let count = try result.get()
+        if count < byteCount { bytes.removeSubrange(count...) }
+        return bytes
+    }
+}
+
+extension FileHandle {
+    /// Writes `bytes[range]` at `offset`.
+    public func write(_ bytes: [UInt8], range: Range<Int>, at offset: UInt64) throws(FileSystemError) {
+        let result = bytes.withUnsafeBytes { buffer -> Result<Void, FileSystemError> in
+            do throws(FileSystemError) {
+                try write(UnsafeRawBufferPointer(rebasing: buffer[range]), at: offset)
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }
+        try result.get()
+    }
+
+    /// Reads into `bytes[range]` at `offset`; returns the count read (short only at end of file).
+    public func read(into bytes: inout [UInt8], range: Range<Int>, at offset: UInt64) throws(FileSystemError) -> Int {
+        let result = bytes.withUnsafeMutableBytes { buffer -> Result<Int, FileSystemError> in
+            do throws(FileSystemError) {
+                return .success(try read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[range]), at: offset))
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try result.get()
+    }
+}

@@ -1,0 +1,99 @@
+/// Every number the on-disk format fixes, mirrored from `docs/FORMAT.md` (the normative text).
+/// Change one here only together with that document, and bump ``formatVersion`` when bytes change.
+public enum FormatConstants {
+    /// The on-disk format version written into `store.meta` and every segment header.
+    public static let formatVersion: UInt32 = 1
+
+    /// Largest uncompressed (and therefore stored) payload of one record: 16 MiB.
+    public static let recordByteCountMax = 16 * 1024 * 1024
+
+    /// Bytes that may be written past the last completed sync, in every durability mode: 4 MiB.
+    /// Recovery relies on it: a valid record ending more than this past a bad one proves the bad
+    /// one had been synced, so it is corruption rather than a torn tail.
+    public static let unsyncedByteCountMax: UInt64 = 4 * 1024 * 1024
+
+    /// Size of a record header in bytes.
+    public static let recordHeaderByteCount = 32
+    /// Size of a segment header in bytes.
+    public static let segmentHeaderByteCount = 64
+    /// Size of the `store.meta` file in bytes.
+    public static let storeMetaByteCount = 64
+    /// Size of an index file header in bytes.
+    public static let indexHeaderByteCount = 56
+
+    /// Magic at the start of every segment file: ASCII `LOGSTSEG`.
+    public static let segmentMagic: [UInt8] = Array("LOGSTSEG".utf8)
+    /// Magic at the start of `store.meta`: ASCII `LOGSTMET`.
+    public static let storeMetaMagic: [UInt8] = Array("LOGSTMET".utf8)
+    /// Magic at the start of a sparse index file: ASCII `LOGSTIDX`.
+    public static let indexMagic: [UInt8] = Array("LOGSTIDX".utf8)
+
+    /// Number of decimal digits in segment, index and checkpoint file names.
+    public static let fileNameDigitCount = 20
+    public static let storeMetaFileName = "store.meta"
+    public static let lockFileName = "LOCK"
+    public static let segmentFileExtension = ".log"
+    public static let indexFileExtension = ".index"
+    public static let temporaryFileExtension = ".tmp"
+    public static let checkpointFilePrefix = "checkpoint-"
+    public static let checkpointFileExtension = ".ckpt"
+
+    /// The sparse index holds one entry per this many bytes of log (at the first record starting
+    /// at or after each multiple).
+    public static let indexIntervalByteCount: UInt64 = 4096
+
+    /// Record flag: the payload is an LZ4 block (liblz4 block format, no frame).
+    public static let flagCompressedLZ4: UInt8 = 0x01
+    /// Record flag (reserved): the payload is LZ4 compressed with dictionary `dictionaryID`.
+    public static let flagDictionary: UInt8 = 0x02
+    /// Every flag bit this version understands.
+    public static let knownFlags: UInt8 = flagCompressedLZ4 | flagDictionary
+}
+
+/// The type byte of a record. Type 0 is never a record (zeros are not data). Types with the
+/// high bit (0x80) set may be skipped by a reader that does not know them; any other unknown type
+/// is refused.
+public struct RecordType: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public var rawValue: UInt8
+    public init(rawValue: UInt8) { self.rawValue = rawValue }
+
+    /// Opaque application bytes (what the Log layer stores for its own users and tests).
+    public static let data = RecordType(rawValue: 0x01)
+    /// A transaction of the model store: the resolved effects of one save.
+    public static let transaction = RecordType(rawValue: 0x02)
+    /// A schema intern table record of the model store.
+    public static let schema = RecordType(rawValue: 0x03)
+    /// Checkpoint file: header record.
+    public static let checkpointHeader = RecordType(rawValue: 0x10)
+    /// Checkpoint file: one chunk of entity state.
+    public static let checkpointChunk = RecordType(rawValue: 0x11)
+    /// Checkpoint file: trailer with counts.
+    public static let checkpointTrailer = RecordType(rawValue: 0x12)
+    /// Reserved: an LZ4 dictionary, referenced by `dictionaryID` from later records.
+    public static let dictionary = RecordType(rawValue: 0x81)
+    /// A consumer bookmark (history retention).
+    public static let bookmark = RecordType(rawValue: 0x82)
+
+    /// Whether an older reader may skip this type when it does not know it.
+    public var isSkippable: Bool { rawValue & 0x80 != 0 }
+
+    /// Every type this format version defines.
+    public static let known: Set<RecordType> = [
+        .data, .transaction, .schema, .checkpointHeader, .checkpointChunk, .checkpointTrailer,
+        .dictionary, .bookmark,
+    ]
+
+    public var description: String {
+        switch self {
+        case .data: "data"
+        case .transaction: "transaction"
+        case .schema: "schema"
+        case .checkpointHeader: "checkpoint-header"
+        case .checkpointChunk: "checkpoint-chunk"
+        case .checkpointTrailer: "checkpoint-trailer"
+        case .dictionary: "dictionary"
+        case .bookmark: "bookmark"
+        default: "type-0x" + String(rawValue, radix: 16)
+        }
+    }
+}

@@ -1,0 +1,41 @@
+import CLZ4
+
+/// LZ4 block compression (liblz4's block API, no frame), used for record payloads.
+public enum LZ4 {
+    /// Compresses `source` if that makes it smaller. Returns `nil` when the compressed block
+    /// would not be smaller than the input (incompressible or tiny payloads are stored raw).
+    public static func compressIfSmaller(_ source: UnsafeRawBufferPointer) -> [UInt8]? {
+        guard source.count > 0, source.count <= Int(LZ4_MAX_INPUT_SIZE) else { return nil }
+        // A block one byte smaller than the input is the most we accept; LZ4 stops when it
+        // would exceed the destination capacity and returns 0.
+        let capacity = source.count - 1
+        guard capacity > 0 else { return nil }
+        var destination = [UInt8](repeating: 0, count: capacity)
+        let written = destination.withUnsafeMutableBytes { target in
+            LZ4_compress_default(
+                source.baseAddress!.assumingMemoryBound(to: CChar.self),
+                target.baseAddress!.assumingMemoryBound(to: CChar.self),
+                Int32(source.count), Int32(capacity))
+        }
+        guard written > 0 else { return nil }
+        destination.removeSubrange(Int(written)...)
+        return destination
+    }
+
+    /// Decompresses a block into exactly `decompressedByteCount` bytes, or returns `nil` when the
+    /// block is malformed or does not decode to exactly that many bytes. Never writes outside
+    /// the destination (LZ4_decompress_safe).
+    public static func decompress(_ block: UnsafeRawBufferPointer, decompressedByteCount: Int) -> [UInt8]? {
+        guard decompressedByteCount > 0, block.count > 0,
+              decompressedByteCount <= FormatConstants.recordByteCountMax else { return nil }
+        var destination = [UInt8](repeating: 0, count: decompressedByteCount)
+        let written = destination.withUnsafeMutableBytes { target in
+            LZ4_decompress_safe(
+                block.baseAddress!.assumingMemoryBound(to: CChar.self),
+                target.baseAddress!.assumingMemoryBound(to: CChar.self),
+                Int32(block.count), Int32(decompressedByteCount))
+        }
+        guard written == Int32(decompressedByteCount) else { return nil }
+        return destination
+    }
+}

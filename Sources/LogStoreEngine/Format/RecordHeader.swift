@@ -1,0 +1,129 @@
+/// The 32-byte header in front of every record's payload (see `docs/FORMAT.md`, "Record").
+///
+/// ```
+/// 0  u32 headerCRC        CRC32C of bytes 4..<32
+/// 4  u32 payloadCRC       CRC32C of the stored payload bytes
+/// 8  u64 offset           the record's own logical offset
+/// 16 u32 storedByteCount  payload bytes that follow the header
+/// 20 u32 uncompressedByteCount
+/// 24 u8  type             0 is never a record
+/// 25 u8  flags            bit 0: LZ4 block; bit 1: LZ4 with dictionary (reserved)
+/// 26 u16 reserved         zero
+/// 28 u32 dictionaryID     zero unless flag bit 1
+/// ```
+public struct RecordHeader: Sendable, Equatable {
+    public var payloadCRC: UInt32
+    public var offset: UInt64
+    public var storedByteCount: UInt32
+    public var uncompressedByteCount: UInt32
+    public var type: RecordType
+    public var flags: UInt8
+    public var dictionaryID: UInt32
+
+    public init(payloadCRC: UInt32, offset: UInt64, storedByteCount: UInt32, uncompressedByteCount: UInt32,
+                type: RecordType, flags: UInt8, dictionaryID: UInt32 = 0) {
+        self.payloadCRC = payloadCRC
+        self.offset = offset
+        self.storedByteCount = storedByteCount
+        self.uncompressedByteCount = uncompressedByteCount
+        self.type = type
+        self.flags = flags
+        self.dictionaryID = dictionaryID
+    }
+
+    public var isCompressed: Bool { flags & FormatConstants.flagCompressedLZ4 != 0 }
+
+    /// Header plus stored payload: how far the next record starts after this one.
+    public var recordByteCount: UInt64 { UInt64(FormatConstants.recordHeaderByteCount) + UInt64(storedByteCount) }
+
+    /// The logical offset just past this record.
+    public var endOffset: UInt64 { offset + recordByteCount }
+
+    /// Appends the 32 header bytes, header CRC included, to `writer`.
+    public func encode(into writer: inout ByteWriter) {
+        let start = writer.count
+        writer.write(UInt32(0)) // header CRC, patched below
+        writer.write(payloadCRC)
+        writer.write(offset)
+        writer.write(storedByteCount)
+        writer.write(uncompressedByteCount)
+        writer.write(type.rawValue)
+        writer.write(flags)
+        writer.write(UInt16(0))
+        writer.write(dictionaryID)
+        let crc = writer.bytes.withUnsafeBytes { buffer in
+            CRC32C.checksum(UnsafeRawBufferPointer(rebasing: buffer[(start + 4)..<(start + 32)]))
+        }
+        writer.patch(crc, at: start)
+    }
+
+    /// What 32 bytes at a record position hold.
+    public enum Decoded: Sendable, Equatable {
+        /// All zeros: the end of the log in this segment.
+        case zeros
+        /// A header whose checksum and fields are consistent.
+        case valid(RecordHeader)
+        /// Damaged or not a header at all (checksum mismatch, impossible lengths, wrong offset).
+        case invalid(String)
+        /// A checksummed header this version refuses (unknown type or flags): a newer writer.
+        case unsupported(String)
+    }
+
+    /// Decodes and checks the header in `bytes` (exactly 32 bytes) of a record that must start at
+    /// logical offset `expectedOffset`. Lengths are checked against
+    /// ``FormatConstants/recordByteCountMax`` here, before anyone allocates a payload buffer.
+    public static func decode(_ bytes: UnsafeRawBufferPointer, expectedOffset: UInt64) -> Decoded {
+        precondition(bytes.count == FormatConstants.recordHeaderByteCount)
+        if bytes.allSatisfy({ $0 == 0 }) { return .zeros }
+        var reader = ByteReader(bytes)
+        // The reads below cannot fail: the buffer holds exactly 32 bytes.
+        let storedHeaderCRC: UInt32 = try! reader.read()
+        let computed = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[4..<32]))
+        guard storedHeaderCRC == computed else {
+            return .invalid("header checksum mismatch (stored \(hex(storedHeaderCRC)), computed \(hex(computed)))")
+        }
+        let header = RecordHeader(
+            payloadCRC: try! reader.read(), offset: try! reader.read(),
+            storedByteCount: try! reader.read(), uncompressedByteCount: try! reader.read(),
+            type: RecordType(rawValue: try! reader.readByte()), flags: try! reader.readByte(),
+            dictionaryID: {
+                _ = try! reader.read(UInt16.self)
+                return try! reader.read()
+            }())
+        let reserved = UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: 26, as: UInt16.self))
+        guard header.offset == expectedOffset else {
+            return .invalid("record claims offset \(header.offset), expected \(expectedOffset)")
+        }
+        let maximum = UInt32(FormatConstants.recordByteCountMax)
+        guard header.storedByteCount <= maximum, header.uncompressedByteCount <= maximum else {
+            return .invalid("record length \(header.storedByteCount) stored / \(header.uncompressedByteCount) "
+                + "uncompressed exceeds the \(maximum)-byte maximum")
+        }
+        guard header.type.rawValue != 0 else { return .invalid("record type 0") }
+        guard header.flags & ~FormatConstants.knownFlags == 0, reserved == 0 else {
+            return .unsupported("record flags 0x\(String(header.flags, radix: 16)) or reserved bits are "
+                + "not understood by format version \(FormatConstants.formatVersion)")
+        }
+        if header.flags & FormatConstants.flagDictionary != 0 {
+            return .unsupported("record compressed with dictionary \(header.dictionaryID); "
+                + "dictionaries are reserved and not supported by this version")
+        }
+        if !header.isCompressed && header.storedByteCount != header.uncompressedByteCount {
+            return .invalid("uncompressed record with stored length \(header.storedByteCount) "
+                + "!= length \(header.uncompressedByteCount)")
+        }
+        if header.isCompressed && (header.storedByteCount == 0 || header.uncompressedByteCount == 0) {
+            return .invalid("compressed record with an empty payload")
+        }
+        if !RecordType.known.contains(header.type) && !header.type.isSkippable {
+            return .unsupported("unknown record type \(header.type.rawValue) (not skippable); "
+                + "written by a newer version?")
+        }
+        return .valid(header)
+    }
+}
+
+func hex(_ value: UInt32) -> String {
+    let digits = String(value, radix: 16, uppercase: true)
+    return "0x" + String(repeating: "0", count: max(0, 8 - digits.count)) + digits
+}

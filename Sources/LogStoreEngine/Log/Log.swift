@@ -1,0 +1,141 @@
+import Foundation
+
+/// An append-only log of checksummed, optionally LZ4-compressed records in a store directory.
+///
+/// The log knows nothing of models: it stores byte payloads tagged with a ``RecordType`` and
+/// gives each one a logical offset. Appends are two-phase: ``write(_:type:)`` assigns the offset
+/// and writes the bytes; ``waitUntilDurable(_:)`` returns once an `fdatasync` covers them.
+/// ``append(_:type:)`` does both as the ``Durability`` option says. A dedicated syncer thread runs
+/// every `fdatasync`, so appends from many threads share one.
+///
+/// ```swift
+/// let log = try Log.open(directory: "/var/lib/app/store")
+/// let position = try log.append(Array("hello".utf8))
+/// var records = try log.records(from: position.offset)
+/// while let record = try records.next() { print(record.offset, record.payload.count) }
+/// try log.close()
+/// ```
+///
+/// Opening takes an exclusive `flock` on the directory's `LOCK` file and recovers the log (see
+/// ``RecoveryReport``); ``openReadOnly(directory:fileSystem:)`` opens beside a live writer and
+/// changes nothing on disk.
+public final class Log: Sendable {
+    let core: LogCore
+
+    init(core: LogCore) {
+        self.core = core
+    }
+
+    deinit { try? core.close() }
+
+    /// Opens the store in `directory` for writing, creating it when missing (unless
+    /// ``LogOptions/createsIfMissing`` is false), and recovers it.
+    public static func open(directory: String, options: LogOptions = LogOptions()) throws(LogError) -> Log {
+        Log(core: try LogCore.open(directory: directory, options: options))
+    }
+
+    /// Opens the store without taking its lock: nothing on disk changes, a damaged tail record
+    /// is treated as the end, and every append throws ``LogError/Code/readOnly``.
+    public static func openReadOnly(directory: String, fileSystem: any FileSystem = PosixFileSystem()) throws(LogError) -> Log {
+        var options = LogOptions()
+        options.fileSystem = fileSystem
+        return Log(core: try LogCore.openReadOnly(directory: directory, options: options))
+    }
+
+    /// The store's identity, creation time and format version.
+    public var meta: StoreMeta { core.meta }
+    /// The store's UUID.
+    public var storeID: UUID { core.meta.storeID }
+    /// The directory the log lives in.
+    public var directory: String { core.directory }
+    /// What recovery found and did when the log was opened.
+    public var recoveryReport: RecoveryReport { core.recoveryReport }
+    /// Whether appends are refused (opened read-only, or after a failed sync).
+    public var isReadOnly: Bool { core.isReadOnly }
+    /// The options the log was opened with.
+    public var options: LogOptions { core.options }
+
+    /// Assigns the next offset to a record and writes it. The record is not yet durable, and in
+    /// ``Durability/synchronous`` mode not yet visible to readers; pass the result to
+    /// ``waitUntilDurable(_:)``.
+    @discardableResult
+    public func write(_ payload: some Collection<UInt8>, type: RecordType = .data) throws(LogError) -> LogPosition {
+        try core.write(payload, type: type)
+    }
+
+    /// Returns once an `fdatasync` covers everything up to `position`.
+    public func waitUntilDurable(_ position: LogPosition) throws(LogError) {
+        try core.waitUntilDurable(endOffset: position.endOffset)
+    }
+
+    /// Suspends until an `fdatasync` covers everything up to `position`, without blocking a thread.
+    public func waitUntilDurable(_ position: LogPosition) async throws(LogError) {
+        try await core.waitUntilDurableAsync(endOffset: position.endOffset)
+    }
+
+    /// Writes a record and, in ``Durability/synchronous`` mode, waits until it is durable.
+    @discardableResult
+    public func append(_ payload: some Collection<UInt8>, type: RecordType = .data) throws(LogError) -> LogPosition {
+        let position = try core.write(payload, type: type)
+        if core.options.durability == .synchronous { try core.waitUntilDurable(endOffset: position.endOffset) }
+        return position
+    }
+
+    /// `append` that suspends instead of blocking while it waits for durability.
+    @discardableResult
+    public func append(_ payload: some Collection<UInt8>, type: RecordType = .data) async throws(LogError) -> LogPosition {
+        let position = try core.write(payload, type: type)
+        if core.options.durability == .synchronous { try await core.waitUntilDurableAsync(endOffset: position.endOffset) }
+        return position
+    }
+
+    /// Makes everything written so far durable.
+    public func sync() throws(LogError) {
+        try core.waitUntilDurable(endOffset: core.writtenEnd)
+    }
+
+    /// The logical offset of the first retained record.
+    public var startOffset: UInt64 { core.startOffset }
+    /// The end of what readers see: the durable end in ``Durability/synchronous`` mode, otherwise
+    /// the end of the completed writes.
+    public var visibleEnd: UInt64 { core.visibleEnd }
+    /// The end of the records an `fdatasync` has covered.
+    public var durableEnd: UInt64 { core.durableEnd }
+    /// Counts of appends and syncs since open.
+    public var statistics: LogStatistics { core.statistics }
+    /// The base offsets of the segments, oldest first.
+    public var segmentBaseOffsets: [UInt64] { core.segmentBaseOffsets }
+
+    /// The records from `offset` (or the first record after it, when `offset` falls inside one)
+    /// up to the visible end as of this call.
+    public func records(from offset: UInt64) throws(LogError) -> LogIterator {
+        try core.iterator(from: offset)
+    }
+
+    /// The first record starting at or after `offset`, or `nil` at the visible end.
+    public func firstRecord(atOrAfter offset: UInt64) throws(LogError) -> LogRecord? {
+        var iterator = try core.iterator(from: offset)
+        return try iterator.next()
+    }
+
+    /// Syncs what was written, stops the syncer, closes the files and releases the lock.
+    /// Throws if the final sync fails (the log was then cut back to its durable end).
+    public func close() throws(LogError) {
+        try core.close()
+    }
+}
+
+/// Counts since the log was opened.
+public struct LogStatistics: Sendable, Equatable {
+    /// Records written.
+    public var appendCount: UInt64 = 0
+    /// `fdatasync` calls the syncer completed for records (preallocation rides on these).
+    public var syncCount: UInt64 = 0
+    /// Segment rolls.
+    public var rollCount: UInt64 = 0
+    /// Bytes of records written (headers included).
+    public var byteCount: UInt64 = 0
+
+    /// Records written per completed sync.
+    public var appendsPerSync: Double { syncCount == 0 ? 0 : Double(appendCount) / Double(syncCount) }
+}

@@ -1,0 +1,215 @@
+import Foundation
+
+extension LogCore {
+    static func open(directory: String, options: LogOptions) throws(LogError) -> LogCore {
+        let fileSystem = options.fileSystem
+        var report = RecoveryReport()
+        try prepareDirectory(directory, options: options, report: &report)
+        let lock = try DirectoryLock.acquire(directory: directory, fileSystem: fileSystem)
+        do throws(LogError) {
+            let names = try listDirectory(directory, fileSystem)
+            try removeTemporaryFiles(names, directory: directory, fileSystem: fileSystem, report: &report)
+            let meta = try readOrCreateMeta(directory, names: names, options: options, report: &report)
+            var segmentOffsets = names.compactMap(LogFileNames.segmentBaseOffset).sorted()
+            if segmentOffsets.isEmpty {
+                // A new store, or a crash between writing store.meta and the first segment.
+                do {
+                    _ = try createSegment(directory: directory, storeID: meta.storeID, baseOffset: 0, fileSystem: fileSystem)
+                } catch {
+                    throw LogError.io(error, "Creating the first segment")
+                }
+                segmentOffsets = [0]
+            }
+            report.unknownFiles = unknownFiles(names)
+            let recovered = try Recovery(directory: directory, meta: meta, options: options, writable: true,
+                                         report: report).run(segmentOffsets: segmentOffsets)
+            let core = LogCore(directory: directory, options: options, meta: meta, report: recovered.report,
+                               lock: lock, segments: recovered.segments, end: recovered.end)
+            core.state.pendingIndexWrites = recovered.indexesToWrite
+            core.startSyncer()
+            return core
+        } catch {
+            lock.release()
+            throw error
+        }
+    }
+
+    static func openReadOnly(directory: String, options: LogOptions) throws(LogError) -> LogCore {
+        let fileSystem = options.fileSystem
+        guard (try? fileSystem.kind(of: directory)) == .directory else {
+            throw LogError(.notAStore, "No store at \(directory): the directory does not exist.", file: directory)
+        }
+        let names = try listDirectory(directory, fileSystem)
+        guard names.contains(FormatConstants.storeMetaFileName) else {
+            throw LogError(.notAStore, "\(directory) is not a LogStore store: it has no store.meta.", file: directory)
+        }
+        let meta = try readMeta(directory, fileSystem: fileSystem)
+        let segmentOffsets = names.compactMap(LogFileNames.segmentBaseOffset).sorted()
+        guard !segmentOffsets.isEmpty else {
+            throw LogError(.notAStore, "The store at \(directory) has no segment yet; open it for writing once to "
+                + "finish creating it.", file: directory)
+        }
+        var report = RecoveryReport()
+        report.unknownFiles = unknownFiles(names)
+        let recovered = try Recovery(directory: directory, meta: meta, options: options, writable: false,
+                                     report: report).run(segmentOffsets: segmentOffsets)
+        return LogCore(directory: directory, options: options, meta: meta, report: recovered.report,
+                       lock: nil, segments: recovered.segments, end: recovered.end)
+    }
+
+    /// Creates the directory when allowed and checks it is one.
+    private static func prepareDirectory(_ directory: String, options: LogOptions, report: inout RecoveryReport) throws(LogError) {
+        let fileSystem = options.fileSystem
+        let kind: FileKind?
+        do { kind = try fileSystem.kind(of: directory) } catch { throw LogError.io(error, "Reading \(directory)") }
+        switch kind {
+        case .directory:
+            return
+        case .regular, .other:
+            throw LogError(.notAStore, "\(directory) is a file, not a store directory.", file: directory)
+        case nil:
+            guard options.createsIfMissing else {
+                throw LogError(.notAStore, "No store at \(directory): the directory does not exist.", file: directory)
+            }
+            do {
+                try fileSystem.createDirectory(directory)
+                try fileSystem.syncDirectory(parentDirectory(of: directory))
+            } catch {
+                throw LogError.io(error, "Creating the store directory \(directory)")
+            }
+        }
+    }
+
+    static func listDirectory(_ directory: String, _ fileSystem: any FileSystem) throws(LogError) -> [String] {
+        do { return try fileSystem.contentsOfDirectory(directory) } catch {
+            throw LogError.io(error, "Listing \(directory)")
+        }
+    }
+
+    /// Temporary files are the half-done creations of a crashed process: never referenced, safe to remove.
+    private static func removeTemporaryFiles(_ names: [String], directory: String, fileSystem: any FileSystem,
+                                             report: inout RecoveryReport) throws(LogError) {
+        let temporary = names.filter(LogFileNames.isTemporary).sorted()
+        guard !temporary.isEmpty else { return }
+        do {
+            for name in temporary { try fileSystem.removeFile(LogFileNames.join(directory, name)) }
+            try fileSystem.syncDirectory(directory)
+        } catch {
+            throw LogError.io(error, "Removing temporary files")
+        }
+        report.removedTemporaryFiles = temporary
+    }
+
+    private static func readOrCreateMeta(_ directory: String, names: [String], options: LogOptions,
+                                         report: inout RecoveryReport) throws(LogError) -> StoreMeta {
+        if names.contains(FormatConstants.storeMetaFileName) {
+            return try readMeta(directory, fileSystem: options.fileSystem)
+        }
+        if names.contains(where: { LogFileNames.segmentBaseOffset($0) != nil }) {
+            throw LogError.corruption(LogFileNames.join(directory, FormatConstants.storeMetaFileName), offset: nil,
+                                      "store.meta is missing but segment files exist")
+        }
+        let unexpected = names.filter { $0 != FormatConstants.lockFileName && !LogFileNames.isTemporary($0) }
+        guard unexpected.isEmpty else {
+            throw LogError(.notAStore, "\(directory) is not a LogStore store and is not empty "
+                + "(it holds \(unexpected.sorted().prefix(3).joined(separator: ", "))…). Choose an empty "
+                + "directory for a new store.", file: directory)
+        }
+        guard options.createsIfMissing else {
+            throw LogError(.notAStore, "\(directory) is not a LogStore store: it has no store.meta.", file: directory)
+        }
+        let meta = StoreMeta(storeID: UUID(), creationTimeMicroseconds: Int64(Date().timeIntervalSince1970 * 1_000_000))
+        try writeFileAtomically(directory: directory, name: FormatConstants.storeMetaFileName, bytes: meta.encoded(),
+                                fileSystem: options.fileSystem)
+        report.createdStore = true
+        return meta
+    }
+
+    static func readMeta(_ directory: String, fileSystem: any FileSystem) throws(LogError) -> StoreMeta {
+        let path = LogFileNames.join(directory, FormatConstants.storeMetaFileName)
+        let bytes = try readWholeFile(path, fileSystem: fileSystem, byteCountMax: 4096)
+        switch StoreMeta.decode(bytes) {
+        case let .success(meta): return meta
+        case let .failure(.newerVersion(version)):
+            throw LogError(.newerFormatVersion, "The store at \(directory) has format version \(version); this "
+                + "LogStore reads version \(FormatConstants.formatVersion) and older. Use a newer LogStore.", file: path)
+        case let .failure(.damaged(what)):
+            throw LogError.corruption(path, offset: 0, what)
+        }
+    }
+
+    static func readWholeFile(_ path: String, fileSystem: any FileSystem, byteCountMax: Int) throws(LogError) -> [UInt8] {
+        do {
+            let handle = try fileSystem.openFile(path, mode: .readOnly)
+            defer { handle.close() }
+            let size = try handle.size()
+            guard size <= UInt64(byteCountMax) else {
+                throw LogError.corruption(path, offset: nil, "file is \(size) bytes, more than the \(byteCountMax) allowed")
+            }
+            var bytes = [UInt8](repeating: 0, count: Int(size))
+            let count = try handle.read(into: &bytes, range: 0..<bytes.count, at: 0)
+            return Array(bytes[0..<count])
+        } catch let error as FileSystemError {
+            throw LogError.io(error, "Reading \(path)")
+        } catch let error as LogError {
+            throw error
+        } catch {
+            preconditionFailure("unexpected error \(error)")
+        }
+    }
+
+    /// Temp file, write, fsync, rename, directory fsync: after a crash either the old state or the
+    /// whole new file is there (a leftover temp file is removed on the next open).
+    static func writeFileAtomically(directory: String, name: String, bytes: [UInt8], fileSystem: any FileSystem) throws(LogError) {
+        let temporary = LogFileNames.join(directory, name + FormatConstants.temporaryFileExtension)
+        do throws(FileSystemError) {
+            let handle = try fileSystem.openFile(temporary, mode: .createNew)
+            defer { handle.close() }
+            try handle.write(bytes, at: 0)
+            try handle.sync()
+            try fileSystem.rename(temporary, to: LogFileNames.join(directory, name))
+            try fileSystem.syncDirectory(directory)
+        } catch {
+            try? fileSystem.removeFile(temporary)
+            throw LogError.io(error, "Writing \(name)")
+        }
+    }
+
+    /// Creates a segment holding only its header, as temp file + header + fsync + rename +
+    /// directory fsync, and returns its open handle.
+    static func createSegment(directory: String, storeID: UUID, baseOffset: UInt64,
+                              fileSystem: any FileSystem) throws(FileSystemError) -> SegmentFile {
+        let name = LogFileNames.segment(baseOffset)
+        let finalPath = LogFileNames.join(directory, name)
+        let temporary = finalPath + FormatConstants.temporaryFileExtension
+        if (try? fileSystem.kind(of: temporary)) != nil { try? fileSystem.removeFile(temporary) }
+        let handle = try fileSystem.openFile(temporary, mode: .createNew)
+        do throws(FileSystemError) {
+            let header = SegmentHeader(storeID: storeID, baseOffset: baseOffset).encoded()
+            try handle.write(header, at: 0)
+            try handle.sync()
+            try fileSystem.rename(temporary, to: finalPath)
+            try fileSystem.syncDirectory(directory)
+        } catch {
+            handle.close()
+            try? fileSystem.removeFile(temporary)
+            throw error
+        }
+        return SegmentFile(baseOffset: baseOffset, path: finalPath, handle: handle)
+    }
+
+    private static func unknownFiles(_ names: [String]) -> [String] {
+        names.filter { name in
+            name != FormatConstants.storeMetaFileName && name != FormatConstants.lockFileName
+                && LogFileNames.segmentBaseOffset(name) == nil && LogFileNames.indexBaseOffset(name) == nil
+                && LogFileNames.checkpointOffset(name) == nil && !LogFileNames.isTemporary(name)
+        }.sorted()
+    }
+
+    static func parentDirectory(of path: String) -> String {
+        var trimmed = path
+        while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed.removeLast() }
+        guard let slash = trimmed.lastIndex(of: "/") else { return "." }
+        return slash == trimmed.startIndex ? "/" : String(trimmed[..<slash])
+    }
+}

@@ -1,0 +1,188 @@
+extension LogCore {
+    /// The syncer thread's loop. In order of priority: an `fdatasync` for anyone waiting (or a
+    /// batched interval that ran out, or the final sync at close); zeros written ahead of the
+    /// write position; index files of sealed segments. Otherwise it sleeps.
+    func runSyncer() {
+        conditionLock.lock()
+        while true {
+            if state.failure == nil, let target = syncTarget() {
+                performSync(through: target)
+                continue
+            }
+            if state.isClosed {
+                state.syncerExited = true
+                conditionLock.broadcastWaiters()
+                conditionLock.unlock()
+                return
+            }
+            if needsPreallocation {
+                preallocateChunk()
+                continue
+            }
+            if !state.pendingIndexWrites.isEmpty {
+                let segment = state.pendingIndexWrites.removeFirst()
+                conditionLock.unlock()
+                writeIndexFile(of: segment)
+                conditionLock.lock()
+                continue
+            }
+            conditionLock.waitSyncer(timeoutNanoseconds: sleepNanoseconds())
+        }
+    }
+
+    /// What the next sync must cover, if one is due (lock held).
+    private func syncTarget() -> UInt64? {
+        guard state.writtenEnd > state.durableEnd else { return nil }
+        if state.syncRequestedEnd > state.durableEnd || state.isClosed || isBatchedSyncDue { return state.writtenEnd }
+        return nil
+    }
+
+    var isBatchedSyncDue: Bool {
+        guard case let .batched(interval) = options.durability, state.writtenEnd > state.durableEnd else { return false }
+        return monotonicNanoseconds() - state.lastSyncNanoseconds >= interval.nanoseconds
+    }
+
+    private func sleepNanoseconds() -> UInt64? {
+        var timeout: UInt64?
+        if case let .batched(interval) = options.durability, state.writtenEnd > state.durableEnd {
+            let elapsed = monotonicNanoseconds() - state.lastSyncNanoseconds
+            timeout = interval.nanoseconds > elapsed ? interval.nanoseconds - elapsed : 0
+        }
+        if state.preallocationRetryNanoseconds > 0 {
+            let now = monotonicNanoseconds()
+            let untilRetry = state.preallocationRetryNanoseconds > now ? state.preallocationRetryNanoseconds - now : 0
+            timeout = min(timeout ?? untilRetry, untilRetry)
+        }
+        return timeout
+    }
+
+    /// One `fdatasync` of the last segment, outside the lock; everything written before it
+    /// started is durable when it returns. Unsynced bytes are only ever in the last segment: a
+    /// roll syncs the old segment before the new one takes writes.
+    private func performSync(through target: UInt64) {
+        let handle = state.segments.last!.handle
+        conditionLock.unlock()
+        let result: Result<Void, FileSystemError>
+        do { result = .success(try handle.syncData()) } catch { result = .failure(error) }
+        conditionLock.lock()
+        switch result {
+        case .success:
+            state.durableEnd = max(state.durableEnd, target)
+            state.lastSyncNanoseconds = monotonicNanoseconds()
+            state.statistics.syncCount += 1
+            resumeAsyncWaiters()
+            conditionLock.broadcastWaiters()
+        case let .failure(error):
+            failStop(LogError(.syncFailed, "fdatasync failed: \(error). Records not yet durable were cut back; "
+                + "the log is read-only until reopened.", file: handle.path, offset: state.durableEnd,
+                underlying: error), extraByteCount: 0)
+        }
+    }
+
+    /// Fail-stop (lock held): cut the last segment back to the durable end (zero-fill and sync)
+    /// before anyone learns of the failure, then refuse appends until reopened. A failed sync is
+    /// never retried: the kernel may have dropped the dirty pages and would report success.
+    func failStop(_ failure: LogError, extraByteCount: UInt64) {
+        guard state.failure == nil else { return }
+        let segment = state.segments.last!
+        let from = SegmentScanner.filePosition(logicalOffset: max(state.durableEnd, segment.baseOffset),
+                                               baseOffset: segment.baseOffset)
+        let to = SegmentScanner.filePosition(logicalOffset: state.writtenEnd, baseOffset: segment.baseOffset) + extraByteCount
+        if to > from {
+            // If this fails too the log stays read-only; the next open treats the bytes as a torn tail.
+            try? ZeroFill.write(segment.handle, from: from, byteCount: to - from)
+            try? segment.handle.syncData()
+        }
+        state.writtenEnd = state.durableEnd
+        state.failure = failure
+        resumeAsyncWaiters()
+        conditionLock.broadcastWaiters()
+    }
+
+    /// Resumes (lock held) every async waiter whose record is durable, or all of them on failure.
+    private func resumeAsyncWaiters() {
+        guard !state.asyncWaiters.isEmpty else { return }
+        var remaining: [AsyncWaiter] = []
+        for waiter in state.asyncWaiters {
+            if state.durableEnd >= waiter.endOffset {
+                waiter.continuation.resume(returning: .success(()))
+            } else if let failure = state.failure {
+                waiter.continuation.resume(returning: .failure(failure))
+            } else {
+                remaining.append(waiter)
+            }
+        }
+        state.asyncWaiters = remaining
+    }
+
+    /// Whether zeros should be written further ahead of the write position (lock held).
+    var needsPreallocation: Bool {
+        guard options.preallocationAheadByteCount > 0, !state.isRolling, !state.isClosed, !state.isReadOnly,
+              state.failure == nil, state.zeroFillStart == nil else { return false }
+        if state.preallocationRetryNanoseconds > monotonicNanoseconds() { return false }
+        let segment = state.segments.last!
+        let position = SegmentScanner.filePosition(logicalOffset: state.writtenEnd, baseOffset: segment.baseOffset)
+        let target = min(position + options.preallocationAheadByteCount, options.segmentByteCountMax)
+        // Refill once half the lead is used up, so the syncer does not wake for every record.
+        return state.preallocatedPosition < target
+            && state.preallocatedPosition < position + options.preallocationAheadByteCount / 2 + 1
+    }
+
+    /// Writes one chunk of zeros past the write position, outside the lock. Writers that would
+    /// reach the chunk wait (`zeroFillStart`), so zeros never land on a record. Off the append
+    /// path: the next `fdatasync` makes the blocks durable, and later syncs then need no
+    /// file-size journal commit.
+    private func preallocateChunk() {
+        let segment = state.segments.last!
+        let position = SegmentScanner.filePosition(logicalOffset: state.writtenEnd, baseOffset: segment.baseOffset)
+        let start = max(state.preallocatedPosition, position)
+        let target = min(position + options.preallocationAheadByteCount, options.segmentByteCountMax)
+        guard target > start else {
+            state.preallocatedPosition = max(state.preallocatedPosition, start)
+            return
+        }
+        let count = min(options.preallocationChunkByteCount, target - start)
+        state.zeroFillStart = start
+        conditionLock.unlock()
+        let succeeded: Bool
+        do {
+            try ZeroFill.write(segment.handle, from: start, byteCount: count)
+            succeeded = true
+        } catch {
+            // A full disk (or any error) here costs only speed: appends still extend the file.
+            succeeded = false
+        }
+        conditionLock.lock()
+        state.zeroFillStart = nil
+        if succeeded {
+            state.preallocatedPosition = start + count
+        } else {
+            state.preallocationRetryNanoseconds = monotonicNanoseconds() + 1_000_000_000
+        }
+        conditionLock.broadcastWaiters()
+    }
+
+    /// Writes the sparse index of a sealed segment (temp + rename; a cache, so not synced: a
+    /// damaged one fails its CRC on open and is rebuilt).
+    private func writeIndexFile(of segment: SegmentFile) {
+        let name = LogFileNames.index(segment.baseOffset)
+        let bytes = segment.index.encoded(storeID: meta.storeID, baseOffset: segment.baseOffset)
+        let temporary = path(name + FormatConstants.temporaryFileExtension)
+        do {
+            if (try? fileSystem.kind(of: temporary)) != nil { try fileSystem.removeFile(temporary) }
+            let handle = try fileSystem.openFile(temporary, mode: .createNew)
+            defer { handle.close() }
+            try handle.write(bytes, at: 0)
+            try fileSystem.rename(temporary, to: path(name))
+        } catch {
+            try? fileSystem.removeFile(temporary)
+        }
+    }
+}
+
+extension Duration {
+    var nanoseconds: UInt64 {
+        let (seconds, attoseconds) = components
+        return UInt64(max(seconds, 0)) * 1_000_000_000 + UInt64(max(attoseconds, 0) / 1_000_000_000)
+    }
+}

@@ -1,0 +1,173 @@
+extension LogCore {
+    /// Phase one of an append: compress and checksum outside the lock, then, under it, wait for a
+    /// turn (no roll in progress, room under the unsynced bound, a segment with space), assign
+    /// the offset and `pwrite` the record.
+    func write(_ payload: some Collection<UInt8>, type: RecordType) throws(LogError) -> LogPosition {
+        let compresses = options.compresses
+        let prepare = { (buffer: UnsafeRawBufferPointer) -> Result<PreparedRecord, LogError> in
+            do throws(LogError) { return .success(try PreparedRecord(payload: buffer, type: type, compresses: compresses)) } catch {
+                return .failure(error)
+            }
+        }
+        let prepared = payload.withContiguousStorageIfAvailable { prepare(UnsafeRawBufferPointer($0)) }
+            ?? Array(payload).withUnsafeBytes { prepare($0) }
+        var record = try prepared.get()
+        conditionLock.lock()
+        defer { conditionLock.unlock() }
+        try waitForTurn(recordByteCount: record.recordByteCount)
+        let segment = state.segments.last!
+        let offset = state.writtenEnd
+        let position = SegmentScanner.filePosition(logicalOffset: offset, baseOffset: segment.baseOffset)
+        record.assign(offset: offset)
+        do throws(FileSystemError) {
+            try segment.handle.write(record.bytes, at: position)
+        } catch {
+            throw handleWriteFailure(error, segment: segment, position: position)
+        }
+        state.writtenEnd = offset + record.recordByteCount
+        state.statistics.appendCount += 1
+        state.statistics.byteCount += record.recordByteCount
+        segment.note(offset: offset, recordByteCount: record.recordByteCount)
+        if options.durability != .synchronous { conditionLock.broadcastWaiters() }
+        if needsPreallocation || isBatchedSyncDue { conditionLock.signalSyncer() }
+        return LogPosition(offset: offset, endOffset: state.writtenEnd, payloadCRC: record.header.payloadCRC)
+    }
+
+    /// Waits (lock held) until this writer may write `recordByteCount` bytes at the written end.
+    private func waitForTurn(recordByteCount: UInt64) throws(LogError) {
+        // Each pass either returns, throws, rolls, or sleeps until a sync or roll finishes.
+        while true {
+            try checkWritable()
+            let segment = state.segments.last!
+            let position = SegmentScanner.filePosition(logicalOffset: state.writtenEnd, baseOffset: segment.baseOffset)
+            if state.isRolling || (state.zeroFillStart.map { position + recordByteCount > $0 } ?? false) {
+                conditionLock.waitWaiter()
+                continue
+            }
+            if position > UInt64(FormatConstants.segmentHeaderByteCount)
+                && position + recordByteCount > options.segmentByteCountMax {
+                try roll()
+                continue
+            }
+            let unsynced = state.writtenEnd - state.durableEnd
+            // A record larger than the bound is written only when nothing is unsynced.
+            if unsynced > 0 && unsynced + recordByteCount > FormatConstants.unsyncedByteCountMax {
+                requestSync(through: state.writtenEnd)
+                conditionLock.waitWaiter()
+                continue
+            }
+            return
+        }
+    }
+
+    func checkWritable() throws(LogError) {
+        if state.isClosed { throw LogError(.closed, "The log is closed.", file: directory) }
+        if let failure = state.failure {
+            throw LogError(.readOnly, "The log is read-only after an earlier failure (\(failure.message)). "
+                + "Reopen it to append again.", file: directory, underlying: failure.underlying)
+        }
+        if state.isReadOnly {
+            throw LogError(.readOnly, "The log was opened read-only.", file: directory)
+        }
+    }
+
+    /// A full disk is recoverable: zero what part of the record reached the file and throw. Any
+    /// other write error leaves the page cache in an unknown state: fail-stop.
+    private func handleWriteFailure(_ error: FileSystemError, segment: SegmentFile, position: UInt64) -> LogError {
+        if error.isOutOfSpace {
+            if error.byteCountWritten > 0 {
+                do {
+                    try ZeroFill.write(segment.handle, from: position, byteCount: UInt64(error.byteCountWritten))
+                } catch {
+                    failStop(LogError.io(error, "Zeroing a partial record"), extraByteCount: UInt64(error.byteCountWritten))
+                }
+            }
+            return LogError(.outOfSpace, "The append failed: the disk is full (\(error)). Nothing of it is "
+                + "visible; free space and append again.", file: segment.path, offset: state.writtenEnd,
+                underlying: error)
+        }
+        let failure = LogError(.ioError, "The append failed: \(error). The log is read-only until reopened.",
+                               file: segment.path, offset: state.writtenEnd, underlying: error)
+        failStop(failure, extraByteCount: UInt64(max(error.byteCountWritten, 0)))
+        return failure
+    }
+
+    /// Starts a new segment (lock held): the old one is synced first, then the new one is created
+    /// as temp file + header + fsync + rename + directory fsync. Other writers wait meanwhile.
+    private func roll() throws(LogError) {
+        state.isRolling = true
+        defer {
+            state.isRolling = false
+            conditionLock.broadcastWaiters()
+        }
+        requestSync(through: state.writtenEnd)
+        while state.durableEnd < state.writtenEnd {
+            if let failure = state.failure { throw failure }
+            conditionLock.waitWaiter()
+        }
+        let baseOffset = state.writtenEnd
+        conditionLock.unlock()
+        let created: Result<SegmentFile, FileSystemError>
+        do {
+            created = .success(try LogCore.createSegment(directory: directory, storeID: meta.storeID,
+                                                         baseOffset: baseOffset, fileSystem: fileSystem))
+        } catch {
+            created = .failure(error)
+        }
+        conditionLock.lock()
+        switch created {
+        case let .success(segment):
+            let sealed = state.segments.last!
+            state.segments.append(segment)
+            state.preallocatedPosition = UInt64(FormatConstants.segmentHeaderByteCount)
+            state.preallocationRetryNanoseconds = 0
+            state.statistics.rollCount += 1
+            state.pendingIndexWrites.append(sealed)
+            conditionLock.signalSyncer()
+        case let .failure(error):
+            let failure = LogError.io(error, "Starting segment \(LogFileNames.segment(baseOffset))")
+            // A full disk leaves the old segment in use and the append fails; an fsync or rename
+            // failure leaves the new file's durability unknown: fail-stop.
+            if !error.isOutOfSpace || error.operation.contains("sync") {
+                failStop(LogError(.syncFailed, failure.message, file: failure.file, underlying: error), extraByteCount: 0)
+            }
+            throw failure
+        }
+    }
+
+    /// Asks the syncer (lock held) to make everything through `end` durable.
+    func requestSync(through end: UInt64) {
+        if state.syncRequestedEnd < end {
+            state.syncRequestedEnd = end
+            conditionLock.signalSyncer()
+        }
+    }
+
+    /// Phase two: blocks until an `fdatasync` covers `endOffset`.
+    func waitUntilDurable(endOffset: UInt64) throws(LogError) {
+        conditionLock.lock()
+        defer { conditionLock.unlock() }
+        while state.durableEnd < endOffset {
+            if let failure = state.failure { throw failure }
+            if state.syncerExited { throw LogError(.closed, "The log is closed.", file: directory) }
+            requestSync(through: endOffset)
+            conditionLock.waitWaiter()
+        }
+    }
+
+    /// Phase two without blocking a thread: the syncer resumes the continuation.
+    func waitUntilDurableAsync(endOffset: UInt64) async throws(LogError) {
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Void, LogError>, Never>) in
+            conditionLock.lock()
+            defer { conditionLock.unlock() }
+            if state.durableEnd >= endOffset { return continuation.resume(returning: .success(())) }
+            if let failure = state.failure { return continuation.resume(returning: .failure(failure)) }
+            if state.syncerExited {
+                return continuation.resume(returning: .failure(LogError(.closed, "The log is closed.", file: directory)))
+            }
+            state.asyncWaiters.append(AsyncWaiter(endOffset: endOffset, continuation: continuation))
+            requestSync(through: endOffset)
+        }
+        try result.get()
+    }
+}

@@ -1,0 +1,113 @@
+import Foundation
+
+/// The log's shared state and the operations on it. ``Log`` is the public face; the syncer
+/// thread holds the core (not the ``Log``), so dropping the last ``Log`` reference closes it.
+///
+/// `@unchecked Sendable`: every mutable field lives in `state`, which is read and written only
+/// while `conditionLock` is held; the other fields are constants.
+final class LogCore: @unchecked Sendable {
+    let directory: String
+    let options: LogOptions
+    let meta: StoreMeta
+    let recoveryReport: RecoveryReport
+    let fileSystem: any FileSystem
+    /// `nil` for a read-only open.
+    let directoryLock: DirectoryLock?
+
+    let conditionLock = ConditionLock()
+    /// Guarded by `conditionLock`.
+    var state: State
+
+    struct State {
+        /// Oldest first; the last one is written to.
+        var segments: [SegmentFile]
+        /// End of the completed writes.
+        var writtenEnd: UInt64
+        /// End of what an `fdatasync` covered.
+        var durableEnd: UInt64
+        /// The highest end a waiter asked to be made durable.
+        var syncRequestedEnd: UInt64
+        /// Set by a failed sync (or a failed write): the log is read-only from then on.
+        var failure: LogError?
+        var isReadOnly: Bool
+        var isClosed = false
+        var syncerExited = true
+        var isRolling = false
+        /// File position in the last segment up to which zeros have been written ahead.
+        var preallocatedPosition: UInt64
+        /// While the syncer zero-fills outside the lock, writers must not write at or past this.
+        var zeroFillStart: UInt64?
+        var preallocationRetryNanoseconds: UInt64 = 0
+        var lastSyncNanoseconds: UInt64 = 0
+        var asyncWaiters: [AsyncWaiter] = []
+        var pendingIndexWrites: [SegmentFile] = []
+        var statistics = LogStatistics()
+    }
+
+    struct AsyncWaiter {
+        var endOffset: UInt64
+        var continuation: CheckedContinuation<Result<Void, LogError>, Never>
+    }
+
+    init(directory: String, options: LogOptions, meta: StoreMeta, report: RecoveryReport,
+         lock: DirectoryLock?, segments: [SegmentFile], end: UInt64) {
+        self.directory = directory
+        self.options = options
+        self.meta = meta
+        self.recoveryReport = report
+        self.fileSystem = options.fileSystem
+        self.directoryLock = lock
+        let lastPosition = SegmentScanner.filePosition(logicalOffset: end, baseOffset: segments.last!.baseOffset)
+        state = State(segments: segments, writtenEnd: end, durableEnd: end, syncRequestedEnd: end,
+                      isReadOnly: lock == nil, preallocatedPosition: lastPosition)
+    }
+
+    /// Starts the syncer thread (writers only).
+    func startSyncer() {
+        state.syncerExited = false
+        let thread = Thread { [self] in runSyncer() }
+        thread.name = "LogStore syncer"
+        thread.start()
+    }
+
+    var isReadOnly: Bool { conditionLock.withLock { state.isReadOnly || state.failure != nil } }
+    var writtenEnd: UInt64 { conditionLock.withLock { state.writtenEnd } }
+    var durableEnd: UInt64 { conditionLock.withLock { state.durableEnd } }
+    var visibleEnd: UInt64 { conditionLock.withLock { visibleEndLocked } }
+    var startOffset: UInt64 { conditionLock.withLock { state.segments.first!.baseOffset } }
+    var statistics: LogStatistics { conditionLock.withLock { state.statistics } }
+    var segmentBaseOffsets: [UInt64] { conditionLock.withLock { state.segments.map(\.baseOffset) } }
+
+    /// In synchronous mode readers see only durable records; in the other modes they see
+    /// completed writes (which a crash may lose: documented with the modes). After a failed
+    /// sync the log was cut back to the durable end, so that is all there is.
+    var visibleEndLocked: UInt64 {
+        if state.failure != nil || options.durability == .synchronous { return state.durableEnd }
+        return state.writtenEnd
+    }
+
+    func path(_ name: String) -> String { LogFileNames.join(directory, name) }
+
+    func close() throws(LogError) {
+        conditionLock.lock()
+        if state.isClosed {
+            conditionLock.unlock()
+            return
+        }
+        state.isClosed = true
+        let failedBefore = state.failure != nil
+        conditionLock.signalSyncer()
+        while !state.syncerExited { conditionLock.waitWaiter() }
+        let failure = state.failure
+        let waiters = state.asyncWaiters
+        state.asyncWaiters = []
+        conditionLock.unlock()
+        for waiter in waiters {
+            waiter.continuation.resume(returning: .failure(failure ?? LogError(.closed, "The log was closed.")))
+        }
+        for segment in conditionLock.withLock({ state.segments }) { segment.handle.close() }
+        directoryLock?.release()
+        // Only a failure of the final sync is news to the caller; an earlier one was thrown then.
+        if let failure, !failedBefore { throw failure }
+    }
+}

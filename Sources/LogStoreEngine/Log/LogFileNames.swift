@@ -1,0 +1,48 @@
+/// File names inside a store directory.
+enum LogFileNames {
+    /// `00000000000000001234.log` for base offset 1234.
+    static func segment(_ baseOffset: UInt64) -> String {
+        padded(baseOffset) + FormatConstants.segmentFileExtension
+    }
+
+    static func index(_ baseOffset: UInt64) -> String {
+        padded(baseOffset) + FormatConstants.indexFileExtension
+    }
+
+    static func padded(_ value: UInt64) -> String {
+        let digits = String(value)
+        return String(repeating: "0", count: FormatConstants.fileNameDigitCount - digits.count) + digits
+    }
+
+    /// The base offset a segment file name encodes, or `nil` if it is not a segment name.
+    static func segmentBaseOffset(_ name: String) -> UInt64? {
+        number(name, extension: FormatConstants.segmentFileExtension)
+    }
+
+    static func indexBaseOffset(_ name: String) -> UInt64? {
+        number(name, extension: FormatConstants.indexFileExtension)
+    }
+
+    /// The offset in `checkpoint-<20 digits>.ckpt`, or `nil`.
+    static func checkpointOffset(_ name: String) -> UInt64? {
+        guard name.hasPrefix(FormatConstants.checkpointFilePrefix) else { return nil }
+        return number(String(name.dropFirst(FormatConstants.checkpointFilePrefix.count)),
+                      extension: FormatConstants.checkpointFileExtension)
+    }
+
+    static func isTemporary(_ name: String) -> Bool {
+        name.hasSuffix(FormatConstants.temporaryFileExtension)
+    }
+
+    private static func number(_ name: String, extension fileExtension: String) -> UInt64? {
+        guard name.hasSuffix(fileExtension) else { return nil }
+        let digits = name.dropLast(fileExtension.count)
+        guard digits.count == FormatConstants.fileNameDigitCount, digits.allSatisfy(\.isASCII),
+              digits.allSatisfy(\.isNumber) else { return nil }
+        return UInt64(digits)
+    }
+
+    static func join(_ directory: String, _ name: String) -> String {
+        directory.hasSuffix("/") ? directory + name : directory + "/" + name
+    }
+}

@@ -1,0 +1,42 @@
+/// When an append returns, relative to the `fdatasync` that makes it durable.
+public enum Durability: Sendable, Equatable {
+    /// An append returns after an `fdatasync` covers it (the default). Concurrent appends share
+    /// one `fdatasync`. Readers see only durable records.
+    case synchronous
+    /// An append returns after its bytes are written; the syncer runs `fdatasync` at least every
+    /// `syncIntervalMax`. A crash may lose the last interval's appends.
+    case batched(syncIntervalMax: Duration)
+    /// An append returns after its bytes are written; `fdatasync` runs only when the unsynced
+    /// bound, a segment roll, ``Log/sync()`` or ``Log/close()`` asks for it.
+    case none
+
+    /// `.batched` with a 100 ms interval.
+    public static let batched = Durability.batched(syncIntervalMax: .milliseconds(100))
+}
+
+/// How a ``Log`` is opened.
+public struct LogOptions: Sendable {
+    /// The durability of ``Log/append(_:type:)``. Default: ``Durability/synchronous``.
+    public var durability: Durability = .synchronous
+    /// A segment rolls before a record would take it past this many bytes (header included).
+    /// Default 64 MiB.
+    public var segmentByteCountMax: UInt64 = 64 * 1024 * 1024
+    /// Compress payloads with LZ4 when that makes them smaller. Default `true`.
+    public var compresses = true
+    /// How far ahead of the write position the syncer keeps zeros written (and so blocks
+    /// allocated), so that `fdatasync` need not commit file-size changes. Default 2 MiB; 0 turns
+    /// preallocation off.
+    public var preallocationAheadByteCount: UInt64 = 2 * 1024 * 1024
+    /// Zeros written per preallocation step (under the writer's lock, so kept small). Default
+    /// 256 KiB.
+    public var preallocationChunkByteCount: UInt64 = 256 * 1024
+    /// Create the store when the directory has none. Default `true`.
+    public var createsIfMissing = true
+    /// Repair on open: truncate at the first bad record anywhere, delete what follows, and report
+    /// it, instead of refusing to open a corrupt store. Default `false`.
+    public var repairs = false
+    /// The file system; tests pass a simulated one.
+    public var fileSystem: any FileSystem = PosixFileSystem()
+
+    public init() {}
+}

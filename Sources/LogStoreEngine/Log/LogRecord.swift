@@ -1,0 +1,29 @@
+/// One record read back from the log: checked (both CRCs) and decompressed.
+public struct LogRecord: Sendable, Equatable {
+    /// The record's logical offset: where it starts in the log. History tokens are these.
+    public var offset: UInt64
+    public var type: RecordType
+    /// The uncompressed payload.
+    public var payload: [UInt8]
+    /// CRC32C of the stored payload bytes (the `check` of a history token).
+    public var payloadCRC: UInt32
+    /// Bytes the record takes in its segment, header included.
+    public var recordByteCount: UInt64
+    /// Whether the payload was stored LZ4-compressed.
+    public var isCompressed: Bool
+
+    /// The logical offset just past the record: where the next one starts.
+    public var endOffset: UInt64 { offset + recordByteCount }
+}
+
+/// Where an append landed.
+public struct LogPosition: Sendable, Hashable, Comparable {
+    /// The record's logical offset.
+    public var offset: UInt64
+    /// The logical offset just past the record; durable once the durable end reaches it.
+    public var endOffset: UInt64
+    /// CRC32C of the stored payload.
+    public var payloadCRC: UInt32
+
+    public static func < (lhs: LogPosition, rhs: LogPosition) -> Bool { lhs.offset < rhs.offset }
+}

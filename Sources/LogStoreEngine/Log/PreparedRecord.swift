@@ -1,0 +1,48 @@
+/// A record encoded except for its offset: compressed and checksummed outside any lock, so the
+/// writer's critical section only patches the offset and header CRC and issues one `pwrite`.
+struct PreparedRecord {
+    /// Header (offset and header CRC still zero) followed by the stored payload.
+    private(set) var bytes: [UInt8]
+    let header: RecordHeader
+
+    var recordByteCount: UInt64 { UInt64(bytes.count) }
+
+    /// Encodes `payload`. Throws ``LogError/Code/recordTooLarge`` past the 16 MiB limit.
+    init(payload: UnsafeRawBufferPointer, type: RecordType, compresses: Bool) throws(LogError) {
+        precondition(type.rawValue != 0, "record type 0 is reserved: zeros are not data")
+        guard payload.count <= FormatConstants.recordByteCountMax else {
+            throw LogError(.recordTooLarge, "A record of \(payload.count) bytes exceeds the "
+                + "\(FormatConstants.recordByteCountMax)-byte maximum.", offset: nil)
+        }
+        let compressed = compresses ? LZ4.compressIfSmaller(payload) : nil
+        var header = RecordHeader(payloadCRC: 0, offset: 0, storedByteCount: 0,
+                                  uncompressedByteCount: UInt32(payload.count), type: type,
+                                  flags: compressed == nil ? 0 : FormatConstants.flagCompressedLZ4)
+        var writer = ByteWriter(capacity: FormatConstants.recordHeaderByteCount + (compressed?.count ?? payload.count))
+        writer.writeZeros(FormatConstants.recordHeaderByteCount)
+        if let compressed {
+            writer.write(bytes: compressed)
+        } else {
+            writer.write(bytes: payload)
+        }
+        header.storedByteCount = UInt32(writer.count - FormatConstants.recordHeaderByteCount)
+        header.payloadCRC = writer.bytes.withUnsafeBytes { buffer in
+            CRC32C.checksum(UnsafeRawBufferPointer(rebasing: buffer[FormatConstants.recordHeaderByteCount...]))
+        }
+        self.header = header
+        self.bytes = writer.bytes
+    }
+
+    /// Fills in the offset and the header CRC.
+    mutating func assign(offset: UInt64) {
+        var header = self.header
+        header.offset = offset
+        var writer = ByteWriter(capacity: FormatConstants.recordHeaderByteCount)
+        header.encode(into: &writer)
+        bytes.withUnsafeMutableBytes { target in
+            writer.bytes.withUnsafeBytes { source in
+                target.baseAddress!.copyMemory(from: source.baseAddress!, byteCount: source.count)
+            }
+        }
+    }
+}

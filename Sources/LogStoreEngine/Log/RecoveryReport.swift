@@ -1,0 +1,38 @@
+/// What opening a log found and did. Read it after ``Log/open(directory:options:)``.
+public struct RecoveryReport: Sendable, Equatable {
+    /// A record that recovery (or repair) dropped.
+    public struct DroppedRecord: Sendable, Equatable, CustomStringConvertible {
+        /// Logical offset where the dropped bytes start.
+        public var offset: UInt64
+        /// Bytes dropped from there.
+        public var byteCount: UInt64
+        /// Why: what was wrong with the record.
+        public var reason: String
+        /// The segment file it was in.
+        public var file: String
+
+        public var description: String { "\(byteCount) bytes at offset \(offset) in \(file): \(reason)" }
+    }
+
+    /// Whether a new store was created by this open.
+    public var createdStore = false
+    /// The logical offset the log was cut back to, when a torn tail (or repair) cut it.
+    public var truncatedAt: UInt64?
+    /// The records dropped from a torn tail (or by repair), in log order.
+    public var droppedRecords: [DroppedRecord] = []
+    /// Segment files repair deleted (they followed the first bad record).
+    public var deletedSegments: [String] = []
+    /// Checkpoint files repair deleted (they lay beyond the new end).
+    public var deletedCheckpoints: [String] = []
+    /// Temporary files left by a crash and removed.
+    public var removedTemporaryFiles: [String] = []
+    /// Files that are not part of the format; left alone.
+    public var unknownFiles: [String] = []
+    /// Sparse index files that were missing or invalid and were rebuilt.
+    public var rebuiltIndexes: [String] = []
+
+    public init() {}
+
+    /// True when recovery dropped or deleted anything.
+    public var droppedAnything: Bool { !droppedRecords.isEmpty || !deletedSegments.isEmpty || !deletedCheckpoints.isEmpty }
+}

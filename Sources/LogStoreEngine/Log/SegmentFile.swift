@@ -1,0 +1,43 @@
+import Synchronization
+
+/// One segment of the log: its file, its base offset and its sparse index.
+///
+/// Shared by the writer and readers. The handle is opened once and used only with positional
+/// reads and writes; the index sits behind a mutex.
+final class SegmentFile: Sendable {
+    let baseOffset: UInt64
+    let path: String
+    let handle: any FileHandle
+    private let sparseIndex: Mutex<SparseIndex>
+
+    init(baseOffset: UInt64, path: String, handle: any FileHandle, index: SparseIndex = SparseIndex()) {
+        self.baseOffset = baseOffset
+        self.path = path
+        self.handle = handle
+        self.sparseIndex = Mutex(index)
+    }
+
+    var index: SparseIndex { sparseIndex.withLock { $0 } }
+
+    /// The logical offset just past the last record noted in the index.
+    var endOffset: UInt64 { baseOffset + sparseIndex.withLock { $0.endOffset } }
+
+    func note(_ record: LogRecord) {
+        note(offset: record.offset, recordByteCount: record.recordByteCount)
+    }
+
+    func note(offset: UInt64, recordByteCount: UInt64) {
+        sparseIndex.withLock { $0.note(relativeOffset: offset - baseOffset, recordByteCount: recordByteCount) }
+    }
+
+    func replaceIndex(_ index: SparseIndex) {
+        sparseIndex.withLock { $0 = index }
+    }
+
+    /// File position of the greatest index entry at or before `offset`.
+    func filePosition(nearestBefore offset: UInt64) -> UInt64 {
+        let relative = offset - baseOffset
+        let entry = sparseIndex.withLock { $0.entry(atOrBefore: relative) }
+        return entry + UInt64(FormatConstants.segmentHeaderByteCount)
+    }
+}

@@ -1,0 +1,130 @@
+/// Reads the records of one segment file forward from a file position, checking each header
+/// and payload CRC. Reads in chunks of ``chunkByteCount`` so a record costs no system call of its
+/// own; a buffer grows only to hold one whole record, never past the 16 MiB limit.
+struct SegmentScanner {
+    static let chunkByteCount = 256 * 1024
+
+    let handle: any FileHandle
+    let baseOffset: UInt64
+    /// File position of the next record header.
+    private(set) var position: UInt64
+    private var buffer: [UInt8] = []
+    /// File position of `buffer[0]`.
+    private var bufferStart: UInt64 = 0
+
+    init(handle: any FileHandle, baseOffset: UInt64, position: UInt64 = UInt64(FormatConstants.segmentHeaderByteCount)) {
+        self.handle = handle
+        self.baseOffset = baseOffset
+        self.position = position
+    }
+
+    /// The logical offset of the next record header.
+    var offset: UInt64 { Self.logicalOffset(filePosition: position, baseOffset: baseOffset) }
+
+    static func logicalOffset(filePosition: UInt64, baseOffset: UInt64) -> UInt64 {
+        baseOffset + filePosition - UInt64(FormatConstants.segmentHeaderByteCount)
+    }
+
+    static func filePosition(logicalOffset: UInt64, baseOffset: UInt64) -> UInt64 {
+        logicalOffset - baseOffset + UInt64(FormatConstants.segmentHeaderByteCount)
+    }
+
+    /// What the scanner found at its position.
+    enum Step {
+        /// A record whose header and payload check out; the scanner moved past it.
+        case record(LogRecord)
+        /// The header is all zeros or the file ends exactly here: the end of the records.
+        case end
+        /// Not a good record; the scanner stays put. `header` is set when the header itself was
+        /// valid (then the payload is short, fails its CRC or does not decompress).
+        case bad(reason: String, header: RecordHeader?)
+        /// A checksummed header this version refuses (unknown type or flags).
+        case unsupported(String)
+    }
+
+    /// Reads the record at the position. With `decodesPayload` false the payload is checked but
+    /// not decompressed (and `LogRecord.payload` is empty).
+    mutating func next(decodesPayload: Bool = true) throws(LogError) -> Step {
+        let headerByteCount = FormatConstants.recordHeaderByteCount
+        let available = try fill(byteCount: headerByteCount)
+        if available == 0 { return .end }
+        let start = Int(position - bufferStart)
+        if available < headerByteCount {
+            let tail = buffer[start..<(start + available)]
+            if tail.allSatisfy({ $0 == 0 }) { return .end }
+            return .bad(reason: "file ends \(available) bytes into a record header", header: nil)
+        }
+        let decoded = buffer.withUnsafeBytes { bytes in
+            RecordHeader.decode(UnsafeRawBufferPointer(rebasing: bytes[start..<(start + headerByteCount)]),
+                                expectedOffset: offset)
+        }
+        switch decoded {
+        case .zeros: return .end
+        case let .invalid(reason): return .bad(reason: reason, header: nil)
+        case let .unsupported(reason): return .unsupported(reason)
+        case let .valid(header):
+            return try payload(of: header, decodes: decodesPayload)
+        }
+    }
+
+    private mutating func payload(of header: RecordHeader, decodes: Bool) throws(LogError) -> Step {
+        let total = Int(header.recordByteCount)
+        let available = try fill(byteCount: total)
+        guard available == total else {
+            return .bad(reason: "file ends \(available) bytes into a \(total)-byte record", header: header)
+        }
+        let payloadStart = Int(position - bufferStart) + FormatConstants.recordHeaderByteCount
+        let result: Step = buffer.withUnsafeBytes { bytes in
+            let stored = UnsafeRawBufferPointer(rebasing: bytes[payloadStart..<(payloadStart + Int(header.storedByteCount))])
+            let crc = CRC32C.checksum(stored)
+            guard crc == header.payloadCRC else {
+                return .bad(reason: "payload checksum mismatch (stored \(hex(header.payloadCRC)), computed \(hex(crc)))",
+                            header: header)
+            }
+            var payload: [UInt8] = []
+            if header.isCompressed {
+                // Even when the caller does not want the bytes, a compressed payload is decoded
+                // when asked to, so that a payload whose CRC matches but does not decode is caught.
+                if decodes {
+                    guard let decoded = LZ4.decompress(stored, decompressedByteCount: Int(header.uncompressedByteCount)) else {
+                        return .bad(reason: "payload does not decompress to \(header.uncompressedByteCount) bytes",
+                                    header: header)
+                    }
+                    payload = decoded
+                }
+            } else if decodes {
+                payload = Array(stored)
+            }
+            return .record(LogRecord(offset: header.offset, type: header.type, payload: payload,
+                                     payloadCRC: header.payloadCRC, recordByteCount: header.recordByteCount,
+                                     isCompressed: header.isCompressed))
+        }
+        if case .record = result { position += header.recordByteCount }
+        return result
+    }
+
+    /// Makes `buffer` hold `byteCount` bytes from `position` if the file has them; returns how
+    /// many it holds (fewer only at the end of the file).
+    private mutating func fill(byteCount: Int) throws(LogError) -> Int {
+        let start = Int(position - bufferStart)
+        if position >= bufferStart && start + byteCount <= buffer.count { return byteCount }
+        let readCount = max(byteCount, Self.chunkByteCount)
+        if buffer.count < readCount { buffer = [UInt8](repeating: 0, count: readCount) }
+        bufferStart = position
+        let got: Int
+        do {
+            got = try handle.read(into: &buffer, range: 0..<readCount, at: position)
+        } catch {
+            // A read error is never a torn tail: it is reported as what it is.
+            throw LogError.io(error, "Reading the log")
+        }
+        // Forget bytes past what was read so a later fill does not take stale ones for data.
+        buffer.removeSubrange(got...)
+        return min(got, byteCount)
+    }
+
+    /// Moves to a file position (for example an index entry) and drops the buffer if needed.
+    mutating func seek(toFilePosition newPosition: UInt64) {
+        position = newPosition
+    }
+}
