@@ -162,9 +162,12 @@ extension LogCore {
         conditionLock.broadcastWaiters()
     }
 
-    /// Writes the sparse index of a sealed segment (temp + rename; a cache, so not synced: a
-    /// damaged one fails its CRC on open and is rebuilt).
+    /// Trims a sealed segment's preallocated zeros and writes its sparse index (temp + rename; a
+    /// cache, so not synced: a damaged one fails its CRC on open and is rebuilt). Neither needs
+    /// a sync: if the trim is lost in a crash, the zeros are back, and zeros are not data.
     private func writeIndexFile(of segment: SegmentFile) {
+        let endPosition = SegmentScanner.filePosition(logicalOffset: segment.endOffset, baseOffset: segment.baseOffset)
+        try? segment.handle.truncate(toByteCount: endPosition)
         let name = LogFileNames.index(segment.baseOffset)
         let bytes = segment.index.encoded(storeID: meta.storeID, baseOffset: segment.baseOffset)
         let temporary = path(name + FormatConstants.temporaryFileExtension)

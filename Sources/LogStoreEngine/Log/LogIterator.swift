@@ -45,17 +45,18 @@ public struct LogIterator: Sendable {
             if scanner.offset >= endOffset { return nil }
             let segment = segments[segmentIndex]
             let isLast = segmentIndex == segments.count - 1
+            // A sealed segment ends exactly where the next begins (checked on open).
+            if !isLast && scanner.offset == segments[segmentIndex + 1].baseOffset {
+                segmentIndex += 1
+                let next = segments[segmentIndex]
+                scanner = SegmentScanner(handle: next.handle, baseOffset: next.baseOffset)
+                continue
+            }
             switch try scanner.next(decodesPayload: true) {
             case let .record(record):
                 if record.offset < startOffset { continue }
                 return record
             case .end:
-                if !isLast && scanner.offset == segments[segmentIndex + 1].baseOffset {
-                    segmentIndex += 1
-                    let next = segments[segmentIndex]
-                    scanner = SegmentScanner(handle: next.handle, baseOffset: next.baseOffset)
-                    continue
-                }
                 throw LogError.corruption(segment.path, offset: scanner.offset, "no record at offset \(scanner.offset), "
                     + "below the end of the log at \(isLast ? endOffset : segments[segmentIndex + 1].baseOffset)")
             case let .bad(reason, _), let .unsupported(reason):

@@ -1,0 +1,106 @@
+import Foundation
+import LogStoreTestSupport
+import Testing
+@testable import LogStoreEngine
+
+@Suite struct LogRoundTripTests {
+    @Test(arguments: [true, false])
+    func randomPayloadsRoundTripAcrossRollsAndReopen(compresses: Bool) throws {
+        let fileSystem = SimulatedFileSystem()
+        let options = simulatedOptions(fileSystem, durability: .none, segmentByteCountMax: 256 * 1024, compresses: compresses)
+        var generator = SeededGenerator(seed: compresses ? 1 : 2)
+        var expected: [(LogPosition, [UInt8])] = []
+        let log = try Log.open(directory: storePath, options: options)
+        for number in 0..<400 {
+            let byteCount = [0, 1, 31, 32, 33, 200, 4096, 70_000].randomElement(using: &generator)!
+            let bytes = byteCount == 0 ? [] : payload(number: number, byteCount: byteCount,
+                                                      compressible: Bool.random(using: &generator), generator: &generator)
+            expected.append((try log.append(bytes), bytes))
+        }
+        try log.sync()
+        #expect(log.segmentBaseOffsets.count > 10)
+        let beforeClose = try readAll(log)
+        try log.close()
+
+        let reopened = try Log.open(directory: storePath, options: options)
+        let records = try readAll(reopened)
+        #expect(records == beforeClose)
+        #expect(records.map(\.offset) == expected.map(\.0.offset))
+        #expect(records.map(\.payload) == expected.map(\.1))
+        #expect(records.map(\.payloadCRC) == expected.map(\.0.payloadCRC))
+        #expect(records.contains(where: \.isCompressed) == compresses)
+        #expect(!reopened.recoveryReport.droppedAnything)
+        try reopened.close()
+    }
+
+    @Test func largestRecordRoundTripsAndOneByteMoreIsRefused() throws {
+        let fileSystem = SimulatedFileSystem()
+        let log = try Log.open(directory: storePath, options: simulatedOptions(fileSystem, preallocates: false))
+        var generator = SeededGenerator(seed: 3)
+        let maximum = FormatConstants.recordByteCountMax
+        let incompressible = payload(number: 1, byteCount: maximum, compressible: false, generator: &generator)
+        let compressible = payload(number: 2, byteCount: maximum, compressible: true, generator: &generator)
+        try log.append(incompressible)
+        try log.append(compressible)
+        let tooLarge = logError { try log.append([UInt8](repeating: 7, count: maximum + 1)) }
+        #expect(tooLarge?.code == .recordTooLarge)
+        try log.close()
+        let reopened = try Log.open(directory: storePath, options: simulatedOptions(fileSystem, preallocates: false))
+        let records = try readAll(reopened)
+        #expect(records.count == 2)
+        #expect(records[0].payload == incompressible && !records[0].isCompressed)
+        #expect(records[1].payload == compressible && records[1].isCompressed)
+        try reopened.close()
+    }
+
+    @Test func readingFromInsideARecordStartsAtTheNextOne() throws {
+        let fileSystem = SimulatedFileSystem()
+        let log = try Log.open(directory: storePath, options: simulatedOptions(fileSystem, segmentByteCountMax: 64 * 1024))
+        var positions: [LogPosition] = []
+        for number in 0..<600 {
+            positions.append(try log.write(Array(repeating: UInt8(number % 251), count: 100 + number % 50)))
+        }
+        try log.sync()
+        var generator = SeededGenerator(seed: 4)
+        for _ in 0..<300 {
+            let target = UInt64.random(in: 0..<log.visibleEnd, using: &generator)
+            let expected = positions.first { $0.offset >= target }
+            #expect(try log.firstRecord(atOrAfter: target)?.offset == expected?.offset)
+        }
+        #expect(try log.firstRecord(atOrAfter: log.visibleEnd) == nil)
+        #expect(logError { _ = try log.records(from: log.visibleEnd + 1) }?.code == .offsetOutOfRange)
+        try log.close()
+    }
+
+    @Test func asyncAppendsAreDurableWhenTheyReturn() async throws {
+        let fileSystem = SimulatedFileSystem()
+        let log = try Log.open(directory: storePath, options: simulatedOptions(fileSystem))
+        try await withThrowingTaskGroup(of: LogPosition.self) { group in
+            for number in 0..<50 {
+                group.addTask { try await log.append(Array("record \(number)".utf8)) }
+            }
+            for try await position in group {
+                #expect(log.durableEnd >= position.endOffset)
+            }
+        }
+        #expect(try readAll(log).count == 50)
+        try log.close()
+    }
+
+    @Test func aStoreOnDiskRoundTripsThroughThePosixFileSystem() throws {
+        let directory = NSTemporaryDirectory() + "logstore-test-\(UUID())"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var options = LogOptions()
+        options.segmentByteCountMax = 8 * 1024
+        let log = try Log.open(directory: directory, options: options)
+        #expect(log.recoveryReport.createdStore)
+        for number in 0..<500 { try log.append(Array("event \(number) ".utf8) + Array(repeating: 65, count: number % 300)) }
+        try log.close()
+        let reopened = try Log.open(directory: directory, options: options)
+        let records = try readAll(reopened)
+        #expect(records.count == 500)
+        #expect(records.last?.payload.starts(with: Array("event 499 ".utf8)) == true)
+        #expect(reopened.segmentBaseOffsets.count > 1)
+        try reopened.close()
+    }
+}

@@ -1,0 +1,72 @@
+import Foundation
+import LogStoreTestSupport
+@testable import LogStoreEngine
+
+/// A small, fixed-seed generator (SplitMix64): the same seed gives the same test.
+struct SeededGenerator: RandomNumberGenerator {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+let storePath = "/store"
+
+/// Options for a log on a simulated file system.
+func simulatedOptions(_ fileSystem: SimulatedFileSystem, durability: Durability = .synchronous,
+                      segmentByteCountMax: UInt64 = 64 * 1024 * 1024, preallocates: Bool = true,
+                      compresses: Bool = true) -> LogOptions {
+    var options = LogOptions()
+    options.fileSystem = fileSystem
+    options.durability = durability
+    options.segmentByteCountMax = segmentByteCountMax
+    options.compresses = compresses
+    if !preallocates { options.preallocationAheadByteCount = 0 }
+    // Small steps keep simulated files small.
+    options.preallocationChunkByteCount = min(options.preallocationChunkByteCount, 16 * 1024)
+    options.preallocationAheadByteCount = preallocates ? min(options.preallocationAheadByteCount, 64 * 1024) : 0
+    return options
+}
+
+/// Every record from the start of the log to its visible end.
+func readAll(_ log: Log) throws -> [LogRecord] {
+    var iterator = try log.records(from: log.startOffset)
+    var records: [LogRecord] = []
+    while let record = try iterator.next() { records.append(record) }
+    return records
+}
+
+/// A payload whose bytes encode its sequence number, so a record can be matched to its append.
+func payload(number: Int, byteCount: Int, compressible: Bool, generator: inout SeededGenerator) -> [UInt8] {
+    var bytes = withUnsafeBytes(of: UInt64(number).littleEndian) { Array($0) }
+    bytes.reserveCapacity(max(byteCount, 8))
+    while bytes.count < byteCount {
+        bytes.append(compressible ? UInt8(truncatingIfNeeded: bytes.count / 7) : UInt8.random(in: 0...255, using: &generator))
+    }
+    return bytes
+}
+
+func sequenceNumber(of record: LogRecord) -> Int {
+    Int(record.payload.prefix(8).withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) })
+}
+
+func segmentPath(_ baseOffset: UInt64) -> String {
+    storePath + "/" + LogFileNames.segment(baseOffset)
+}
+
+/// Runs `body` and returns the LogError it throws, or nil.
+func logError(_ body: () throws -> Void) -> LogError? {
+    do {
+        try body()
+        return nil
+    } catch let error as LogError {
+        return error
+    } catch {
+        return nil
+    }
+}
