@@ -9,7 +9,7 @@ extension LogCore {
                 performSync(through: target)
                 continue
             }
-            if state.isClosed {
+            if state.isClosed && state.pendingIndexWrites.isEmpty {
                 state.syncerExited = true
                 conditionLock.broadcastWaiters()
                 conditionLock.unlock()
