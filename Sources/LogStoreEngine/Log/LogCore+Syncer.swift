@@ -162,12 +162,17 @@ extension LogCore {
         conditionLock.broadcastWaiters()
     }
 
-    /// Trims a sealed segment's preallocated zeros and writes its sparse index (temp + rename; a
-    /// cache, so not synced: a damaged one fails its CRC on open and is rebuilt). Neither needs
-    /// a sync: if the trim is lost in a crash, the zeros are back, and zeros are not data.
+    /// Trims a sealed segment's preallocated zeros (so every byte of a sealed segment is covered
+    /// by a CRC) and writes its sparse index (temp + rename; a cache, so not synced: a damaged one
+    /// fails its CRC on open and is rebuilt). The trim's fsync only concerns the file size: the
+    /// records were synced before the roll, so a failure here loses nothing and is not fail-stop;
+    /// if the trim is lost, the zeros are back, and zeros are not data.
     private func writeIndexFile(of segment: SegmentFile) {
         let endPosition = SegmentScanner.filePosition(logicalOffset: segment.endOffset, baseOffset: segment.baseOffset)
-        try? segment.handle.truncate(toByteCount: endPosition)
+        if (try? segment.handle.size()).map({ $0 > endPosition }) ?? false {
+            try? segment.handle.truncate(toByteCount: endPosition)
+            try? segment.handle.sync()
+        }
         let name = LogFileNames.index(segment.baseOffset)
         let bytes = segment.index.encoded(storeID: meta.storeID, baseOffset: segment.baseOffset)
         let temporary = path(name + FormatConstants.temporaryFileExtension)

@@ -1,0 +1,76 @@
+import Foundation
+import LogStoreTestSupport
+import Testing
+@testable import LogStoreEngine
+
+@Suite struct LockTests {
+    @Test func aSecondOpenInTheSameProcessIsRefused() throws {
+        let fileSystem = SimulatedFileSystem()
+        let log = try Log.open(directory: storePath, options: simulatedOptions(fileSystem))
+        let error = logError { _ = try Log.open(directory: storePath, options: simulatedOptions(fileSystem)) }
+        #expect(error?.code == .alreadyOpenInProcess)
+        try log.close()
+        let again = try Log.open(directory: storePath, options: simulatedOptions(fileSystem))
+        try again.close()
+    }
+
+    @Test func aStoreLockedElsewhereIsRefusedWithAClearError() throws {
+        let fileSystem = SimulatedFileSystem()
+        try Log.open(directory: storePath, options: simulatedOptions(fileSystem)).close()
+        // Another open file description holding the flock stands for another process.
+        let other = try fileSystem.openFile(storePath + "/LOCK", mode: .readWrite)
+        #expect(try other.tryLockExclusive())
+        let error = logError { _ = try Log.open(directory: storePath, options: simulatedOptions(fileSystem)) }
+        #expect(error?.code == .locked)
+        #expect(error?.message.contains("another process") == true)
+        other.close()
+        try Log.open(directory: storePath, options: simulatedOptions(fileSystem)).close()
+    }
+
+    @Test func aReadOnlyOpenBesideAWriterChangesNothing() throws {
+        let fileSystem = SimulatedFileSystem()
+        let writer = try Log.open(directory: storePath, options: simulatedOptions(fileSystem, segmentByteCountMax: 2048))
+        for number in 0..<40 { try writer.append(Array("record \(number) ".utf8) + [UInt8](repeating: 5, count: 80)) }
+        // An unsynced write the reader may or may not see, and never modifies.
+        try writer.write(Array("in flight".utf8))
+        let before = Dictionary(uniqueKeysWithValues: fileSystem.fileNames(in: storePath).map {
+            ($0, fileSystem.bytes(at: storePath + "/" + $0)!)
+        })
+        let reader = try Log.openReadOnly(directory: storePath, fileSystem: fileSystem)
+        let records = try readAll(reader)
+        #expect(records.count >= 40)
+        #expect(reader.isReadOnly)
+        #expect(logError { try reader.append([1]) }?.code == .readOnly)
+        try reader.close()
+        let after = Dictionary(uniqueKeysWithValues: fileSystem.fileNames(in: storePath).map {
+            ($0, fileSystem.bytes(at: storePath + "/" + $0)!)
+        })
+        #expect(after == before)
+        try writer.close()
+    }
+
+    @Test func aMissingDirectoryOrAForeignDirectoryIsNotAStore() throws {
+        let fileSystem = SimulatedFileSystem()
+        var options = simulatedOptions(fileSystem)
+        options.createsIfMissing = false
+        #expect(logError { _ = try Log.open(directory: "/missing", options: options) }?.code == .notAStore)
+        #expect(logError { _ = try Log.openReadOnly(directory: "/missing", fileSystem: fileSystem) }?.code == .notAStore)
+        try fileSystem.setBytes(Array("hello".utf8), at: "/other/notes.txt")
+        let error = logError { _ = try Log.open(directory: "/other", options: simulatedOptions(fileSystem)) }
+        #expect(error?.code == .notAStore)
+        #expect(error?.message.contains("not empty") == true)
+    }
+
+    @Test func leftoverTemporaryFilesAreRemovedAndUnknownFilesListed() throws {
+        let fileSystem = SimulatedFileSystem()
+        try Log.open(directory: storePath, options: simulatedOptions(fileSystem)).close()
+        try fileSystem.setBytes([1, 2, 3], at: storePath + "/00000000000000000999.log.tmp")
+        try fileSystem.setBytes([1, 2, 3], at: storePath + "/README.txt")
+        let log = try Log.open(directory: storePath, options: simulatedOptions(fileSystem))
+        #expect(log.recoveryReport.removedTemporaryFiles == ["00000000000000000999.log.tmp"])
+        #expect(log.recoveryReport.unknownFiles == ["README.txt"])
+        #expect(!fileSystem.exists(storePath + "/00000000000000000999.log.tmp"))
+        #expect(fileSystem.exists(storePath + "/README.txt"))
+        try log.close()
+    }
+}
