@@ -85,6 +85,10 @@ extension Log {
     /// ``LogError/Code/newerFormatVersion`` and ``LogError/Code/corruption`` as opening does.
     public static func inspect(directory: String, fileSystem: any FileSystem = PosixFileSystem()) throws(LogError)
         -> StoreInspection {
+        // openReadOnly says "does not exist" for a regular file; say what it is instead.
+        if let kind = try? fileSystem.kind(of: directory), kind != .directory {
+            throw LogError(.notAStore, "\(directory) is a file, not a store directory.", file: directory)
+        }
         let log = try Log.openReadOnly(directory: directory, fileSystem: fileSystem)
         defer { try? log.close() }
         let bases = log.segmentBaseOffsets
