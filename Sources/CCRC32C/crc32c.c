@@ -5,8 +5,10 @@
 
 #include <string.h>
 
+#include <pthread.h>
+
 static uint32_t table[8][256];
-static int table_ready = 0;
+static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 static int hardware = -1;
 
 static void build_table(void) {
@@ -24,13 +26,10 @@ static void build_table(void) {
             table[k][n] = crc;
         }
     }
-    __atomic_store_n(&table_ready, 1, __ATOMIC_RELEASE);
 }
 
 uint32_t ccrc32c_extend_portable(uint32_t crc, const void *bytes, size_t count) {
-    if (!__atomic_load_n(&table_ready, __ATOMIC_ACQUIRE)) {
-        build_table(); // idempotent: racing builders write identical values
-    }
+    pthread_once(&table_once, build_table);
     const uint8_t *p = (const uint8_t *)bytes;
     uint32_t c = ~crc;
     while (count >= 8) {

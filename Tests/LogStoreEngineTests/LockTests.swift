@@ -74,3 +74,47 @@ import Testing
         try log.close()
     }
 }
+
+@Suite struct OpenValidationTests {
+    @Test func aUsersOwnTmpFileIsLeftAlone() throws {
+        let fileSystem = SimulatedFileSystem()
+        try Log.open(directory: storePath, options: simulatedOptions(fileSystem)).close()
+        try fileSystem.setBytes([1], at: storePath + "/notes.tmp")
+        try fileSystem.setBytes([1], at: storePath + "/store.meta.tmp")
+        let log = try Log.open(directory: storePath, options: simulatedOptions(fileSystem))
+        #expect(log.recoveryReport.removedTemporaryFiles == ["store.meta.tmp"])
+        #expect(log.recoveryReport.unknownFiles == ["notes.tmp"])
+        #expect(fileSystem.exists(storePath + "/notes.tmp"))
+        try log.close()
+    }
+
+    @Test func outOfRangeOptionsAreRefusedBeforeAnythingIsCreated() throws {
+        let fileSystem = SimulatedFileSystem()
+        var options = simulatedOptions(fileSystem, segmentByteCountMax: 64)
+        #expect(logError { _ = try Log.open(directory: storePath, options: options) }?.code == .invalidOptions)
+        options.segmentByteCountMax = 8 * 1024 * 1024 * 1024
+        #expect(logError { _ = try Log.open(directory: storePath, options: options) }?.code == .invalidOptions)
+        options.segmentByteCountMax = 1 << 20
+        options.preallocationChunkByteCount = 0
+        options.preallocationAheadByteCount = 4096
+        #expect(logError { _ = try Log.open(directory: storePath, options: options) }?.code == .invalidOptions)
+        #expect(!fileSystem.exists(storePath))
+    }
+
+    @Test func aVersionZeroHeaderIsDamageNotAnOlderVersion() throws {
+        var bytes = SegmentHeader(storeID: UUID(), baseOffset: 0).encoded()
+        bytes[8] = 0
+        guard case .failure(.damaged) = SegmentHeader.decode(bytes) else {
+            Issue.record("version 0 accepted")
+            return
+        }
+    }
+
+    @Test func aLargerNewerStoreMetaIsRecognisedByItsVersion() throws {
+        // A future store.meta may be larger: it is refused by name, not reported as damage.
+        var meta = [UInt8](repeating: 0xCD, count: 80)
+        meta.replaceSubrange(0..<8, with: FormatConstants.storeMetaMagic)
+        meta.replaceSubrange(8..<12, with: [7, 0, 0, 0])
+        #expect(StoreMeta.decode(meta) == .failure(.newerVersion(7)))
+    }
+}

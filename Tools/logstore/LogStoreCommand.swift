@@ -16,6 +16,6 @@ struct LogStoreCommand: ParsableCommand {
 
             Exit codes: 0 success, 1 verify found corruption, 2 the store could not be read.
             """,
-        subcommands: [InspectCommand.self, VerifyCommand.self, DemoCommand.self]
+        subcommands: [InspectCommand.self, VerifyCommand.self, RepairCommand.self, DemoCommand.self]
     )
 }

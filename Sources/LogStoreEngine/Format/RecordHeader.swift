@@ -104,6 +104,10 @@ public struct RecordHeader: Sendable, Equatable {
             return .unsupported("record flags 0x\(String(header.flags, radix: 16)) or reserved bits are "
                 + "not understood by format version \(FormatConstants.formatVersion)")
         }
+        if header.flags & FormatConstants.flagDictionary == 0 && header.dictionaryID != 0 {
+            return .unsupported("record carries dictionary id \(header.dictionaryID) without the dictionary flag; "
+                + "format version \(FormatConstants.formatVersion) writes zero there")
+        }
         if header.flags & FormatConstants.flagDictionary != 0 {
             return .unsupported("record compressed with dictionary \(header.dictionaryID); "
                 + "dictionaries are reserved and not supported by this version")

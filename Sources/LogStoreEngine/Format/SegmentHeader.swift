@@ -57,9 +57,9 @@ public struct SegmentHeader: Sendable, Equatable {
                 return .failure(.damaged("segment header checksum mismatch (stored \(hex(storedCRC)), "
                     + "computed \(hex(computed)))"))
             }
-            guard version <= FormatConstants.formatVersion else {
-                return .failure(.newerVersion(version))
-            }
+            // The CRC is checked first: every version keeps these 64 bytes and the CRC at byte 60
+            // (docs/FORMAT.md), so a flipped version bit is damage, and a valid newer header is named.
+            if let problem = versionProblem(header) { return .failure(problem) }
             guard headerByteCount == UInt32(FormatConstants.segmentHeaderByteCount) else {
                 return .failure(.damaged("segment header size \(headerByteCount), expected "
                     + "\(FormatConstants.segmentHeaderByteCount)"))
@@ -67,6 +67,16 @@ public struct SegmentHeader: Sendable, Equatable {
             return .success(SegmentHeader(formatVersion: version, storeID: storeID, baseOffset: baseOffset))
         }
     }
+}
+
+/// The version field at bytes 8..<12 of a header that starts with its magic: newer than this
+/// code reads, or 0 (never written), or fine (`nil`).
+func versionProblem(_ bytes: [UInt8]) -> HeaderProblem? {
+    guard bytes.count >= 12 else { return .damaged("shorter than 12 bytes") }
+    let version = UInt32(bytes[8]) | UInt32(bytes[9]) << 8 | UInt32(bytes[10]) << 16 | UInt32(bytes[11]) << 24
+    if version > FormatConstants.formatVersion { return .newerVersion(version) }
+    if version == 0 { return .damaged("format version 0 does not exist") }
+    return nil
 }
 
 /// Why a fixed header (segment, `store.meta`, index) was not accepted.

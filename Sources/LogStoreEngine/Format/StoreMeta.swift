@@ -40,6 +40,11 @@ public struct StoreMeta: Sendable, Equatable {
     }
 
     public static func decode(_ bytes: [UInt8]) -> Result<StoreMeta, HeaderProblem> {
+        // A store.meta of another size cannot be version 1: name a newer version if it says so.
+        if bytes.count != FormatConstants.storeMetaByteCount, bytes.count >= 12,
+           Array(bytes[0..<8]) == FormatConstants.storeMetaMagic, let problem = versionProblem(bytes) {
+            return .failure(problem)
+        }
         guard bytes.count == FormatConstants.storeMetaByteCount else {
             return .failure(.damaged("store.meta is \(bytes.count) bytes, expected "
                 + "\(FormatConstants.storeMetaByteCount)"))
@@ -60,7 +65,7 @@ public struct StoreMeta: Sendable, Equatable {
                 return .failure(.damaged("store.meta checksum mismatch (stored \(hex(storedCRC)), "
                     + "computed \(hex(computed)))"))
             }
-            guard version <= FormatConstants.formatVersion else { return .failure(.newerVersion(version)) }
+            if let problem = versionProblem(Array(bytes[0..<12])) { return .failure(problem) }
             guard byteCount == UInt32(FormatConstants.storeMetaByteCount) else {
                 return .failure(.damaged("store.meta size field \(byteCount), expected 64"))
             }

@@ -2,6 +2,7 @@ import Foundation
 
 extension LogCore {
     static func open(directory: String, options: LogOptions) throws(LogError) -> LogCore {
+        try options.validate()
         let fileSystem = options.fileSystem
         var report = RecoveryReport()
         try prepareDirectory(directory, options: options, report: &report)
@@ -36,8 +37,10 @@ extension LogCore {
 
     static func openReadOnly(directory: String, options: LogOptions) throws(LogError) -> LogCore {
         let fileSystem = options.fileSystem
-        guard (try? fileSystem.kind(of: directory)) == .directory else {
-            throw LogError(.notAStore, "No store at \(directory): the directory does not exist.", file: directory)
+        switch try? fileSystem.kind(of: directory) {
+        case .directory: break
+        case nil: throw LogError(.notAStore, "No store at \(directory): the directory does not exist.", file: directory)
+        case .regular, .other: throw LogError(.notAStore, "\(directory) is a file, not a store directory.", file: directory)
         }
         let names = try listDirectory(directory, fileSystem)
         guard names.contains(FormatConstants.storeMetaFileName) else {

@@ -31,6 +31,8 @@ public struct LogError: Error, Sendable, Equatable, CustomStringConvertible {
         case offsetOutOfRange
         /// The log was closed.
         case closed
+        /// A ``LogOptions`` value is out of range.
+        case invalidOptions
     }
 
     public var code: Code

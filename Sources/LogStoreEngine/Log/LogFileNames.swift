@@ -30,8 +30,13 @@ enum LogFileNames {
                       extension: FormatConstants.checkpointFileExtension)
     }
 
+    /// A temporary file the engine itself makes (`<file>.tmp` for one of its own file names);
+    /// other `.tmp` files are the user's and are left alone.
     static func isTemporary(_ name: String) -> Bool {
-        name.hasSuffix(FormatConstants.temporaryFileExtension)
+        guard name.hasSuffix(FormatConstants.temporaryFileExtension) else { return false }
+        let target = String(name.dropLast(FormatConstants.temporaryFileExtension.count))
+        return target == FormatConstants.storeMetaFileName || segmentBaseOffset(target) != nil
+            || indexBaseOffset(target) != nil || checkpointOffset(target) != nil
     }
 
     private static func number(_ name: String, extension fileExtension: String) -> UInt64? {

@@ -27,8 +27,8 @@ public struct LogOptions: Sendable {
     /// allocated), so that `fdatasync` need not commit file-size changes. Default 2 MiB; 0 turns
     /// preallocation off.
     public var preallocationAheadByteCount: UInt64 = 2 * 1024 * 1024
-    /// Zeros written per preallocation step (under the writer's lock, so kept small). Default
-    /// 256 KiB.
+    /// Zeros written per preallocation step (writers that would reach the chunk wait for it, so
+    /// it is kept small). Default 256 KiB.
     public var preallocationChunkByteCount: UInt64 = 256 * 1024
     /// Create the store when the directory has none. Default `true`.
     public var createsIfMissing = true
@@ -39,4 +39,20 @@ public struct LogOptions: Sendable {
     public var fileSystem: any FileSystem = PosixFileSystem()
 
     public init() {}
+
+    /// Smallest and largest accepted ``segmentByteCountMax``: a segment holds its header and at
+    /// least a small record; sparse index entries are 32-bit offsets within a segment.
+    public static let segmentByteCountRange: ClosedRange<UInt64> = 128...(2 * 1024 * 1024 * 1024)
+
+    /// Throws ``LogError/Code/invalidOptions`` when a value is out of range.
+    public func validate() throws(LogError) {
+        guard Self.segmentByteCountRange.contains(segmentByteCountMax) else {
+            throw LogError(.invalidOptions, "segmentByteCountMax \(segmentByteCountMax) is outside "
+                + "\(Self.segmentByteCountRange.lowerBound)...\(Self.segmentByteCountRange.upperBound) bytes.")
+        }
+        guard preallocationAheadByteCount == 0 || preallocationChunkByteCount > 0 else {
+            throw LogError(.invalidOptions, "preallocationChunkByteCount must be positive when preallocating "
+                + "(set preallocationAheadByteCount to 0 to turn preallocation off).")
+        }
+    }
 }

@@ -113,7 +113,7 @@ struct Recovery {
     private func scanSealed(_ segment: SegmentFile, expectedEnd: UInt64) throws(LogError) {
         var scanner = SegmentScanner(handle: segment.handle, baseOffset: segment.baseOffset)
         while true {
-            switch try scanner.next(decodesPayload: false) {
+            switch try scanner.next(decodesPayload: true) {
             case let .record(record):
                 segment.note(record)
                 guard record.endOffset <= expectedEnd else {
@@ -139,7 +139,7 @@ struct Recovery {
         var scanner = SegmentScanner(handle: segment.handle, baseOffset: segment.baseOffset)
         var badReason = ""
         scan: while true {
-            switch try scanner.next(decodesPayload: false) {
+            switch try scanner.next(decodesPayload: true) {
             case let .record(record):
                 segment.note(record)
             case .end:

@@ -83,8 +83,8 @@ struct SegmentScanner {
             }
             var payload: [UInt8] = []
             if header.isCompressed {
-                // Even when the caller does not want the bytes, a compressed payload is decoded
-                // when asked to, so that a payload whose CRC matches but does not decode is caught.
+                // Decoding also catches a payload whose CRC matches but that does not decompress
+                // (a writer bug): recovery, repair, reads and verify all decode.
                 if decodes {
                     guard let decoded = LZ4.decompress(stored, decompressedByteCount: Int(header.uncompressedByteCount)) else {
                         return .bad(reason: "payload does not decompress to \(header.uncompressedByteCount) bytes",
@@ -106,8 +106,7 @@ struct SegmentScanner {
     /// Makes `buffer` hold `byteCount` bytes from `position` if the file has them; returns how
     /// many it holds (fewer only at the end of the file).
     private mutating func fill(byteCount: Int) throws(LogError) -> Int {
-        let start = Int(position - bufferStart)
-        if position >= bufferStart && start + byteCount <= buffer.count { return byteCount }
+        if position >= bufferStart && Int(position - bufferStart) + byteCount <= buffer.count { return byteCount }
         let readCount = max(byteCount, Self.chunkByteCount)
         if buffer.count < readCount { buffer = [UInt8](repeating: 0, count: readCount) }
         bufferStart = position
