@@ -1,0 +1,50 @@
+import Foundation
+
+/// JSON form: one key naming the type — `{"string":"Lisbon"}`, `{"int":3}`, `{"null":true}`,
+/// `{"date":785584800.25}` (seconds since 2001, Foundation's reference date, so no precision is
+/// lost), `{"data":"<base64>"}`, `{"reference":{…identifier…}}`, `{"array":[…]}`.
+extension AttributeValue: Codable {
+    private enum Key: String, CodingKey {
+        case null, bool, int, double, string, data, date, uuid, reference, array
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Key.self)
+        switch self {
+        case .null: try container.encode(true, forKey: .null)
+        case let .bool(value): try container.encode(value, forKey: .bool)
+        case let .int(value): try container.encode(value, forKey: .int)
+        case let .double(value): try container.encode(value, forKey: .double)
+        case let .string(value): try container.encode(value, forKey: .string)
+        case let .data(value): try container.encode(value.base64EncodedString(), forKey: .data)
+        case let .date(value): try container.encode(value.timeIntervalSinceReferenceDate, forKey: .date)
+        case let .uuid(value): try container.encode(value, forKey: .uuid)
+        case let .reference(value): try container.encode(value, forKey: .reference)
+        case let .array(values): try container.encode(values, forKey: .array)
+        }
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: Key.self)
+        guard container.allKeys.count == 1, let key = container.allKeys.first else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath,
+                                                    debugDescription: "an attribute value has exactly one type key"))
+        }
+        switch key {
+        case .null: self = .null
+        case .bool: self = .bool(try container.decode(Bool.self, forKey: key))
+        case .int: self = .int(try container.decode(Int64.self, forKey: key))
+        case .double: self = .double(try container.decode(Double.self, forKey: key))
+        case .string: self = .string(try container.decode(String.self, forKey: key))
+        case .data:
+            guard let data = Data(base64Encoded: try container.decode(String.self, forKey: key)) else {
+                throw DecodingError.dataCorruptedError(forKey: key, in: container, debugDescription: "not base64")
+            }
+            self = .data(data)
+        case .date: self = .date(Date(timeIntervalSinceReferenceDate: try container.decode(Double.self, forKey: key)))
+        case .uuid: self = .uuid(try container.decode(UUID.self, forKey: key))
+        case .reference: self = .reference(try container.decode(PersistentIdentifier.self, forKey: key))
+        case .array: self = .array(try container.decode([AttributeValue].self, forKey: key))
+        }
+    }
+}

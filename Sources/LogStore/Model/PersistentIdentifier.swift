@@ -1,0 +1,49 @@
+import Foundation
+
+/// The identity of one model instance in one store: store, entity and primary key.
+///
+/// Inserted models carry a **temporary** identifier (no store) until their first save; the store
+/// then mints a **permanent** one — a random UUID primary key, never a counter (DECISIONS.md D5) —
+/// and returns the mapping in ``DataStoreSaveChangesResult/remappedIdentifiers``.
+///
+/// ```swift
+/// let id = PersistentIdentifier.identifier(for: store.identifier, entityName: "Trip", primaryKey: UUID())
+/// ```
+public struct PersistentIdentifier: Hashable, Comparable, Codable, Sendable, CustomStringConvertible {
+    /// The store that minted the identifier; `nil` while it is temporary.
+    public let storeIdentifier: String?
+    /// The entity of the identified model.
+    public let entityName: String
+    /// The primary key within the entity.
+    public let primaryKey: UUID
+
+    /// A permanent identifier (SwiftData's `identifier(for:entityName:primaryKey:)`).
+    public static func identifier(for storeIdentifier: String, entityName: String, primaryKey: UUID) -> PersistentIdentifier {
+        PersistentIdentifier(storeIdentifier: storeIdentifier, entityName: entityName, primaryKey: primaryKey)
+    }
+
+    /// A new temporary identifier for a model about to be inserted.
+    public static func temporary(entityName: String) -> PersistentIdentifier {
+        PersistentIdentifier(storeIdentifier: nil, entityName: entityName, primaryKey: UUID())
+    }
+
+    init(storeIdentifier: String?, entityName: String, primaryKey: UUID) {
+        self.storeIdentifier = storeIdentifier
+        self.entityName = entityName
+        self.primaryKey = primaryKey
+    }
+
+    /// Whether the identifier awaits its first save.
+    public var isTemporary: Bool { storeIdentifier == nil }
+
+    /// Orders by entity, then primary key, then store (temporary first): stable, not meaningful.
+    public static func < (lhs: PersistentIdentifier, rhs: PersistentIdentifier) -> Bool {
+        if lhs.entityName != rhs.entityName { return lhs.entityName < rhs.entityName }
+        if lhs.primaryKey != rhs.primaryKey { return lhs.primaryKey.uuidString < rhs.primaryKey.uuidString }
+        return (lhs.storeIdentifier ?? "") < (rhs.storeIdentifier ?? "")
+    }
+
+    public var description: String {
+        "\(entityName)/\(primaryKey.uuidString)" + (isTemporary ? " (temporary)" : "")
+    }
+}

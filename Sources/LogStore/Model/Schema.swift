@@ -1,0 +1,128 @@
+/// The entities of a store: their attributes, relationships and unique constraints.
+///
+/// ```swift
+/// let schema = Schema([
+///     Schema.Entity("Trip", attributes: [
+///         .init("name", .string, options: [.preserveValueOnDeletion]),
+///         .init("destination", .string),
+///     ], uniquenessConstraints: [["name"]]),
+/// ])
+/// ```
+public struct Schema: Hashable, Sendable, Codable {
+    public var entities: [Entity]
+
+    public init(_ entities: [Entity]) {
+        self.entities = entities
+    }
+
+    public func entity(named name: String) -> Entity? {
+        entities.first { $0.name == name }
+    }
+
+    /// An entity: a name, properties and unique constraints.
+    public struct Entity: Hashable, Sendable, Codable {
+        public var name: String
+        public var attributes: [Attribute]
+        public var relationships: [Relationship]
+        /// Sets of property names whose combined values are unique (SwiftData's `#Unique`); a
+        /// single `.unique` attribute is a constraint of one.
+        public var uniquenessConstraints: [[String]]
+
+        public init(_ name: String, attributes: [Attribute] = [], relationships: [Relationship] = [],
+                    uniquenessConstraints: [[String]] = []) {
+            self.name = name
+            self.attributes = attributes
+            self.relationships = relationships
+            self.uniquenessConstraints = uniquenessConstraints
+        }
+
+        /// Every unique constraint, including single `.unique` attributes.
+        public var allUniquenessConstraints: [[String]] {
+            uniquenessConstraints + attributes.filter { $0.options.contains(.unique) }.map { [$0.name] }
+        }
+
+        /// Attributes and relationships as stored properties, in declaration order.
+        public var properties: [Property] {
+            attributes.map { Property(name: $0.name, valueType: $0.valueType, isOptional: $0.isOptional,
+                                      options: $0.options, defaultValue: $0.defaultValue) }
+                + relationships.map { Property(name: $0.name, valueType: $0.valueType, isOptional: !$0.isToMany,
+                                               options: $0.options, defaultValue: $0.isToMany ? .array([]) : .null) }
+        }
+
+        public func property(named name: String) -> Property? {
+            properties.first { $0.name == name }
+        }
+
+        public func relationship(named name: String) -> Relationship? {
+            relationships.first { $0.name == name }
+        }
+    }
+
+    /// A stored property of any kind, as the store sees it.
+    public struct Property: Hashable, Sendable {
+        public var name: String
+        public var valueType: ValueType
+        public var isOptional: Bool
+        public var options: Attribute.Options
+        public var defaultValue: AttributeValue?
+    }
+
+    /// A value attribute.
+    public struct Attribute: Hashable, Sendable, Codable {
+        public struct Options: OptionSet, Hashable, Sendable, Codable {
+            public let rawValue: Int
+            public init(rawValue: Int) { self.rawValue = rawValue }
+            /// Values are unique within the entity; a colliding insert updates the existing model.
+            public static let unique = Options(rawValue: 1)
+            /// The value is kept in the delete change's tombstone.
+            public static let preserveValueOnDeletion = Options(rawValue: 2)
+        }
+
+        public var name: String
+        public var valueType: ValueType
+        public var isOptional: Bool
+        public var options: Options
+        /// The value a snapshot gets when it omits the attribute (and the value older records
+        /// imply for an attribute added later).
+        public var defaultValue: AttributeValue?
+
+        public init(_ name: String, _ valueType: ValueType, isOptional: Bool = false, options: Options = [],
+                    defaultValue: AttributeValue? = nil) {
+            self.name = name
+            self.valueType = valueType
+            self.isOptional = isOptional
+            self.options = options
+            self.defaultValue = defaultValue ?? (isOptional ? .null : nil)
+        }
+    }
+
+    /// A reference to other models, stored as identifiers.
+    public struct Relationship: Hashable, Sendable, Codable {
+        /// What deleting the source does to the related models (see `DataStore` saves).
+        public enum DeleteRule: String, Hashable, Sendable, Codable {
+            /// References to the deleted model are removed (to-one set to nil).
+            case nullify
+            /// Related models are deleted too.
+            case cascade
+            /// The delete fails while related models exist.
+            case deny
+        }
+
+        public var name: String
+        public var destination: String
+        public var isToMany: Bool
+        public var deleteRule: DeleteRule
+        public var options: Attribute.Options
+
+        public init(_ name: String, destination: String, isToMany: Bool = false, deleteRule: DeleteRule = .nullify,
+                    options: Attribute.Options = []) {
+            self.name = name
+            self.destination = destination
+            self.isToMany = isToMany
+            self.deleteRule = deleteRule
+            self.options = options
+        }
+
+        public var valueType: ValueType { isToMany ? .array(.reference(destination)) : .reference(destination) }
+    }
+}
