@@ -49,6 +49,10 @@ let package = Package(
             name: "LogStoreEngineTests",
             dependencies: ["LogStoreEngine", "LogStoreTestSupport"]
         ),
+        .testTarget(
+            name: "LogStoreTests",
+            dependencies: ["LogStore", "LogStoreEngine", "LogStoreTestSupport"]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

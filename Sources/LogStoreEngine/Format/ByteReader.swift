@@ -91,3 +91,14 @@ public enum ByteReaderError: Error, Sendable, Equatable, CustomStringConvertible
         }
     }
 }
+
+extension ByteReader {
+    /// Runs `body` with a reader over `bytes` (a typed-throws-friendly `withUnsafeBytes`).
+    public static func read<T>(_ bytes: [UInt8], _ body: (inout ByteReader) throws(ByteReaderError) -> T) throws(ByteReaderError) -> T {
+        let result = bytes.withUnsafeBytes { buffer -> Result<T, ByteReaderError> in
+            var reader = ByteReader(buffer)
+            do throws(ByteReaderError) { return .success(try body(&reader)) } catch { return .failure(error) }
+        }
+        return try result.get()
+    }
+}

@@ -1,5 +1,5 @@
 /// When an append returns, relative to the `fdatasync` that makes it durable.
-public enum Durability: Sendable, Equatable {
+public enum Durability: Sendable, Hashable {
     /// An append returns after an `fdatasync` covers it (the default). Concurrent appends share
     /// one `fdatasync`. Readers see only durable records.
     case synchronous

@@ -1,0 +1,81 @@
+import Foundation
+
+/// Owns a store and the model types that live in it (SwiftData's `ModelContainer`).
+///
+/// ```swift
+/// let container = try ModelContainer(for: Trip.self, BucketListItem.self,
+///                                    configurations: LogStoreConfiguration(directory: "/tmp/trips"))
+/// let context = ModelContext(container)
+/// ```
+public final class ModelContainer: @unchecked Sendable {
+    // @unchecked: immutable after init; the store does its own locking.
+    public let schema: Schema
+    let store: any ModelStore
+    let modelTypes: [String: any PersistentModel.Type]
+
+    /// Opens the store the configuration describes, for the given model types. The schema is
+    /// built from the types' declarations (the configuration's own schema, if any, is replaced).
+    public convenience init<Configuration: DataStoreConfiguration>(
+        for types: any PersistentModel.Type..., configurations: Configuration
+    ) throws where Configuration.Store.Snapshot == DefaultSnapshot {
+        try self.init(for: types, configuration: configurations)
+    }
+
+    public init<Configuration: DataStoreConfiguration>(
+        for types: [any PersistentModel.Type], configuration: Configuration
+    ) throws where Configuration.Store.Snapshot == DefaultSnapshot {
+        var modelTypes: [String: any PersistentModel.Type] = [:]
+        for type in types { modelTypes[type.entityName] = type }
+        let schema = Schema(types.map { $0.schemaEntity })
+        for entity in schema.entities {
+            for relationship in entity.relationships where modelTypes[relationship.destination] == nil {
+                throw ModelError.unknownEntity(relationship.destination)
+            }
+        }
+        var configuration = configuration
+        configuration.schema = schema
+        self.schema = schema
+        self.modelTypes = modelTypes
+        self.store = StoreBox(try Configuration.Store(configuration, migrationPlan: nil))
+    }
+
+    /// The store behind the container, for store-specific calls (checkpoints, history, close).
+    public func dataStore<Store: DataStore>(as type: Store.Type = Store.self) -> Store? {
+        store.base as? Store
+    }
+
+    /// A context on this container.
+    public var mainContext: ModelContext { ModelContext(self) }
+}
+
+/// What a context needs of a store, with its generic methods erased.
+protocol ModelStore: AnyObject {
+    var base: AnyObject { get }
+    var identifier: String { get }
+    func fetch<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> DataStoreFetchResult<T, DefaultSnapshot>
+    func fetchCount<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> Int
+    func fetchIdentifiers<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> [PersistentIdentifier]
+    func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) throws -> DataStoreSaveChangesResult<DefaultSnapshot>
+    func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) async throws -> DataStoreSaveChangesResult<DefaultSnapshot>
+}
+
+final class StoreBox<Store: DataStore>: ModelStore where Store.Snapshot == DefaultSnapshot {
+    let store: Store
+    init(_ store: Store) { self.store = store }
+    var base: AnyObject { store }
+    var identifier: String { store.identifier }
+    func fetch<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> DataStoreFetchResult<T, DefaultSnapshot> {
+        try store.fetch(request)
+    }
+    func fetchCount<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> Int { try store.fetchCount(request) }
+    func fetchIdentifiers<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> [PersistentIdentifier] {
+        try store.fetchIdentifiers(request)
+    }
+    func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) throws -> DataStoreSaveChangesResult<DefaultSnapshot> {
+        try store.save(request)
+    }
+    func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) async throws -> DataStoreSaveChangesResult<DefaultSnapshot> {
+        if let logStore = store as? LogStore { return try await logStore.saveSuspending(request) }
+        return try store.save(request)
+    }
+}

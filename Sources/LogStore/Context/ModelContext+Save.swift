@@ -1,0 +1,71 @@
+import Foundation
+
+extension ModelContext {
+    /// Writes the inserts, changes and deletes as one transaction, then swaps permanent
+    /// identifiers into the inserted instances.
+    public func save() throws {
+        guard let request = makeSaveRequest() else { return }
+        let result = try container.store.save(request)
+        apply(result, request: request)
+    }
+
+    /// `save()` that suspends, instead of blocking a thread, while the store waits for durability.
+    public func save() async throws {
+        guard let request = makeSaveRequest() else { return }
+        let result = try await container.store.save(request)
+        apply(result, request: request)
+    }
+
+    /// The request for the pending changes, or `nil` when there are none. Unsaved models that
+    /// registered models refer to are inserted too (as SwiftData does).
+    func makeSaveRequest() -> DataStoreSaveChangesRequest<DefaultSnapshot>? {
+        var worklist: [any PersistentModel] = Array(registered.values)
+        // Bounded by the number of reachable models: each is inserted at most once.
+        while let model = worklist.popLast() {
+            for related in relatedModels(of: model) where registered[related.persistentModelID] == nil
+                && deleted[related.persistentModelID] == nil {
+                insert(related)
+                worklist.append(related)
+            }
+        }
+        var request = DataStoreSaveChangesRequest<DefaultSnapshot>(editingState: EditingState(author: author))
+        request.inserted = inserted.map { DefaultSnapshot(persistentIdentifier: $0.persistentModelID, values: encode($0)) }
+        for (identifier, model) in registered where !identifier.isTemporary {
+            let values = encode(model)
+            guard let saved = savedValues[identifier], values != saved else { continue }
+            request.updated.append(DefaultSnapshot(persistentIdentifier: identifier,
+                                                   values: values.filter { saved[$0.key] != $0.value }))
+        }
+        request.deleted = deleted.map { DefaultSnapshot(persistentIdentifier: $0.key, values: [:]) }
+        if request.inserted.isEmpty && request.updated.isEmpty && request.deleted.isEmpty { return nil }
+        return request
+    }
+
+    func apply(_ result: DataStoreSaveChangesResult<DefaultSnapshot>, request: DataStoreSaveChangesRequest<DefaultSnapshot>) {
+        for model in inserted {
+            let temporary = model.persistentModelID
+            guard let permanent = result.remappedIdentifiers[temporary] else { continue }
+            registered[temporary] = nil
+            model.modelState.assign(permanent)
+            // An upsert maps onto an existing model: the instance just saved becomes the registered one.
+            registered[permanent] = model
+        }
+        for model in inserted { savedValues[model.persistentModelID] = encode(model) }
+        inserted.removeAll()
+        for (identifier, model) in deleted {
+            savedValues[identifier] = nil
+            model.modelState.context = nil
+        }
+        deleted.removeAll()
+        for snapshot in request.updated {
+            if let model = registered[snapshot.persistentIdentifier] { savedValues[snapshot.persistentIdentifier] = encode(model) }
+        }
+        // Models the store changed beyond the request (nullified references, upserts).
+        for (identifier, snapshot) in result.snapshotsToReregister {
+            guard let model = registered[identifier] else { continue }
+            try? fill(model, with: snapshot.values)
+            savedValues[identifier] = encode(model)
+        }
+        for (identifier, values) in savedValues where registered[identifier] == nil { _ = values; savedValues[identifier] = nil }
+    }
+}

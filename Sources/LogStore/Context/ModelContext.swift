@@ -1,0 +1,129 @@
+import Foundation
+
+/// Tracks model instances, their inserts, changes and deletes, and saves them to the container's
+/// store (SwiftData's `ModelContext`). Use a context from one thread or task at a time.
+///
+/// ```swift
+/// let context = ModelContext(container)
+/// context.insert(Trip(name: "Lisbon", destination: "Portugal"))
+/// try context.save()
+/// let trips = try context.fetch(FetchDescriptor<Trip>(predicate: #Predicate { $0.destination == "Portugal" }))
+/// ```
+///
+/// Changes are found at save time by comparing each registered instance's values with those
+/// last saved or fetched (DECISIONS.md D9).
+public final class ModelContext {
+    public let container: ModelContainer
+    /// Recorded as the author of this context's transactions.
+    public var author: String?
+
+    /// Identity map: one instance per identifier.
+    var registered: [PersistentIdentifier: any PersistentModel] = [:]
+    /// Values as last saved or fetched, per registered identifier.
+    var savedValues: [PersistentIdentifier: [String: AttributeValue]] = [:]
+    /// Inserted and not yet saved, in insertion order.
+    var inserted: [any PersistentModel] = []
+    /// Deleted and not yet saved.
+    var deleted: [PersistentIdentifier: any PersistentModel] = [:]
+
+    public init(_ container: ModelContainer) {
+        self.container = container
+    }
+
+    /// Registers a new model; it is saved with the next ``save()``. Related unsaved models are
+    /// inserted with it at save time.
+    public func insert<T: PersistentModel>(_ model: T) {
+        let identifier = model.persistentModelID
+        if registered[identifier] != nil { return }
+        if let restored = deleted.removeValue(forKey: identifier) {
+            registered[identifier] = restored
+            return
+        }
+        model.modelState.context = self
+        registered[identifier] = model
+        inserted.append(model)
+    }
+
+    /// Marks a model for deletion at the next save (an unsaved insert is simply dropped).
+    public func delete<T: PersistentModel>(_ model: T) {
+        let identifier = model.persistentModelID
+        if let index = inserted.firstIndex(where: { $0 === model }) {
+            inserted.remove(at: index)
+            registered[identifier] = nil
+            model.modelState.context = nil
+            return
+        }
+        guard registered[identifier] != nil else { return }
+        deleted[identifier] = model
+        registered[identifier] = nil
+    }
+
+    /// The registered instance with this identifier, if any.
+    public func registeredModel<T: PersistentModel>(for identifier: PersistentIdentifier) -> T? {
+        registered[identifier] as? T
+    }
+
+    /// Whether a save would write anything.
+    public var hasChanges: Bool {
+        !inserted.isEmpty || !deleted.isEmpty || registered.contains { identifier, model in
+            !identifier.isTemporary && encode(model) != savedValues[identifier]
+        }
+    }
+
+    /// Discards unsaved inserts, deletes and changes: registered models get their saved values back.
+    public func rollback() {
+        for model in inserted {
+            registered[model.persistentModelID] = nil
+            model.modelState.context = nil
+        }
+        inserted.removeAll()
+        for (identifier, model) in deleted { registered[identifier] = model }
+        deleted.removeAll()
+        for (identifier, model) in registered {
+            guard let values = savedValues[identifier], encode(model) != values else { continue }
+            try? fill(model, with: values)
+        }
+    }
+
+    /// Runs `block`, then saves; if the block throws, nothing is saved and its changes are rolled back.
+    public func transaction(block: () throws -> Void) throws {
+        do {
+            try block()
+        } catch {
+            rollback()
+            throw error
+        }
+        try save()
+    }
+
+    // MARK: Encoding models
+
+    func encode(_ model: any PersistentModel) -> [String: AttributeValue] {
+        encodeTyped(model)
+    }
+
+    private func encodeTyped<M: PersistentModel>(_ model: M) -> [String: AttributeValue] {
+        var values: [String: AttributeValue] = [:]
+        for property in M.schemaProperties { values[property.name] = property.read(model) }
+        return values
+    }
+
+    func relatedModels(of model: any PersistentModel) -> [any PersistentModel] {
+        relatedTyped(model)
+    }
+
+    private func relatedTyped<M: PersistentModel>(_ model: M) -> [any PersistentModel] {
+        M.schemaProperties.flatMap { $0.related(model) }
+    }
+
+    func fill(_ model: any PersistentModel, with values: [String: AttributeValue]) throws {
+        try fillTyped(model, values)
+    }
+
+    private func fillTyped<M: PersistentModel>(_ model: M, _ values: [String: AttributeValue]) throws {
+        for property in M.schemaProperties {
+            guard let value = values[property.name] else { continue }
+            try property.write(model, value) { identifier in self.registered[identifier] }
+        }
+    }
+}

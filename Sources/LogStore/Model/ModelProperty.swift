@@ -1,0 +1,98 @@
+/// One stored property of a ``PersistentModel``: its name, schema metadata, and how to read and
+/// write it on an instance through its key path.
+public struct ModelProperty<Model: PersistentModel> {
+    public let name: String
+    let attribute: Schema.Attribute?
+    let relationship: Schema.Relationship?
+    /// Reads the property as a value; references are the related models' identifiers.
+    let read: (Model) -> AttributeValue
+    /// Writes a value; `resolve` turns identifiers into registered model instances.
+    let write: (Model, AttributeValue, (PersistentIdentifier) throws -> (any PersistentModel)?) throws -> Void
+    /// The related instances (for relationships), so a save can insert unsaved ones.
+    let related: (Model) -> [any PersistentModel]
+
+    /// A value attribute.
+    public static func attribute<Value: AttributeConvertible>(
+        _ name: String, _ keyPath: ReferenceWritableKeyPath<Model, Value>, options: Schema.Attribute.Options = []
+    ) -> ModelProperty {
+        ModelProperty(
+            name: name,
+            attribute: Schema.Attribute(name, Value.valueType, isOptional: Value.isOptional, options: options),
+            relationship: nil,
+            read: { $0[keyPath: keyPath].attributeValue },
+            write: { model, value, _ in
+                guard let converted = Value(attributeValue: value) else {
+                    throw ModelError.valueTypeMismatch(entity: Model.entityName, property: name, value: value)
+                }
+                model[keyPath: keyPath] = converted
+            },
+            related: { _ in [] })
+    }
+
+    /// A to-one relationship to another model.
+    public static func toOne<Destination: PersistentModel>(
+        _ name: String, _ keyPath: ReferenceWritableKeyPath<Model, Destination?>,
+        deleteRule: Schema.Relationship.DeleteRule = .nullify, options: Schema.Attribute.Options = []
+    ) -> ModelProperty {
+        ModelProperty(
+            name: name, attribute: nil,
+            relationship: Schema.Relationship(name, destination: Destination.entityName, deleteRule: deleteRule, options: options),
+            read: { model in model[keyPath: keyPath].map { .reference($0.persistentModelID) } ?? .null },
+            write: { model, value, resolve in
+                switch value {
+                case .null: model[keyPath: keyPath] = nil
+                case let .reference(identifier):
+                    guard let target = try resolve(identifier) as? Destination else {
+                        throw ModelError.missingReference(entity: Model.entityName, property: name, identifier: identifier)
+                    }
+                    model[keyPath: keyPath] = target
+                default: throw ModelError.valueTypeMismatch(entity: Model.entityName, property: name, value: value)
+                }
+            },
+            related: { model in model[keyPath: keyPath].map { [$0] } ?? [] })
+    }
+
+    /// A to-many relationship to other models.
+    public static func toMany<Destination: PersistentModel>(
+        _ name: String, _ keyPath: ReferenceWritableKeyPath<Model, [Destination]>,
+        deleteRule: Schema.Relationship.DeleteRule = .nullify, options: Schema.Attribute.Options = []
+    ) -> ModelProperty {
+        ModelProperty(
+            name: name, attribute: nil,
+            relationship: Schema.Relationship(name, destination: Destination.entityName, isToMany: true,
+                                              deleteRule: deleteRule, options: options),
+            read: { model in .array(model[keyPath: keyPath].map { .reference($0.persistentModelID) }) },
+            write: { model, value, resolve in
+                guard case let .array(values) = value else {
+                    throw ModelError.valueTypeMismatch(entity: Model.entityName, property: name, value: value)
+                }
+                var targets: [Destination] = []
+                for case let .reference(identifier) in values {
+                    guard let target = try resolve(identifier) as? Destination else {
+                        throw ModelError.missingReference(entity: Model.entityName, property: name, identifier: identifier)
+                    }
+                    targets.append(target)
+                }
+                model[keyPath: keyPath] = targets
+            },
+            related: { model in model[keyPath: keyPath] })
+    }
+}
+
+/// An error turning snapshots into model instances.
+public enum ModelError: Error, Sendable, Equatable, CustomStringConvertible {
+    case valueTypeMismatch(entity: String, property: String, value: AttributeValue)
+    case missingReference(entity: String, property: String, identifier: PersistentIdentifier)
+    case unknownEntity(String)
+
+    public var description: String {
+        switch self {
+        case let .valueTypeMismatch(entity, property, value):
+            "\(entity).\(property) cannot hold \(value)."
+        case let .missingReference(entity, property, identifier):
+            "\(entity).\(property) refers to \(identifier), which is not in the store."
+        case let .unknownEntity(name):
+            "The entity \(name) is not in the container's schema."
+        }
+    }
+}

@@ -1,0 +1,81 @@
+import Foundation
+
+/// A model class stored through a ``ModelContext`` — SwiftData's `PersistentModel`, without the
+/// `@Model` macro: the class declares its entity and its properties by key path.
+///
+/// ```swift
+/// final class Trip: PersistentModel {
+///     static let schemaProperties: [ModelProperty<Trip>] = [
+///         .attribute("name", \.name, options: [.preserveValueOnDeletion]),
+///         .attribute("destination", \.destination),
+///         .toMany("bucketList", \.bucketList, deleteRule: .cascade),
+///     ]
+///     static let uniquenessConstraints = [["name"]]
+///
+///     let modelState = ModelState()
+///     var name = ""
+///     var destination = ""
+///     var bucketList: [BucketListItem] = []
+///
+///     required init() {}
+/// }
+/// ```
+///
+/// `init()` makes an empty instance that a fetch then fills property by property; `modelState`
+/// holds the identifier and the context the instance belongs to.
+public protocol PersistentModel: AnyObject {
+    /// The entity name; by default the type's name.
+    static var entityName: String { get }
+    /// The stored properties, by key path.
+    static var schemaProperties: [ModelProperty<Self>] { get }
+    /// Sets of property names whose combined values are unique (`#Unique`).
+    static var uniquenessConstraints: [[String]] { get }
+    /// Identity and registration; declare it as `let modelState = ModelState()`.
+    var modelState: ModelState { get }
+    init()
+}
+
+extension PersistentModel {
+    public static var entityName: String { String(describing: Self.self) }
+    public static var uniquenessConstraints: [[String]] { [] }
+
+    /// The model's identifier: temporary until its first save, then permanent.
+    public var persistentModelID: PersistentIdentifier { modelState.identifier(entityName: Self.entityName) }
+
+    /// The context the model is registered in, if any.
+    public var modelContext: ModelContext? { modelState.context }
+
+    /// The schema entity the declarations describe.
+    public static var schemaEntity: Schema.Entity {
+        var entity = Schema.Entity(entityName, uniquenessConstraints: uniquenessConstraints)
+        for property in schemaProperties {
+            switch property.relationship {
+            case let relationship?: entity.relationships.append(relationship)
+            case nil: entity.attributes.append(property.attribute!)
+            }
+        }
+        return entity
+    }
+}
+
+/// A model's identity and the context it is registered in.
+///
+/// `@unchecked Sendable`: the fields are only changed by the owning context, which, like
+/// SwiftData's `ModelContext`, is used from one thread or actor at a time.
+public final class ModelState: @unchecked Sendable {
+    private var storedIdentifier: PersistentIdentifier?
+    weak var context: ModelContext?
+
+    public init() {}
+
+    func identifier(entityName: String) -> PersistentIdentifier {
+        if let storedIdentifier { return storedIdentifier }
+        let identifier = PersistentIdentifier.temporary(entityName: entityName)
+        storedIdentifier = identifier
+        return identifier
+    }
+
+    func assign(_ identifier: PersistentIdentifier) {
+        storedIdentifier = identifier
+    }
+}

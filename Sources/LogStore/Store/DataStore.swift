@@ -1,0 +1,129 @@
+import Foundation
+
+/// A store's configuration: its name and schema, and the type of store it makes (SwiftData's
+/// `DataStoreConfiguration`).
+public protocol DataStoreConfiguration: Hashable, Sendable {
+    associatedtype Store: DataStore where Store.Configuration == Self
+    var name: String { get }
+    var schema: Schema? { get set }
+}
+
+/// The plug-in point behind a ``ModelContext`` (SwiftData's `DataStore`): fetch snapshots, save
+/// changes. ``LogStore`` and ``ArchiveStore`` conform; the same context code runs on either.
+public protocol DataStore: AnyObject {
+    associatedtype Configuration: DataStoreConfiguration where Configuration.Store == Self
+    associatedtype Snapshot: DataStoreSnapshot
+
+    var configuration: Configuration { get }
+    /// The identifier permanent ``PersistentIdentifier``s of this store carry.
+    var identifier: String { get }
+    var schema: Schema { get }
+
+    init(_ configuration: Configuration, migrationPlan: (any SchemaMigrationPlan.Type)?) throws
+
+    func fetch<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> DataStoreFetchResult<T, Snapshot>
+    func fetchCount<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> Int
+    func fetchIdentifiers<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> [PersistentIdentifier]
+    func save(_ request: DataStoreSaveChangesRequest<Snapshot>) throws -> DataStoreSaveChangesResult<Snapshot>
+    /// Removes every model (and, for a log, its history).
+    func erase() throws
+}
+
+extension DataStore {
+    public func fetchCount<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> Int {
+        try fetch(request).fetchedSnapshots.count
+    }
+
+    public func fetchIdentifiers<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> [PersistentIdentifier] {
+        try fetch(request).fetchedSnapshots.map(\.persistentIdentifier)
+    }
+}
+
+/// Placeholder for SwiftData's migration plans: LogStore migrates by additive schema records
+/// (DECISIONS.md D5); no plan is needed or used.
+public protocol SchemaMigrationPlan {}
+
+/// A fetch handed to a store.
+public struct DataStoreFetchRequest<T: PersistentModel>: @unchecked Sendable {
+    // @unchecked: carries a FetchDescriptor (see there).
+    public var descriptor: FetchDescriptor<T>
+    public var entityName: String { T.entityName }
+
+    public init(descriptor: FetchDescriptor<T>) {
+        self.descriptor = descriptor
+    }
+}
+
+/// What a store fetched.
+public struct DataStoreFetchResult<T: PersistentModel, Snapshot: DataStoreSnapshot>: @unchecked Sendable {
+    // @unchecked: carries a FetchDescriptor (see there).
+    public var descriptor: FetchDescriptor<T>
+    public var fetchedSnapshots: [Snapshot]
+    /// Snapshots of models the fetched ones refer to, keyed by identifier.
+    public var relatedSnapshots: [PersistentIdentifier: Snapshot]
+
+    public init(descriptor: FetchDescriptor<T>, fetchedSnapshots: [Snapshot],
+                relatedSnapshots: [PersistentIdentifier: Snapshot] = [:]) {
+        self.descriptor = descriptor
+        self.fetchedSnapshots = fetchedSnapshots
+        self.relatedSnapshots = relatedSnapshots
+    }
+}
+
+/// The changes of one save. Inserted snapshots carry temporary identifiers; references among
+/// them use those temporary identifiers too.
+public struct DataStoreSaveChangesRequest<Snapshot: DataStoreSnapshot>: Sendable {
+    public var inserted: [Snapshot]
+    public var updated: [Snapshot]
+    public var deleted: [Snapshot]
+    /// The editing state: who saves.
+    public var editingState: EditingState
+
+    public init(editingState: EditingState = EditingState(), inserted: [Snapshot] = [], updated: [Snapshot] = [],
+                deleted: [Snapshot] = []) {
+        self.editingState = editingState
+        self.inserted = inserted
+        self.updated = updated
+        self.deleted = deleted
+    }
+}
+
+/// Who is saving (SwiftData's `EditingState`).
+public struct EditingState: Sendable, Hashable {
+    public var author: String?
+
+    public init(author: String? = nil) {
+        self.author = author
+    }
+}
+
+/// What a save did.
+public struct DataStoreSaveChangesResult<Snapshot: DataStoreSnapshot>: Sendable {
+    public var storeIdentifier: String
+    /// Temporary identifier → permanent identifier, for every insert.
+    public var remappedIdentifiers: [PersistentIdentifier: PersistentIdentifier]
+    /// Snapshots the store changed beyond the request (cascade deletes, nullified references,
+    /// upserted models), so the context can refresh them.
+    public var snapshotsToReregister: [PersistentIdentifier: Snapshot]
+    /// The history token of the save's transaction (`nil` for a save that changed nothing, and
+    /// for stores without history).
+    public var token: HistoryToken?
+
+    public init(storeIdentifier: String, remappedIdentifiers: [PersistentIdentifier: PersistentIdentifier] = [:],
+                snapshotsToReregister: [PersistentIdentifier: Snapshot] = [:], token: HistoryToken? = nil) {
+        self.storeIdentifier = storeIdentifier
+        self.remappedIdentifiers = remappedIdentifiers
+        self.snapshotsToReregister = snapshotsToReregister
+        self.token = token
+    }
+}
+
+/// Errors a store may throw from a fetch (SwiftData's `DataStoreError`). `preferInMemoryFilter`
+/// and `preferInMemorySort` ask the context to evaluate the predicate or sort itself (then the
+/// store is asked again without them, and the context also applies limit and offset).
+public enum DataStoreError: Error, Sendable, Equatable {
+    case unsupportedFeature
+    case preferInMemoryFilter
+    case preferInMemorySort
+    case invalidPredicate
+}

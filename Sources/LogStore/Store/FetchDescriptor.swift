@@ -1,0 +1,26 @@
+import Foundation
+
+/// What to fetch: a Foundation `#Predicate`, `SortDescriptor`s, and a window (SwiftData's
+/// `FetchDescriptor`).
+///
+/// ```swift
+/// var descriptor = FetchDescriptor<Trip>(predicate: #Predicate { $0.destination == "Lisbon" },
+///                                        sortBy: [SortDescriptor(\.startDate)])
+/// descriptor.fetchLimit = 10
+/// let trips = try context.fetch(descriptor)
+/// ```
+public struct FetchDescriptor<T: PersistentModel>: @unchecked Sendable {
+    // @unchecked: Predicate and SortDescriptor over a class are not Sendable; a descriptor is a
+    // value handed from the context to the store within one save/fetch call.
+    public var predicate: Predicate<T>?
+    public var sortBy: [SortDescriptor<T>]
+    public var fetchLimit: Int?
+    public var fetchOffset: Int?
+    /// Whether unsaved inserts, changes and deletes of the context take part (default `true`).
+    public var includePendingChanges = true
+
+    public init(predicate: Predicate<T>? = nil, sortBy: [SortDescriptor<T>] = []) {
+        self.predicate = predicate
+        self.sortBy = sortBy
+    }
+}

@@ -1,0 +1,92 @@
+import Foundation
+import LogStoreEngine
+
+extension LogStore {
+    /// Validates and resolves the changes, writes one transaction record, waits until it is
+    /// durable (in synchronous mode), publishes it, and returns the identifier mapping and token.
+    public func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) throws -> DataStoreSaveChangesResult<DefaultSnapshot> {
+        var (position, result) = try write(request)
+        guard let written = position else { return result }
+        if configuration.durability == .synchronous {
+            do throws(LogError) { try log.waitUntilDurable(written) } catch { throw forgetUndurable(error) }
+        }
+        publish()
+        result.token = HistoryToken(storeIdentifier: log.storeID, offset: written.offset, check: written.payloadCRC)
+        return result
+    }
+
+    /// `save` that suspends instead of blocking a thread while the record becomes durable.
+    public func saveSuspending(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) async throws
+        -> DataStoreSaveChangesResult<DefaultSnapshot> {
+        var (position, result) = try write(request)
+        guard let written = position else { return result }
+        if configuration.durability == .synchronous {
+            do throws(LogError) { try await log.waitUntilDurable(written) } catch { throw forgetUndurable(error) }
+        }
+        publish()
+        result.token = HistoryToken(storeIdentifier: log.storeID, offset: written.offset, check: written.payloadCRC)
+        return result
+    }
+
+    /// After a failed sync the log cut itself back and is read-only: forget what was not durable.
+    private func forgetUndurable(_ error: LogError) -> LogStoreError {
+        inner.withLock { inner in
+            inner.working = inner.published
+            inner.pending.removeAll()
+        }
+        return .log(error)
+    }
+
+    /// Phase one, under the lock: resolve, encode, write, apply to the working state.
+    private func write(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) throws(LogStoreError)
+        -> (LogPosition?, DataStoreSaveChangesResult<DefaultSnapshot>) {
+        let written = try inner.withLock { inner throws(LogStoreError) -> (LogPosition?, SaveResolver.Resolution) in
+            guard !inner.closed else { throw .log(LogError(.closed, "The store is closed.")) }
+            let resolution = try SaveResolver(schema: schema, storeIdentifier: identifier, state: inner.working,
+                                              uniqueIndex: inner.uniqueIndex).resolve(request)
+            guard !resolution.changes.isEmpty else { return (nil, resolution) }
+            let now = Int64(Date().timeIntervalSince1970 * 1_000_000)
+            let timestamp = max(now, inner.lastTimestampMicroseconds)
+            let record = TransactionRecord(schemaVersion: inner.table.version, author: request.editingState.author,
+                                           timestampMicroseconds: timestamp, processIdentifier: Self.processIdentifier,
+                                           changes: resolution.changes)
+            let payload = record.encoded(table: inner.table)
+            guard payload.count <= FormatConstants.recordByteCountMax else {
+                throw .transactionTooLarge(byteCount: payload.count, limit: FormatConstants.recordByteCountMax)
+            }
+            let position: LogPosition
+            do throws(LogError) { position = try log.write(payload, type: .transaction) } catch { throw .log(error) }
+            for change in resolution.changes {
+                let old = inner.working.row(change.identifier)?.values
+                inner.working.apply(change)
+                inner.uniqueIndex.replace(change.identifier, old: old, new: inner.working.row(change.identifier)?.values)
+            }
+            inner.pending.append((position, resolution.changes))
+            inner.lastTimestampMicroseconds = timestamp
+            return (position, resolution)
+        }
+        let (position, resolution) = written
+        var result = DataStoreSaveChangesResult<DefaultSnapshot>(storeIdentifier: identifier,
+                                                                 remappedIdentifiers: resolution.remapped)
+        for (identifier, values) in resolution.reregister {
+            result.snapshotsToReregister[identifier] = DefaultSnapshot(persistentIdentifier: identifier, values: values)
+        }
+        return (position, result)
+    }
+
+    /// Applies, in log order, every written save up to the log's visible end to the published state.
+    func publish() {
+        inner.withLock { inner in
+            let visibleEnd = log.visibleEnd
+            var published = 0
+            for (position, changes) in inner.pending {
+                guard position.endOffset <= visibleEnd else { break }
+                for change in changes { inner.published.apply(change) }
+                inner.publishedToken = HistoryToken(storeIdentifier: log.storeID, offset: position.offset,
+                                                    check: position.payloadCRC)
+                published += 1
+            }
+            inner.pending.removeFirst(published)
+        }
+    }
+}

@@ -1,0 +1,56 @@
+import Foundation
+import LogStoreEngine
+
+/// Where and how a ``LogStore`` keeps its log.
+///
+/// ```swift
+/// let configuration = LogStoreConfiguration(name: "Trips", directory: "/var/lib/trips")
+/// let container = try ModelContainer(for: Trip.self, BucketListItem.self, configurations: configuration)
+/// ```
+public struct LogStoreConfiguration: DataStoreConfiguration {
+    public typealias Store = LogStore
+
+    public var name: String
+    public var schema: Schema?
+    /// The store directory (created when missing).
+    public var directory: String
+    /// When a save returns (default: after an `fdatasync` covers it).
+    public var durability: Durability
+    /// Segment size of the log.
+    public var segmentByteCountMax: UInt64
+    /// A checkpoint is written (off the save path) after this many bytes of log since the last one.
+    public var checkpointIntervalByteCount: UInt64
+    /// The file system (tests pass a simulated one); not part of equality.
+    public var fileSystem: any FileSystem
+
+    public init(name: String = "default", schema: Schema? = nil, directory: String,
+                durability: Durability = .synchronous, segmentByteCountMax: UInt64 = 64 * 1024 * 1024,
+                checkpointIntervalByteCount: UInt64 = 64 * 1024 * 1024, fileSystem: any FileSystem = PosixFileSystem()) {
+        self.name = name
+        self.schema = schema
+        self.directory = directory
+        self.durability = durability
+        self.segmentByteCountMax = segmentByteCountMax
+        self.checkpointIntervalByteCount = checkpointIntervalByteCount
+        self.fileSystem = fileSystem
+    }
+
+    var logOptions: LogOptions {
+        var options = LogOptions()
+        options.durability = durability
+        options.segmentByteCountMax = segmentByteCountMax
+        options.fileSystem = fileSystem
+        return options
+    }
+
+    public static func == (lhs: LogStoreConfiguration, rhs: LogStoreConfiguration) -> Bool {
+        lhs.name == rhs.name && lhs.schema == rhs.schema && lhs.directory == rhs.directory
+            && lhs.durability == rhs.durability && lhs.segmentByteCountMax == rhs.segmentByteCountMax
+            && lhs.checkpointIntervalByteCount == rhs.checkpointIntervalByteCount
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(name)
+        hasher.combine(directory)
+    }
+}

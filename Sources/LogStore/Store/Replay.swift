@@ -1,0 +1,66 @@
+import Foundation
+import LogStoreEngine
+
+/// Folds a log into a state: schema records set the intern table, transaction records apply
+/// their changes. Never validates, resolves or mints anything (DECISIONS.md D5).
+struct Replay {
+    let log: Log
+    let storeIdentifier: String
+    /// Stop after the record at this offset (inclusive), for time travel; `nil` folds everything.
+    var throughOffset: UInt64?
+
+    init(log: Log, storeIdentifier: String, throughOffset: UInt64? = nil) {
+        self.log = log
+        self.storeIdentifier = storeIdentifier
+        self.throughOffset = throughOffset
+    }
+
+    struct Result {
+        var table = SchemaTable()
+        var state = FoldState()
+        var lastToken: HistoryToken?
+        var lastTimestampMicroseconds: Int64 = 0
+        var transactionCount = 0
+    }
+
+    func run(from start: Result = Result(), startOffset: UInt64? = nil) throws(LogStoreError) -> Result {
+        var result = start
+        do {
+            var records = try log.records(from: startOffset ?? log.startOffset)
+            while let record = try records.next() {
+                if let throughOffset, record.offset > throughOffset { break }
+                try apply(record, to: &result)
+            }
+        } catch let error as LogError {
+            throw .log(error)
+        } catch let error as LogStoreError {
+            throw error
+        } catch {
+            preconditionFailure("unexpected \(error)")
+        }
+        return result
+    }
+
+    func apply(_ record: LogRecord, to result: inout Result) throws(LogStoreError) {
+        switch record.type {
+        case .schema:
+            do { result.table = try SchemaTable.decode(record.payload) } catch {
+                throw .corruptRecord(offset: record.offset, reason: "schema record: \(error)")
+            }
+        case .transaction:
+            let transaction: TransactionRecord
+            do {
+                transaction = try TransactionRecord.decode(record.payload, table: result.table, storeIdentifier: storeIdentifier)
+            } catch {
+                throw .corruptRecord(offset: record.offset, reason: "transaction record: \(error)")
+            }
+            for change in transaction.changes { result.state.apply(change) }
+            result.lastToken = HistoryToken(storeIdentifier: log.storeID, offset: record.offset, check: record.payloadCRC)
+            result.lastTimestampMicroseconds = max(result.lastTimestampMicroseconds, transaction.timestampMicroseconds)
+            result.transactionCount += 1
+        default:
+            // Opaque data and skippable types (bookmarks, dictionaries…) do not change the state.
+            break
+        }
+    }
+}

@@ -1,0 +1,215 @@
+import Foundation
+
+/// Turns a save request into the changes its transaction records (DECISIONS.md D5): mints
+/// permanent identifiers, resolves unique collisions (upsert: the insert becomes an update of the
+/// existing model), checks values and references against the schema, and applies delete rules
+/// (cascade, deny, nullify — each nullified reference its own change). Reads the state; changes
+/// nothing, so a refused save leaves no trace.
+struct SaveResolver {
+    let schema: Schema
+    let storeIdentifier: String
+    let state: FoldState
+    let uniqueIndex: UniqueIndex
+    /// Bound on cascaded deletes in one save (a named limit on the worklist).
+    static let cascadeCountMax = 1_000_000
+
+    struct Resolution {
+        var changes: [ResolvedChange] = []
+        var remapped: [PersistentIdentifier: PersistentIdentifier] = [:]
+        /// Values after the save of every model the store changed beyond what was asked.
+        var reregister: [PersistentIdentifier: [String: AttributeValue]] = [:]
+    }
+
+    func resolve(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) throws(LogStoreError) -> Resolution {
+        var resolution = Resolution()
+        for snapshot in request.inserted + request.updated + request.deleted {
+            guard let entity = schema.entity(named: snapshot.persistentIdentifier.entityName) else {
+                throw .unknownEntity(snapshot.persistentIdentifier.entityName)
+            }
+            for name in snapshot.values.keys where entity.property(named: name) == nil {
+                throw .unknownAttribute(entity: entity.name, attribute: name)
+            }
+        }
+        for snapshot in request.updated + request.deleted {
+            let identifier = snapshot.persistentIdentifier
+            if identifier.isTemporary { throw .modelNotFound(identifier) }
+            if identifier.storeIdentifier != storeIdentifier { throw .foreignIdentifier(identifier) }
+        }
+        let deleted = try deletions(request.deleted.map(\.persistentIdentifier), resolution: &resolution)
+        // Inserts: mint identifiers, or upsert into the model already holding a unique key.
+        var insertedValues: [PersistentIdentifier: [String: AttributeValue]] = [:]
+        var keysOfThisSave: [String: [UniqueIndex.Key: PersistentIdentifier]] = [:]
+        var upserts: Set<PersistentIdentifier> = []
+        for snapshot in request.inserted {
+            let temporary = snapshot.persistentIdentifier
+            let entity = schema.entity(named: temporary.entityName)!
+            let values = try completed(snapshot.values, entity: entity)
+            var target: PersistentIdentifier?
+            for key in uniqueIndex.keys(entity: entity.name, values: values) {
+                if let owner = keysOfThisSave[entity.name]?[key]
+                    ?? uniqueIndex.owner(entity: entity.name, key: key).flatMap({ deleted.contains($0) ? nil : $0 }) {
+                    target = owner
+                    break
+                }
+            }
+            let permanent = target ?? .identifier(for: storeIdentifier, entityName: entity.name, primaryKey: UUID())
+            // A collision with a stored model is an upsert; with an earlier insert of this save, a merge.
+            if let target, state.contains(target) { upserts.insert(target) }
+            resolution.remapped[temporary] = permanent
+            insertedValues[permanent] = (insertedValues[permanent] ?? [:]).merging(values) { $1 }
+            for key in uniqueIndex.keys(entity: entity.name, values: values) { keysOfThisSave[entity.name, default: [:]][key] = permanent }
+        }
+        let remap = { (identifier: PersistentIdentifier) -> PersistentIdentifier? in
+            let mapped = resolution.remapped[identifier] ?? identifier
+            return deleted.contains(mapped) ? nil : mapped
+        }
+        // Insert (and upsert) changes, in request order.
+        var emitted: Set<PersistentIdentifier> = []
+        for snapshot in request.inserted {
+            let permanent = resolution.remapped[snapshot.persistentIdentifier]!
+            guard !emitted.contains(permanent) else { continue }
+            emitted.insert(permanent)
+            let values = try checkedReferences(insertedValues[permanent]!.mapValues { $0.mapReferences(remap) },
+                                               of: permanent, inserted: insertedValues)
+            if upserts.contains(permanent) {
+                let changed = changedValues(values, current: state.row(permanent)?.values ?? [:])
+                if !changed.isEmpty {
+                    resolution.changes.append(.update(permanent, changed))
+                    resolution.reregister[permanent] = (state.row(permanent)?.values ?? [:]).merging(changed) { $1 }
+                }
+            } else {
+                resolution.changes.append(.insert(permanent, values))
+            }
+        }
+        for snapshot in request.updated {
+            let identifier = snapshot.persistentIdentifier
+            if deleted.contains(identifier) { continue }
+            guard let current = state.row(identifier)?.values else { throw .modelNotFound(identifier) }
+            let entity = schema.entity(named: identifier.entityName)!
+            var values = snapshot.values
+            for (name, value) in values { try check(value, property: entity.property(named: name)!, entity: entity) }
+            values = try checkedReferences(values.mapValues { $0.mapReferences(remap) }, of: identifier, inserted: insertedValues)
+            let changed = changedValues(values, current: current)
+            guard !changed.isEmpty else { continue }
+            try checkUnique(identifier, values: current.merging(changed) { $1 }, claimed: &keysOfThisSave, deleted: deleted)
+            resolution.changes.append(.update(identifier, changed))
+        }
+        resolution.changes += try deleteChanges(deleted, inserted: insertedValues, resolution: &resolution)
+        return resolution
+    }
+
+    /// The requested deletes plus cascades, checking deny rules.
+    private func deletions(_ requested: [PersistentIdentifier], resolution: inout Resolution) throws(LogStoreError) -> Set<PersistentIdentifier> {
+        var deleted: Set<PersistentIdentifier> = []
+        var worklist = requested
+        for identifier in requested where !state.contains(identifier) { throw .modelNotFound(identifier) }
+        while let identifier = worklist.popLast() {
+            guard deleted.count < Self.cascadeCountMax else {
+                throw .transactionTooLarge(byteCount: deleted.count, limit: Self.cascadeCountMax)
+            }
+            guard !deleted.contains(identifier), let row = state.row(identifier) else { continue }
+            deleted.insert(identifier)
+            let entity = schema.entity(named: identifier.entityName)!
+            for relationship in entity.relationships where relationship.deleteRule == .cascade {
+                worklist += (row.values[relationship.name] ?? .null).referencedIdentifiers
+            }
+        }
+        for identifier in deleted {
+            let entity = schema.entity(named: identifier.entityName)!
+            for relationship in entity.relationships where relationship.deleteRule == .deny {
+                let related = (state.row(identifier)?.values[relationship.name] ?? .null).referencedIdentifiers
+                if let blocking = related.first(where: { !deleted.contains($0) && state.contains($0) }) {
+                    throw .deleteDenied(identifier, relationship: relationship.name, related: blocking)
+                }
+            }
+        }
+        return deleted
+    }
+
+    /// Nullifications of references to deleted models (each its own update), then the deletes
+    /// with their tombstones, requested ones first.
+    private func deleteChanges(_ deleted: Set<PersistentIdentifier>, inserted: [PersistentIdentifier: [String: AttributeValue]],
+                               resolution: inout Resolution) throws(LogStoreError) -> [ResolvedChange] {
+        guard !deleted.isEmpty else { return [] }
+        var changes: [ResolvedChange] = []
+        let deletedEntities = Set(deleted.map(\.entityName))
+        for entity in schema.entities {
+            let pointing = entity.relationships.filter { deletedEntities.contains($0.destination) }
+            guard !pointing.isEmpty else { continue }
+            for (primaryKey, row) in state.rows(of: entity.name) {
+                let identifier = PersistentIdentifier.identifier(for: storeIdentifier, entityName: entity.name, primaryKey: primaryKey)
+                guard !deleted.contains(identifier), inserted[identifier] == nil else { continue }
+                var current = resolution.reregister[identifier] ?? row.values
+                for relationship in pointing {
+                    let value = current[relationship.name] ?? .null
+                    guard value.referencedIdentifiers.contains(where: deleted.contains) else { continue }
+                    let nullified = value.mapReferences { deleted.contains($0) ? nil : $0 }
+                    changes.append(.update(identifier, [relationship.name: nullified]))
+                    current[relationship.name] = nullified
+                }
+                if current != row.values { resolution.reregister[identifier] = current }
+            }
+        }
+        for identifier in deleted.sorted() {
+            let entity = schema.entity(named: identifier.entityName)!
+            let values = state.row(identifier)?.values ?? [:]
+            var tombstone: [String: AttributeValue] = [:]
+            for property in entity.properties where property.options.contains(.preserveValueOnDeletion) {
+                tombstone[property.name] = values[property.name] ?? .null
+            }
+            changes.append(.delete(identifier, tombstone: tombstone))
+        }
+        return changes
+    }
+
+    /// Fills defaults for missing properties and checks every value's type.
+    private func completed(_ values: [String: AttributeValue], entity: Schema.Entity) throws(LogStoreError) -> [String: AttributeValue] {
+        var result: [String: AttributeValue] = [:]
+        for property in entity.properties {
+            guard let value = values[property.name] ?? property.defaultValue else {
+                throw .missingValue(entity: entity.name, attribute: property.name)
+            }
+            try check(value, property: property, entity: entity)
+            result[property.name] = value
+        }
+        return result
+    }
+
+    private func check(_ value: AttributeValue, property: Schema.Property, entity: Schema.Entity) throws(LogStoreError) {
+        if value.isNull {
+            guard property.isOptional else { throw .missingValue(entity: entity.name, attribute: property.name) }
+            return
+        }
+        guard property.valueType.accepts(value) else {
+            throw .valueTypeMismatch(entity: entity.name, attribute: property.name, expected: property.valueType.description,
+                                     value: value)
+        }
+    }
+
+    /// Every reference must name a model that exists after the save.
+    private func checkedReferences(_ values: [String: AttributeValue], of identifier: PersistentIdentifier,
+                                   inserted: [PersistentIdentifier: [String: AttributeValue]]) throws(LogStoreError) -> [String: AttributeValue] {
+        for (name, value) in values {
+            for reference in value.referencedIdentifiers where inserted[reference] == nil && !state.contains(reference) {
+                throw .missingReference(entity: identifier.entityName, attribute: name, identifier: reference)
+            }
+        }
+        return values
+    }
+
+    private func checkUnique(_ identifier: PersistentIdentifier, values: [String: AttributeValue],
+                             claimed: inout [String: [UniqueIndex.Key: PersistentIdentifier]],
+                             deleted: Set<PersistentIdentifier>) throws(LogStoreError) {
+        for key in uniqueIndex.keys(entity: identifier.entityName, values: values) {
+            let owner = claimed[identifier.entityName]?[key] ?? uniqueIndex.owner(entity: identifier.entityName, key: key)
+            if let owner, owner != identifier, !deleted.contains(owner) {
+                throw .uniqueConstraintViolation(entity: identifier.entityName, constraint: key.constraint, values: key.values)
+            }
+            claimed[identifier.entityName, default: [:]][key] = identifier
+        }
+    }
+
+    private func changedValues(_ values: [String: AttributeValue], current: [String: AttributeValue]) -> [String: AttributeValue] {
+        values.filter { current[$0.key] != $0.value }
+    }
+}

@@ -1,0 +1,43 @@
+/// For each entity and unique constraint, the model holding each combination of values.
+/// Combinations with a null value are not indexed (nulls never collide). Keys compare with Swift
+/// value semantics, so `"é"` and `"e\u{301}"` collide.
+struct UniqueIndex: Sendable {
+    struct Key: Hashable, Sendable {
+        var constraint: [String]
+        var values: [AttributeValue]
+    }
+
+    private var owners: [String: [Key: PersistentIdentifier]] = [:]
+    let constraints: [String: [[String]]]
+
+    init(schema: Schema) {
+        var constraints: [String: [[String]]] = [:]
+        for entity in schema.entities where !entity.allUniquenessConstraints.isEmpty {
+            constraints[entity.name] = entity.allUniquenessConstraints
+        }
+        self.constraints = constraints
+    }
+
+    func keys(entity: String, values: [String: AttributeValue]) -> [Key] {
+        (constraints[entity] ?? []).compactMap { constraint in
+            let keyValues = constraint.map { values[$0] ?? .null }
+            return keyValues.contains(where: \.isNull) ? nil : Key(constraint: constraint, values: keyValues)
+        }
+    }
+
+    func owner(entity: String, key: Key) -> PersistentIdentifier? {
+        owners[entity]?[key]
+    }
+
+    /// Updates the index for a model whose values went from `old` to `new` (nil: absent).
+    mutating func replace(_ identifier: PersistentIdentifier, old: [String: AttributeValue]?, new: [String: AttributeValue]?) {
+        let entity = identifier.entityName
+        guard constraints[entity] != nil else { return }
+        if let old {
+            for key in keys(entity: entity, values: old) where owners[entity]?[key] == identifier { owners[entity]?[key] = nil }
+        }
+        if let new {
+            for key in keys(entity: entity, values: new) { owners[entity, default: [:]][key] = identifier }
+        }
+    }
+}
