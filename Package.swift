@@ -30,10 +30,16 @@ let package = Package(
             name: "LogStore",
             dependencies: ["LogStoreEngine"]
         ),
+        // The WWDC24 SampleTrips model, shared by the tool's demo and the tests.
+        .target(
+            name: "SampleTrips",
+            dependencies: ["LogStore"]
+        ),
         .executableTarget(
             name: "logstore",
             dependencies: [
                 "LogStore",
+                "SampleTrips",
                 "LogStoreEngine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -51,7 +57,7 @@ let package = Package(
         ),
         .testTarget(
             name: "LogStoreTests",
-            dependencies: ["LogStore", "LogStoreEngine", "LogStoreTestSupport"]
+            dependencies: ["LogStore", "LogStoreEngine", "LogStoreTestSupport", "SampleTrips"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -1,19 +1,19 @@
 /// One stored property of a ``PersistentModel``: its name, schema metadata, and how to read and
 /// write it on an instance through its key path.
-public struct ModelProperty<Model: PersistentModel> {
+public struct ModelProperty<Model: PersistentModel>: Sendable {
     public let name: String
     let attribute: Schema.Attribute?
     let relationship: Schema.Relationship?
     /// Reads the property as a value; references are the related models' identifiers.
-    let read: (Model) -> AttributeValue
+    let read: @Sendable (Model) -> AttributeValue
     /// Writes a value; `resolve` turns identifiers into registered model instances.
-    let write: (Model, AttributeValue, (PersistentIdentifier) throws -> (any PersistentModel)?) throws -> Void
+    let write: @Sendable (Model, AttributeValue, (PersistentIdentifier) throws -> (any PersistentModel)?) throws -> Void
     /// The related instances (for relationships), so a save can insert unsaved ones.
-    let related: (Model) -> [any PersistentModel]
+    let related: @Sendable (Model) -> [any PersistentModel]
 
     /// A value attribute.
     public static func attribute<Value: AttributeConvertible>(
-        _ name: String, _ keyPath: ReferenceWritableKeyPath<Model, Value>, options: Schema.Attribute.Options = []
+        _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Value> & Sendable, options: Schema.Attribute.Options = []
     ) -> ModelProperty {
         ModelProperty(
             name: name,
@@ -31,7 +31,7 @@ public struct ModelProperty<Model: PersistentModel> {
 
     /// A to-one relationship to another model.
     public static func toOne<Destination: PersistentModel>(
-        _ name: String, _ keyPath: ReferenceWritableKeyPath<Model, Destination?>,
+        _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Destination?> & Sendable,
         deleteRule: Schema.Relationship.DeleteRule = .nullify, options: Schema.Attribute.Options = []
     ) -> ModelProperty {
         ModelProperty(
@@ -54,7 +54,7 @@ public struct ModelProperty<Model: PersistentModel> {
 
     /// A to-many relationship to other models.
     public static func toMany<Destination: PersistentModel>(
-        _ name: String, _ keyPath: ReferenceWritableKeyPath<Model, [Destination]>,
+        _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, [Destination]> & Sendable,
         deleteRule: Schema.Relationship.DeleteRule = .nullify, options: Schema.Attribute.Options = []
     ) -> ModelProperty {
         ModelProperty(
