@@ -101,3 +101,10 @@ public final class LogStore: DataStore, @unchecked Sendable {
         }
     }
 }
+
+extension LogStore {
+    /// The log's append and sync counts since open (for example, saves per `fdatasync`).
+    public var logStatistics: LogStatistics { log.statistics }
+    /// The log's visible end: where the next transaction will start.
+    public var logEndOffset: UInt64 { log.visibleEnd }
+}

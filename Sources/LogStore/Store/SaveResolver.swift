@@ -63,6 +63,10 @@ struct SaveResolver {
             let mapped = resolution.remapped[identifier] ?? identifier
             return deleted.contains(mapped) ? nil : mapped
         }
+        // References to models deleted in this save are dropped; the context must hear of it.
+        let dropsDeleted = { (values: [String: AttributeValue]) -> Bool in
+            values.values.contains { $0.referencedIdentifiers.contains { deleted.contains(resolution.remapped[$0] ?? $0) } }
+        }
         // Insert (and upsert) changes, in request order.
         var emitted: Set<PersistentIdentifier> = []
         for snapshot in request.inserted {
@@ -73,12 +77,11 @@ struct SaveResolver {
                                                of: permanent, inserted: insertedValues)
             if upserts.contains(permanent) {
                 let changed = changedValues(values, current: state.row(permanent)?.values ?? [:])
-                if !changed.isEmpty {
-                    resolution.changes.append(.update(permanent, changed))
-                    resolution.reregister[permanent] = (state.row(permanent)?.values ?? [:]).merging(changed) { $1 }
-                }
+                if !changed.isEmpty { resolution.changes.append(.update(permanent, changed)) }
+                resolution.reregister[permanent] = (state.row(permanent)?.values ?? [:]).merging(changed) { $1 }
             } else {
                 resolution.changes.append(.insert(permanent, values))
+                if dropsDeleted(insertedValues[permanent]!) { resolution.reregister[permanent] = values }
             }
         }
         for snapshot in request.updated {
@@ -88,8 +91,10 @@ struct SaveResolver {
             let entity = schema.entity(named: identifier.entityName)!
             var values = snapshot.values
             for (name, value) in values { try check(value, property: entity.property(named: name)!, entity: entity) }
+            let droppedReferences = dropsDeleted(values)
             values = try checkedReferences(values.mapValues { $0.mapReferences(remap) }, of: identifier, inserted: insertedValues)
             let changed = changedValues(values, current: current)
+            if droppedReferences { resolution.reregister[identifier] = current.merging(changed) { $1 } }
             guard !changed.isEmpty else { continue }
             try checkUnique(identifier, values: current.merging(changed) { $1 }, claimed: &keysOfThisSave, deleted: deleted)
             resolution.changes.append(.update(identifier, changed))

@@ -1,0 +1,129 @@
+import Foundation
+import LogStore
+import LogStoreEngine
+import LogStoreTestSupport
+import Testing
+
+/// Two declarations of the same entity, "Gadget": without and with a unique constraint.
+final class GadgetV1: PersistentModel {
+    static let entityName = "Gadget"
+    static let schemaProperties: [ModelProperty<GadgetV1>] = [.attribute("name", \.name), .attribute("size", \.size)]
+    let modelState = ModelState()
+    var name = ""
+    var size = 0
+    required init() {}
+}
+
+final class GadgetUnique: PersistentModel {
+    static let entityName = "Gadget"
+    static let schemaProperties: [ModelProperty<GadgetUnique>] = [.attribute("name", \.name), .attribute("size", \.size)]
+    static let uniquenessConstraints = [["name"]]
+    let modelState = ModelState()
+    var name = ""
+    var size = 0
+    required init() {}
+}
+
+/// Adds an optional attribute: an addition.
+final class GadgetWithColor: PersistentModel {
+    static let entityName = "Gadget"
+    static let schemaProperties: [ModelProperty<GadgetWithColor>] = [
+        .attribute("name", \.name), .attribute("size", \.size), .attribute("color", \.color),
+    ]
+    let modelState = ModelState()
+    var name = ""
+    var size = 0
+    var color: String?
+    required init() {}
+}
+
+/// Changes a type: not an addition.
+final class GadgetRetyped: PersistentModel {
+    static let entityName = "Gadget"
+    static let schemaProperties: [ModelProperty<GadgetRetyped>] = [.attribute("name", \.name), .attribute("size", \.size)]
+    let modelState = ModelState()
+    var name = ""
+    var size = ""
+    required init() {}
+}
+
+/// Adds a required attribute without a default: not an addition either.
+final class GadgetRequiredWeight: PersistentModel {
+    static let entityName = "Gadget"
+    static let schemaProperties: [ModelProperty<GadgetRequiredWeight>] = [
+        .attribute("name", \.name), .attribute("size", \.size), .attribute("weight", \.weight),
+    ]
+    let modelState = ModelState()
+    var name = ""
+    var size = 0
+    var weight = 0.0
+    required init() {}
+}
+
+@Suite struct SchemaEvolutionTests {
+    let fileSystem = SimulatedFileSystem()
+
+    func container(_ type: any PersistentModel.Type) throws -> ModelContainer {
+        try ModelContainer(for: [type], configuration: LogStoreConfiguration(directory: "/gadgets", fileSystem: fileSystem))
+    }
+
+    func close(_ container: ModelContainer) throws { try container.dataStore(as: LogStore.self)!.close() }
+
+    @Test func replayNeverRerunsUniqueResolution() throws {
+        let first = try container(GadgetV1.self)
+        let context = ModelContext(first)
+        for size in [1, 2] {
+            let gadget = GadgetV1()
+            gadget.name = "same"
+            gadget.size = size
+            context.insert(gadget)
+        }
+        try context.save()
+        try close(first)
+        // The constraint now exists in code; the past it did not govern stays as it was.
+        let second = try container(GadgetUnique.self)
+        let sizes = try ModelContext(second).fetch(FetchDescriptor<GadgetUnique>()).map(\.size).sorted()
+        #expect(sizes == [1, 2])
+        // It governs later saves: a new "same" upserts into an existing one instead of adding a third.
+        let later = ModelContext(second)
+        let gadget = GadgetUnique()
+        gadget.name = "same"
+        gadget.size = 3
+        later.insert(gadget)
+        try later.save()
+        #expect(try ModelContext(second).fetchCount(FetchDescriptor<GadgetUnique>()) == 2)
+        try close(second)
+        let third = try container(GadgetUnique.self)
+        #expect(try ModelContext(third).fetch(FetchDescriptor<GadgetUnique>()).map(\.size).sorted().count == 2)
+    }
+
+    @Test func additionsMigrateAndOtherChangesThrowSchemaMismatch() throws {
+        let first = try container(GadgetV1.self)
+        let context = ModelContext(first)
+        let gadget = GadgetV1()
+        gadget.name = "old"
+        context.insert(gadget)
+        try context.save()
+        try close(first)
+
+        let added = try container(GadgetWithColor.self)
+        let fetched = try ModelContext(added).fetch(FetchDescriptor<GadgetWithColor>())
+        #expect(fetched.map(\.name) == ["old"])
+        #expect(fetched.first?.color == nil)
+        try close(added)
+
+        for type in [GadgetRetyped.self, GadgetRequiredWeight.self, GadgetV1.self] as [any PersistentModel.Type] {
+            do {
+                _ = try container(type)
+                Issue.record("\(type) opened")
+            } catch let error as LogStoreError {
+                guard case let .schemaMismatch(entity, attribute, _) = error else {
+                    Issue.record("\(type): \(error)")
+                    continue
+                }
+                #expect(entity == "Gadget")
+                #expect(["size", "weight", "color"].contains(attribute ?? ""), "\(type): \(error)")
+            }
+        }
+    }
+}
