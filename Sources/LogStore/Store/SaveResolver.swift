@@ -100,7 +100,23 @@ struct SaveResolver {
             resolution.changes.append(.update(identifier, changed))
         }
         resolution.changes += try deleteChanges(deleted, inserted: insertedValues, resolution: &resolution)
+        finalizeReregistered(&resolution)
         return resolution
+    }
+
+    /// Re-registered values are the model's state after every change of this save, in order.
+    private func finalizeReregistered(_ resolution: inout Resolution) {
+        guard !resolution.reregister.isEmpty else { return }
+        var final: [PersistentIdentifier: [String: AttributeValue]] = [:]
+        for identifier in resolution.reregister.keys { final[identifier] = state.row(identifier)?.values ?? [:] }
+        for change in resolution.changes where final[change.identifier] != nil {
+            switch change {
+            case let .insert(identifier, values): final[identifier] = values
+            case let .update(identifier, values): final[identifier]!.merge(values) { $1 }
+            case let .delete(identifier, _): final[identifier] = nil
+            }
+        }
+        resolution.reregister = final
     }
 
     /// The requested deletes plus cascades, checking deny rules.
