@@ -1,0 +1,42 @@
+// swift-tools-version: 6.1
+// Benchmarks for LogStore: the engine against the machine's raw limits and SQLite (GRDB), measured in
+// one run so that the figures are ratios. Run them with `Benchmarks/run.sh` (see the top of that
+// script), or directly with `swift package --package-path Benchmarks benchmark`.
+import PackageDescription
+
+let package = Package(
+    name: "LogStoreBenchmarks",
+    platforms: [.macOS(.v15)],
+    dependencies: [
+        .package(name: "LogStore", path: ".."),
+        .package(url: "https://github.com/ordo-one/benchmark", exact: "1.38.1", traits: ["MallocInterposer"]),
+        .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
+    ],
+    targets: [
+        // The harness (workload specs, timing, summaries) and the peers every suite compares
+        // against: raw pwrite/fdatasync loops, raw LZ4, SQLite through GRDB.
+        .target(
+            name: "BenchmarkSupport",
+            dependencies: [
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "LogStore", package: "LogStore"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            path: "Sources/BenchmarkSupport"
+        ),
+        // P1–P3: engine-layer appends (`Log`), with their raw and SQLite peers.
+        .executableTarget(
+            name: "EngineBenchmarks",
+            dependencies: [
+                "BenchmarkSupport",
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "LogStore", package: "LogStore"),
+            ],
+            path: "Benchmarks/EngineBenchmarks",
+            plugins: [
+                .plugin(name: "BenchmarkPlugin", package: "benchmark"),
+            ]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,299 @@
+#!/usr/bin/env python3
+"""Turns the harness's JSON-line summaries (one per benchmark, written by BenchmarkSupport in each
+benchmark's teardown) into RESULTS.md: the machine, absolute figures, and ratios against the peers
+measured in the same run. Called by run.sh; standard library only."""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import subprocess
+
+# (figure, LogStore id, [(peer label, peer id)], note). A ratio is LogStore ops/s over peer ops/s:
+# above 1 means LogStore is faster. Add a line here when a suite adds a figure.
+FIGURES = [
+    ("P1 durable append, 1 thread", "P1.logstore", [
+        ("raw pwrite+fdatasync, zero-filled file", "raw.prealloc.sync"),
+        ("raw pwrite+fdatasync, growing file", "raw.append.sync"),
+        ("SQLite WAL FULL, 1 thread", "sqlite.full.1"),
+        ("SQLite WAL NORMAL, 1 thread", "sqlite.normal.1"),
+    ], "Same durability as SQLite FULL; SQLite NORMAL in WAL mode does not fdatasync at commit."),
+    ("P2 durable append, 8 threads", "P2.logstore", [
+        ("raw pwrite+fdatasync, zero-filled file (1 thread)", "raw.prealloc.sync"),
+        ("raw pwrite+fdatasync, growing file (1 thread)", "raw.append.sync"),
+        ("SQLite WAL FULL, 8 threads", "sqlite.full.8"),
+        ("SQLite WAL NORMAL, 8 threads", "sqlite.normal.8"),
+    ], "The raw loops sync every record from one thread; above 1 here is group commit at work."),
+    ("P3 append, durability none, 1 thread", "P3.logstore", [
+        ("raw pwrite, zero-filled file, no sync", "raw.prealloc.nosync"),
+        ("raw pwrite, growing file, no sync", "raw.append.nosync"),
+        ("SQLite WAL FULL, 1 thread", "sqlite.full.1"),
+        ("SQLite WAL NORMAL, 1 thread", "sqlite.normal.1"),
+    ], "SQLite NORMAL (WAL) is the nearer peer: neither syncs per commit."),
+]
+
+
+def median(values):
+    values = sorted(values)
+    if not values:
+        return 0
+    middle = len(values) // 2
+    return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
+
+
+def read_summaries(path):
+    """id -> the per-pass summaries of that benchmark."""
+    passes = {}
+    if os.path.exists(path):
+        with open(path) as handle:
+            for line in handle:
+                line = line.strip()
+                if line:
+                    entry = json.loads(line)
+                    passes.setdefault(entry["id"], []).append(entry)
+    return {key: aggregate(entries) for key, entries in passes.items()}
+
+
+def aggregate(entries):
+    """One figure per benchmark over the passes: medians, the ops/s range, counters summed."""
+    first = entries[0]
+    rates = [e["opsPerSecond"] for e in entries]
+    latency = {key: median([e["latencyMicroseconds"][key] for e in entries]) for key in ("p50", "p90", "p99", "p999", "mean")}
+    latency["max"] = max(e["latencyMicroseconds"]["max"] for e in entries)
+    counters = {}
+    for entry in entries:
+        for key, value in entry.get("counters", {}).items():
+            counters[key] = counters.get(key, 0) + value
+    result = dict(first)
+    result.update({
+        "passes": len(entries),
+        "opsPerSecond": median(rates),
+        "opsPerSecondMin": min(rates),
+        "opsPerSecondMax": max(rates),
+        "latencyMicroseconds": latency,
+        "operations": sum(e["operations"] for e in entries),
+        "counters": counters,
+        "tailShare": median([e.get("tail", {}).get("shareOfTime", 0) for e in entries]),
+        "tailOperations": sum(e.get("tail", {}).get("operations", 0) for e in entries),
+        "tailThreshold": median([e.get("tail", {}).get("thresholdMicroseconds", 0) for e in entries]),
+    })
+    if "megabytesPerSecond" in first:
+        result["megabytesPerSecond"] = median([e["megabytesPerSecond"] for e in entries])
+    return result
+
+
+def read_framework_throughput(paths):
+    """Median over the passes of the framework's p50 throughput per benchmark name, from its
+    markdown tables (a cross-check of the harness's figures)."""
+    rates = {}
+    scale = {"#": 1, "K": 1e3, "M": 1e6, "G": 1e9}
+    for path in paths:
+        if not os.path.exists(path):
+            continue
+        name = None
+        with open(path) as handle:
+            for line in handle:
+                heading = re.match(r"^### (.+?)\s*$", line)
+                if heading:
+                    name = heading.group(1)
+                    continue
+                row = re.match(r"^\| Throughput \(# / s\) \((.)\)\s*\|(.*)$", line)
+                if row and name:
+                    cells = [c.strip() for c in row.group(2).split("|")]
+                    # columns: p0 p25 p50 p75 p90 p99 p100 samples
+                    try:
+                        rates.setdefault(name, []).append(float(cells[2]) * scale.get(row.group(1), 1))
+                    except (ValueError, IndexError):
+                        pass
+    return {name: median(values) for name, values in rates.items()}
+
+
+def command_output(arguments):
+    try:
+        return subprocess.run(arguments, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def machine(bench_dir):
+    cpu = "unknown"
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    df = command_output(["df", "-T", bench_dir]).splitlines()
+    fs_type, device = "unknown", "unknown"
+    if len(df) >= 2:
+        fields = df[1].split()
+        device, fs_type = fields[0], fields[1]
+    memory = "unknown"
+    try:
+        with open("/proc/meminfo") as handle:
+            kib = int(handle.readline().split()[1])
+            memory = f"{kib / 1024 / 1024:.0f} GiB"
+    except (OSError, ValueError, IndexError):
+        pass
+    return {
+        "nproc": str(os.cpu_count()),
+        "cpu": cpu,
+        "memory": memory,
+        "kernel": platform.release(),
+        "fs": f"{fs_type} on {device}",
+        "swift": command_output(["swift", "--version"]).splitlines()[0] if command_output(["swift", "--version"]) != "unknown" else "unknown",
+    }
+
+
+def fmt_rate(value):
+    if value >= 1e6:
+        return f"{value / 1e6:.2f} M"
+    if value >= 1e4:
+        return f"{value / 1e3:.1f} K"
+    return f"{value:,.0f}"
+
+
+def fmt_us(value):
+    if value >= 100:
+        return f"{value:,.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def fmt_ratio(value):
+    return f"{value:.2f}" if value < 10 else f"{value:.1f}"
+
+
+def records_per_sync(entry):
+    counters = entry.get("counters", {})
+    records, syncs = counters.get("records"), counters.get("fdatasyncs")
+    if records is None or syncs is None:
+        return None
+    return (records / syncs) if syncs else float("inf")
+
+
+def extra_column(entry):
+    parts = []
+    rps = records_per_sync(entry)
+    if rps is not None:
+        parts.append("records/fdatasync " + ("∞ (none)" if rps == float("inf") else f"{rps:.2f}"))
+        rolls = entry["counters"].get("rolls", 0)
+        if rolls:
+            parts.append(f"{rolls:.0f} rolls")
+    counters = entry.get("counters", {})
+    if "storedBytes" in counters and counters.get("inputBytes"):
+        parts.append(f"{entry.get('megabytesPerSecond', 0):,.0f} MB/s, stored/input {counters['storedBytes'] / counters['inputBytes']:.3f}")
+    facts = entry.get("facts", {})
+    if "journal_mode" in facts:
+        parts.append(f"{facts['connection']}, journal_mode={facts['journal_mode']}, synchronous={facts['synchronous']}")
+    return "; ".join(parts)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--summary", required=True)
+    parser.add_argument("--bench-dir", required=True)
+    parser.add_argument("--framework", nargs="*", default=[])
+    parser.add_argument("--load-before", default="")
+    parser.add_argument("--load-after", default="")
+    parser.add_argument("--output", required=True)
+    parser.add_argument("--command", default="Benchmarks/run.sh")
+    args = parser.parse_args()
+
+    results = read_summaries(args.summary)
+    framework = read_framework_throughput(args.framework)
+    info = machine(args.bench_dir)
+    profiles = sorted({entry.get("profile", "?") for entry in results.values()})
+    passes = max((entry["passes"] for entry in results.values()), default=0)
+    sqlite_version = next((e["facts"].get("sqlite") for e in results.values() if "sqlite" in e.get("facts", {})), None)
+    here = os.path.dirname(os.path.abspath(__file__))
+    commit = os.environ.get("LOGSTORE_ENGINE_REVISION") or command_output(["git", "-C", here, "rev-parse", "--short", "HEAD"])
+    dirty = "" if os.environ.get("LOGSTORE_ENGINE_REVISION") else command_output(["git", "-C", here, "status", "--porcelain", "--", "../Sources"])
+
+    out = []
+    out.append("# LogStore benchmark results\n")
+    out.append(f"Generated by `{args.command}` on {datetime.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}"
+               f" (profile: {', '.join(profiles) or 'none'}; engine at commit {commit}"
+               f"{' with uncommitted changes under Sources/' if dirty and dirty != 'unknown' else ''}).\n")
+    out.append(f"The suite ran {passes} time{'s' if passes != 1 else ''} in a row; every figure is the median over the "
+               "passes (ops/s ranges give the spread). In each pass each benchmark runs in its own process, one after "
+               "the other, for a fixed time (4 s for fdatasync-bound ones, 3 s for the others). Ops/s is operations "
+               "over the measured time; latencies are per operation (with several threads: each append's own "
+               "latency). Payloads: 200 pseudo-random (incompressible) bytes; a LogStore record adds a 32-byte "
+               "header. Files live in the benchmark directory below, on the same disk as the checkout. The 2 cores "
+               "are shared with other work: read the ratios, which compare benchmarks of the same run.\n")
+    out.append("## Machine\n")
+    out.append("| | |\n|:--|:--|")
+    out.append(f"| CPU | {info['cpu']} |")
+    out.append(f"| nproc | {info['nproc']} |")
+    out.append(f"| Memory | {info['memory']} |")
+    out.append(f"| Kernel | {info['kernel']} |")
+    out.append(f"| Benchmark directory | {args.bench_dir} ({info['fs']}) |")
+    out.append(f"| Swift | {info['swift']} |")
+    if args.load_before or args.load_after:
+        out.append(f"| Load average (1/5/15 min) before → after | {args.load_before} → {args.load_after} |")
+    if sqlite_version:
+        out.append(f"| SQLite (GRDB 7.10.0, system libsqlite3) | {sqlite_version} |")
+    out.append("")
+
+    out.append("## Ratios (LogStore ops/s ÷ peer ops/s; above 1 = LogStore faster)\n")
+    for title, own_id, peers, note in FIGURES:
+        own = results.get(own_id)
+        if own is None:
+            out.append(f"### {title}\n\n(not run)\n")
+            continue
+        out.append(f"### {title}\n")
+        rps = records_per_sync(own)
+        summary_line = (f"LogStore: **{fmt_rate(own['opsPerSecond'])} appends/s**, p50 "
+                        f"{fmt_us(own['latencyMicroseconds']['p50'])} µs, p99 {fmt_us(own['latencyMicroseconds']['p99'])} µs")
+        if rps is not None:
+            summary_line += f", {'no' if rps == float('inf') else f'{rps:.2f}'} records per fdatasync"
+            if rps == float("inf"):
+                summary_line = summary_line.replace(", no records per fdatasync", ", no fdatasync during the measurement")
+        out.append(summary_line + ".\n")
+        out.append("| Peer | peer ops/s | peer p50 µs | LogStore / peer (ops/s) | range over passes | p50 LogStore / peer |")
+        out.append("|:--|--:|--:|--:|--:|--:|")
+        for label, peer_id in peers:
+            peer = results.get(peer_id)
+            if peer is None or peer["opsPerSecond"] == 0:
+                out.append(f"| {label} | (not run) | | | | |")
+                continue
+            ratio = own["opsPerSecond"] / peer["opsPerSecond"]
+            p50_ratio = own["latencyMicroseconds"]["p50"] / peer["latencyMicroseconds"]["p50"] if peer["latencyMicroseconds"]["p50"] else 0
+            low = own["opsPerSecondMin"] / peer["opsPerSecondMax"]
+            high = own["opsPerSecondMax"] / peer["opsPerSecondMin"]
+            out.append(f"| {label} | {fmt_rate(peer['opsPerSecond'])} | {fmt_us(peer['latencyMicroseconds']['p50'])} | "
+                       f"**{fmt_ratio(ratio)}** | {fmt_ratio(low)}–{fmt_ratio(high)} | {fmt_ratio(p50_ratio)} |")
+        out.append(f"\n{note} The range pairs the extremes of both sides over the passes (worst and best case).\n")
+
+    out.append("## Absolute figures\n")
+    out.append("| Benchmark | id | threads | ops/s | ops/s range | p50 µs | p90 µs | p99 µs | max µs | tail ≥ 20×p50: ops, share of time | framework p50 ops/s | notes |")
+    out.append("|:--|:--|--:|--:|--:|--:|--:|--:|--:|--:|--:|:--|")
+    for entry in sorted(results.values(), key=lambda e: e["name"]):
+        latency = entry["latencyMicroseconds"]
+        framework_rate = framework.get(entry["name"])
+        out.append(f"| {entry['name']} | `{entry['id']}` | {entry['threads']} | {fmt_rate(entry['opsPerSecond'])} | "
+                   f"{fmt_rate(entry['opsPerSecondMin'])}–{fmt_rate(entry['opsPerSecondMax'])} | "
+                   f"{fmt_us(latency['p50'])} | {fmt_us(latency['p90'])} | {fmt_us(latency['p99'])} | {fmt_us(latency['max'])} | "
+                   f"{entry['tailOperations']:,} of {entry['operations']:,}, {entry['tailShare'] * 100:.1f} % | "
+                   f"{fmt_rate(framework_rate) if framework_rate else '–'} | {extra_column(entry)} |")
+    out.append("")
+    out.append("Latency columns are medians over the passes (max: the largest). The tail column counts operations "
+               "that took at least 20 times the median and the share of the measured time they account for (stalls: "
+               "a sync at the unsynced bound, a segment roll, a WAL checkpoint, preemption). The framework column is "
+               "package-benchmark's own p50 of per-iteration throughput (an iteration is one operation, or 1,000 for "
+               "the fast and multi-threaded benchmarks), rounded as the framework prints it: a cross-check of the "
+               "harness. The framework's full tables are in `Benchmarks/.cache/benchmark-pass*.md` after a run.\n")
+
+    with open(args.output, "w") as handle:
+        handle.write("\n".join(out))
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()
