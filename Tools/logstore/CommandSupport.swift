@@ -17,6 +17,19 @@ func reportingStoreErrors<Result>(_ body: () throws(LogError) -> Result) throws(
     }
 }
 
+/// Runs `body`; any error — a model store's (``LogStoreError``, ``ModelError``) or the log's —
+/// becomes its one-sentence description on standard error and exit code 2.
+func reportingErrors<Result>(_ body: () throws -> Result) throws(ExitCode) -> Result {
+    do {
+        return try body()
+    } catch let exit as ExitCode {
+        throw exit
+    } catch {
+        printError("logstore: \(error)")
+        throw storeErrorExitCode
+    }
+}
+
 func printError(_ text: String) {
     FileHandle.standardError.write(Data((text + "\n").utf8))
 }

@@ -1,154 +1,226 @@
 import ArgumentParser
 import Foundation
+import LogStore
 import LogStoreEngine
+import SampleTrips
 
-/// `logstore demo <dir>`: creates the store if missing and appends a sample workload.
+/// `logstore demo <dir>`: a tour of the model layer with the WWDC24 SampleTrips models.
 struct DemoCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
-        abstract: "Append a sample workload of JSON events to a store (creating it if missing) and read it back.",
+        abstract: "Tour the model layer: save, fetch, update, upsert and delete SampleTrips models in a store (created if missing).",
         discussion: """
-            Each run appends another round with synchronous durability: every append returns after \
-            an fdatasync covers it. Afterwards, try `logstore inspect <dir>` and `logstore verify <dir>`.
+            Opens the store through ModelContainer and ModelContext with synchronous durability (each \
+            save returns once an fdatasync covers its transaction), then: inserts three trips with \
+            bucket list items and living accommodations, fetches them with a #Predicate and a \
+            SortDescriptor, confirms an accommodation from a second context, re-inserts a trip with the \
+            same unique name and dates (an upsert: the existing trip is updated), and deletes a trip \
+            (its bucket list items and accommodation go with it). Each run adds another round. \
+            Afterwards, try `logstore replay <dir>`, `logstore inspect <dir>` and `logstore verify <dir>`.
             """
     )
 
     @Argument(help: "The store directory (created when missing).")
     var directory: String
 
-    @Option(help: "Records to append.")
-    var count = 1_000
-
-    @Option(help: "Roll to a new segment before one would pass this many bytes (default: 64 MiB). Small values show several segments.")
-    var segmentSize: UInt64?
-
-    func validate() throws {
-        guard count > 0, count <= 1_000_000 else { throw ValidationError("--count must be between 1 and 1000000.") }
-        if let segmentSize, segmentSize < 4096 { throw ValidationError("--segment-size must be at least 4096.") }
-    }
-
     func run() throws {
-        var demo = LogDemo(directory: directory, recordCount: count)
-        if let segmentSize { demo.segmentByteCountMax = segmentSize }
-        try reportingStoreErrors { () throws(LogError) in try demo.run { print($0) } }
+        try reportingErrors { try TripsTour(directory: directory).run { print($0) } }
     }
 }
 
-/// The demo as a plain function of its inputs, printing through `say`.
-struct LogDemo {
+/// The tour as a plain function of its directory, printing through `say`.
+struct TripsTour {
     var directory: String
-    var recordCount: Int
-    /// How many records at the end are read back and shown.
-    var readBackCount = 3
-    var segmentByteCountMax = LogOptions().segmentByteCountMax
 
-    func run(say: (String) -> Void) throws(LogError) {
-        var options = LogOptions()
-        options.durability = .synchronous
-        options.segmentByteCountMax = segmentByteCountMax
-        let log = try Log.open(directory: directory, options: options)
-        describeOpen(log, say: say)
-        let round = try appendRound(to: log, say: say)
-        try readBack(log, from: round.positions.suffix(readBackCount).first!.offset, say: say)
-        try log.close()
-        say("")
-        say("Closed. Run the demo again to append another round, and look at the store with")
-        say("  logstore inspect \(directory)")
-        say("  logstore verify \(directory)")
-        say("(`swift run logstore …` from the package directory).")
+    /// Round 1 starts on this day; each round's trips lie in their own seven weeks.
+    static let firstRoundStart = Date(timeIntervalSince1970: 1_777_852_800) // 2026-05-04
+    static let roundLength = 49
+
+    func run(say: (String) -> Void) throws {
+        let container = try ModelContainer(for: sampleTripsModels,
+                                           configuration: LogStoreConfiguration(directory: directory, durability: .synchronous))
+        let store = container.dataStore(as: LogStore.self)!
+        let app = ModelContext(container)
+        app.author = "app"
+        let earlierTrips = try app.fetch(FetchDescriptor<Trip>())
+        let round = Self.round(after: earlierTrips)
+        let names = (lisbon: "Lisbon #\(round)", kyoto: "Kyoto #\(round)", reykjavik: "Reykjavík #\(round)")
+        let start = Self.firstRoundStart.addingTimeInterval(Double((round - 1) * Self.roundLength) * 86_400)
+        let end = start.addingTimeInterval(Double(Self.roundLength) * 86_400)
+
+        say("LogStore tour, round \(round): the SampleTrips models through ModelContext, in \(directory)")
+        describeOpen(store, tripCount: earlierTrips.count, say: say)
+        var meter = SaveMeter(store: store)
+
+        // 1. Insert: three trips; the bucket list items and accommodations are inserted with them.
+        let trips = Self.trips(names, start: start)
+        for trip in trips { app.insert(trip) }
+        try app.save()
+        let itemCount = trips.reduce(0) { $0 + $1.bucketList.count }
+        let stayCount = trips.filter { $0.livingAccommodation != nil }.count
+        say(meter.step("insert", "3 trips, \(itemCount) bucket list items, \(stayCount) accommodations", author: app))
+
+        // 2. Fetch: this round's trips, by a #Predicate on dates, sorted by start date.
+        let thisRound = FetchDescriptor<Trip>(predicate: #Predicate { $0.startDate >= start && $0.startDate < end },
+                                              sortBy: [SortDescriptor(\.startDate)])
+        say("fetch   #Predicate { $0.startDate >= \(Self.day(start)) && $0.startDate < \(Self.day(end)) }, "
+            + "SortDescriptor(\\.startDate):")
+        for trip in try app.fetch(thisRound) { say("          " + Self.line(trip)) }
+
+        // 3. Update from another context: the widget confirms the Kyoto accommodation.
+        let widget = ModelContext(container)
+        widget.author = "widget"
+        let kyotoName = names.kyoto
+        let kyoto = try widget.fetch(FetchDescriptor<Trip>(predicate: #Predicate { $0.name == kyotoName })).first!
+        kyoto.livingAccommodation?.isConfirmed = true
+        try widget.save()
+        say(meter.step("update", "\(kyoto.livingAccommodation?.placeName ?? "-") confirmed (isConfirmed = true)", author: widget))
+
+        // 4. Upsert: inserting a trip with the same name and dates updates the existing one.
+        let importer = ModelContext(container)
+        importer.author = "import"
+        let original = trips[2]
+        let countBefore = try importer.fetchCount(thisRound)
+        let again = Trip(name: original.name, destination: "Iceland (Ring Road)", startDate: original.startDate,
+                         endDate: original.endDate)
+        importer.insert(again)
+        try importer.save()
+        say(meter.step("upsert", "a new Trip named \(original.name), same dates", author: importer))
+        let countAfter = try importer.fetchCount(thisRound)
+        say("          → updated \(Self.short(original.persistentModelID))"
+            + (again.persistentModelID == original.persistentModelID ? " (same identifier)" : "")
+            + ": destination \"\(again.destination)\", fetchCount \(countBefore) → \(countAfter)")
+
+        // 5. Delete: the cascade rules remove the trip's bucket list items and accommodation.
+        let lisbon = trips[0]
+        let itemsBefore = try app.fetchCount(FetchDescriptor<BucketListItem>())
+        let staysBefore = try app.fetchCount(FetchDescriptor<LivingAccommodation>())
+        app.delete(lisbon)
+        try app.save()
+        let itemsGone = itemsBefore - (try app.fetchCount(FetchDescriptor<BucketListItem>()))
+        let staysGone = staysBefore - (try app.fetchCount(FetchDescriptor<LivingAccommodation>()))
+        say(meter.step("delete", "\(names.lisbon) + cascade: \(itemsGone) items, \(staysGone) accommodation"
+            + (staysGone == 1 ? "" : "s"), author: app))
+
+        let syncCount = store.logStatistics.syncCount
+        try store.close()
+        try summarize(round: round, syncCount: syncCount, say: say)
     }
 
-    private func describeOpen(_ log: Log, say: (String) -> Void) {
-        let report = log.recoveryReport
+    private func describeOpen(_ store: LogStore, tripCount: Int, say: (String) -> Void) {
+        let report = store.recoveryReport
         if report.createdStore {
-            say("Created a new store at \(directory) (store \(log.storeID)).")
+            say("Created the store \(store.identifier).")
         } else {
-            let segments = log.segmentBaseOffsets.count
-            say("Opened the store at \(directory) (store \(log.storeID)): \(segments) segment\(segments == 1 ? "" : "s"), "
-                + "log offsets \(log.startOffset) ..< \(log.visibleEnd).")
+            say("Opened the store \(store.identifier): "
+                + (tripCount == 0 ? "no trips yet." : "\(tripCount) trip\(tripCount == 1 ? "" : "s") from earlier rounds."))
         }
         for record in report.droppedRecords { say("  recovery dropped \(record)") }
         for file in report.removedTemporaryFiles { say("  recovery removed the temporary file \(file)") }
         for file in report.unknownFiles { say("  note: \(file) is not part of the store; left alone") }
+        say("Saves are synchronous: each returns once an fdatasync covers its transaction record.")
+        say("")
     }
 
-    private struct Round {
-        var positions: [LogPosition]
-        var rawByteCount: Int
-    }
-
-    private func appendRound(to log: Log, say: (String) -> Void) throws(LogError) -> Round {
-        say("Appending \(Format.grouped(recordCount)) JSON events with synchronous durability "
-            + "(each append returns after an fdatasync covers it)...")
-        var workload = DemoWorkload(seed: log.visibleEnd &+ 0x5EED)
-        let payloads = (0..<recordCount).map { workload.event(number: $0) }
-        var positions: [LogPosition] = []
-        positions.reserveCapacity(recordCount)
-        let clock = ContinuousClock()
-        let started = clock.now
-        for payload in payloads { positions.append(try log.append(payload)) }
-        let elapsed = Format.seconds(clock.now - started)
-        let statistics = log.statistics
-        let rawByteCount = payloads.reduce(0) { $0 + $1.count }
-        let storedPayloadByteCount = statistics.byteCount - UInt64(FormatConstants.recordHeaderByteCount * recordCount)
-        say("Appended \(Format.grouped(recordCount)) records at offsets \(positions.first!.offset) ... "
-            + "\(positions.last!.offset) (the log now ends at \(positions.last!.endOffset)).")
-        say("  payloads: \(Format.bytes(rawByteCount)) raw, \(Format.bytes(storedPayloadByteCount)) stored "
-            + "(\(Format.ratio(Double(storedPayloadByteCount) / Double(max(rawByteCount, 1)))); LZ4 keeps a "
-            + "compressed payload only when it is smaller), \(Format.bytes(statistics.byteCount)) written with headers")
-        say("  elapsed: " + String(format: "%.3f s", elapsed) + ", "
-            + "\(Format.grouped(Int((Double(recordCount) / max(elapsed, 1e-9)).rounded()))) appends/s")
-        say("  syncs: \(Format.grouped(statistics.syncCount)) fdatasync calls ("
-            + String(format: "%.2f", statistics.appendsPerSync) + " appends per sync), "
-            + "\(statistics.rollCount) segment roll\(statistics.rollCount == 1 ? "" : "s")")
-        return Round(positions: positions, rawByteCount: rawByteCount)
-    }
-
-    private func readBack(_ log: Log, from offset: UInt64, say: (String) -> Void) throws(LogError) {
-        say("The last \(readBackCount) records, read back:")
-        var records = try log.records(from: offset)
-        while let record = try records.next() {
-            let text = String(decoding: record.payload.prefix(72), as: UTF8.self)
-            say("  offset \(record.offset): \(record.payload.count) bytes"
-                + (record.isCompressed ? " (stored in \(record.recordByteCount - 32) with LZ4)" : "")
-                + ": \(text)\(record.payload.count > 72 ? "…" : "")")
+    /// The state as `logstore replay` folds it from the log, and what the log holds.
+    private func summarize(round: Int, syncCount: UInt64, say: (String) -> Void) throws {
+        let state = try LogStore.replay(directory: directory)
+        let inspection = try Log.inspect(directory: directory)
+        let counts = state.entities.map { entity in
+            "\(entity.rows.count) \(Self.plural(entity.name, entity.rows.count))"
         }
+        let logBytes = inspection.endOffset - inspection.startOffset
+        let segments = inspection.segments.count
+        say("")
+        say("State, folded from the log: " + counts.joined(separator: ", ") + ".")
+        say("Log: \(Format.grouped(state.transactionCount)) transactions in \(Format.grouped(inspection.recordCount)) "
+            + "records, \(Format.bytes(logBytes)) in \(segments) segment\(segments == 1 ? "" : "s") "
+            + "(\(Format.bytes(inspection.fileByteCount)) on disk, preallocated ahead); \(syncCount) fdatasync calls this run.")
+        say("Look further (`swift run logstore …` from the package directory):")
+        say("  logstore replay \(directory)    # the models, folded from the log; --json for scripts")
+        say("  logstore inspect \(directory)   # segments, records, bytes")
+        say("  logstore verify \(directory)    # check every record")
+        say("Run the demo again to add round \(round + 1).")
+    }
+
+    // MARK: The sample data
+
+    private static func trips(_ names: (lisbon: String, kyoto: String, reykjavik: String), start: Date) -> [Trip] {
+        func day(_ offset: Int) -> Date { start.addingTimeInterval(Double(offset) * 86_400) }
+        let lisbon = Trip(name: names.lisbon, destination: "Portugal", startDate: day(0), endDate: day(5))
+        lisbon.bucketList = [
+            BucketListItem(title: "Tram 28", details: "Ride it up to the castle", isInPlan: true),
+            BucketListItem(title: "Pastéis de Belém", details: "Warm, with cinnamon"),
+        ]
+        lisbon.livingAccommodation = LivingAccommodation(address: "Rua da Saudade 3", placeName: "Casa do Fado")
+        let kyoto = Trip(name: names.kyoto, destination: "Japan", startDate: day(14), endDate: day(24))
+        kyoto.bucketList = [
+            BucketListItem(title: "Fushimi Inari", details: "Go at dawn", isInPlan: true),
+            BucketListItem(title: "Tea ceremony", details: "In Gion", hasReservation: true, isInPlan: true),
+        ]
+        kyoto.livingAccommodation = LivingAccommodation(address: "Higashiyama 5", placeName: "Ryokan Sakura")
+        let reykjavik = Trip(name: names.reykjavik, destination: "Iceland", startDate: day(35), endDate: day(39))
+        return [lisbon, kyoto, reykjavik]
+    }
+
+    /// The next round: two trips stay per round; a round whose names are taken is skipped.
+    static func round(after trips: [Trip]) -> Int {
+        let names = Set(trips.map(\.name))
+        var round = trips.count / 2 + 1
+        while names.contains("Kyoto #\(round)") || names.contains("Reykjavík #\(round)") { round += 1 }
+        return round
+    }
+
+    // MARK: Text
+
+    private static func line(_ trip: Trip) -> String {
+        let days = "\(day(trip.startDate)) – \(day(trip.endDate))"
+        var plans = trip.bucketList.isEmpty ? "nothing planned yet"
+            : "\(trip.bucketList.count) bucket list item\(trip.bucketList.count == 1 ? "" : "s")"
+        if let stay = trip.livingAccommodation {
+            plans += ", \(stay.placeName)" + (stay.isConfirmed ? " (confirmed)" : " (unconfirmed)")
+        }
+        return pad(trip.name, 14) + pad(trip.destination, 10) + pad(days, 25) + plans
+    }
+
+    private static func day(_ date: Date) -> String {
+        date.formatted(Date.ISO8601FormatStyle().year().month().day())
+    }
+
+    static func short(_ identifier: PersistentIdentifier) -> String {
+        "\(identifier.entityName)/\(identifier.primaryKey.uuidString.prefix(8))…"
+    }
+
+    static func pad(_ text: String, _ width: Int) -> String {
+        text.count >= width ? text + " " : text + String(repeating: " ", count: width - text.count)
+    }
+
+    private static func plural(_ entityName: String, _ count: Int) -> String {
+        let words = entityName.replacing(/([a-z])([A-Z])/) { "\($0.1) \($0.2)" }.lowercased()
+        if count == 1 { return words }
+        return words.hasSuffix("y") ? words.dropLast() + "ies" : words + "s"
     }
 }
 
-/// A deterministic mix of JSON events: small page views (incompressible at this size), orders
-/// with repetitive line items (compress well), and signed uploads carrying random hex (do not).
-struct DemoWorkload {
-    private var state: UInt64
+/// What each save added to the log: its token (the offset of its transaction record), records,
+/// bytes and `fdatasync` calls, from the store's statistics before and after.
+struct SaveMeter {
+    let store: LogStore
+    private var last: LogStatistics
 
-    init(seed: UInt64) { state = seed }
-
-    /// SplitMix64: a fixed-seed generator, so a round's payloads depend only on where it starts.
-    private mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var value = state
-        value = (value ^ (value >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        value = (value ^ (value >> 27)) &* 0x94D0_49BB_1331_11EB
-        return value ^ (value >> 31)
+    init(store: LogStore) {
+        self.store = store
+        last = store.logStatistics
     }
 
-    private mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
-
-    mutating func event(number: Int) -> [UInt8] {
-        let user = "user-\(below(500))"
-        let text: String
-        switch below(10) {
-        case 0..<6:
-            text = #"{"n":\#(number),"kind":"page.view","user":"\#(user)","path":"/products/\#(below(10_000))","ms":\#(below(900))}"#
-        case 6..<9:
-            let items = (0..<(2 + below(30))).map { _ in
-                #"{"sku":"SKU-\#(below(40))","quantity":\#(1 + below(3)),"price":"\#(below(100)).99","gift":false}"#
-            }
-            text = #"{"n":\#(number),"kind":"order.created","user":"\#(user)","currency":"EUR","items":[\#(items.joined(separator: ","))]}"#
-        default:
-            let signature = (0..<(16 + below(48))).map { _ in String(next(), radix: 16) }.joined()
-            text = #"{"n":\#(number),"kind":"upload.signed","user":"\#(user)","signature":"\#(signature)"}"#
-        }
-        return Array(text.utf8)
+    mutating func step(_ verb: String, _ text: String, author context: ModelContext) -> String {
+        let now = store.logStatistics
+        defer { last = now }
+        let records = now.appendCount - last.appendCount
+        let syncs = now.syncCount - last.syncCount
+        let token = store.currentToken.map { "token@\($0.offset)" } ?? "no token"
+        return TripsTour.pad(verb, 8) + TripsTour.pad(text, 52) + TripsTour.pad(context.author ?? "-", 8)
+            + "\(token), \(records) record\(records == 1 ? "" : "s"), \(Format.bytes(now.byteCount - last.byteCount)), "
+            + "\(syncs) fdatasync"
     }
 }

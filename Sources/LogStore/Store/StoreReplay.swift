@@ -1,0 +1,81 @@
+import Foundation
+import LogStoreEngine
+
+/// The models of a store as its log folds to, read without the model types and without the
+/// writer's lock (what `logstore replay` prints).
+///
+/// ```swift
+/// let state = try LogStore.replay(directory: "/var/lib/trips")
+/// for entity in state.entities {
+///     print(entity.name, entity.rows.count)
+/// }
+/// ```
+public struct StoreState: Sendable, Hashable {
+    /// One entity of the stored schema and its models.
+    public struct Entity: Sendable, Hashable {
+        public var name: String
+        /// Attribute and relationship names in the stored schema's order (declaration order;
+        /// properties added by later schema versions come last).
+        public var attributeNames: [String]
+        /// The models, in insertion order, with their values as stored. A model saved before an
+        /// attribute was added has no value for it.
+        public var rows: [DefaultSnapshot]
+    }
+
+    /// The directory the store was read from.
+    public var directory: String
+    /// The store's UUID: the store identifier of every ``PersistentIdentifier`` in ``entities``.
+    public var storeIdentifier: UUID
+    /// The version of the last schema record folded, or `nil` when the log (up to the replayed
+    /// offset) holds none: then it is not a model store, or its first open has not finished.
+    public var schemaVersion: UInt32?
+    /// The entities of the stored schema, in the order they were added to it.
+    public var entities: [Entity]
+    /// How many transaction records were folded.
+    public var transactionCount: Int
+    /// The token of the last transaction folded, or `nil` when there is none.
+    public var lastToken: HistoryToken?
+
+    /// The entity with this name, if the stored schema has it.
+    public func entity(named name: String) -> Entity? {
+        entities.first { $0.name == name }
+    }
+}
+
+extension LogStore {
+    /// Folds the log of the store in `directory` into its models, read-only: the log is opened
+    /// with `Log.openReadOnly` (no lock, nothing on disk changes, a torn tail record counts as
+    /// the end), so this runs beside a live writer and needs no model types.
+    ///
+    /// - Parameter offset: stop after the record at this log offset (inclusive) — a history
+    ///   token's ``HistoryToken/offset`` gives the state right after that transaction. `nil`
+    ///   folds the whole log.
+    /// - Throws: ``LogStoreError/log(_:)`` when the store cannot be opened or read,
+    ///   ``LogStoreError/corruptRecord(offset:reason:)`` when a record does not decode.
+    public static func replay(directory: String, fileSystem: any FileSystem = PosixFileSystem(),
+                              through offset: UInt64? = nil) throws(LogStoreError) -> StoreState {
+        // Log.openReadOnly says "does not exist" for a regular file; say what it is instead.
+        if let kind = try? fileSystem.kind(of: directory), kind != .directory {
+            throw .log(LogError(.notAStore, "\(directory) is a file, not a store directory.", file: directory))
+        }
+        let log: Log
+        do { log = try Log.openReadOnly(directory: directory, fileSystem: fileSystem) } catch { throw .log(error) }
+        defer { try? log.close() }
+        let storeIdentifier = log.storeID.uuidString
+        let result = try Replay(log: log, storeIdentifier: storeIdentifier, throughOffset: offset).run()
+        let hasSchema = result.table.version > 0 || !result.table.entities.isEmpty
+        let entities = result.table.entities.map { entity in
+            StoreState.Entity(
+                name: entity.name,
+                attributeNames: entity.attributes.map(\.name),
+                rows: result.state.rows(of: entity.name).map { primaryKey, row in
+                    DefaultSnapshot(persistentIdentifier: .identifier(for: storeIdentifier, entityName: entity.name,
+                                                                      primaryKey: primaryKey),
+                                    values: row.values)
+                })
+        }
+        return StoreState(directory: directory, storeIdentifier: log.storeID,
+                          schemaVersion: hasSchema ? result.table.version : nil, entities: entities,
+                          transactionCount: result.transactionCount, lastToken: result.lastToken)
+    }
+}

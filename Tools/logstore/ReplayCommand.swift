@@ -1,0 +1,174 @@
+import ArgumentParser
+import Foundation
+import LogStore
+import LogStoreEngine
+
+/// `logstore replay <dir> [--json]`: the models a store's log folds to.
+struct ReplayCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "replay",
+        abstract: "Fold a model store's log and print its models: a table per entity, or JSON.",
+        discussion: """
+            Needs no model types: entities and attributes come from the schema records in the log. \
+            Opens the store read-only: takes no lock, changes nothing, runs beside a live writer. \
+            Prints tables on a terminal and JSON otherwise (or with --json): \
+            {"store", "storeID", "schemaVersion", "transactions", "lastToken", "attributes", \
+            "entities": {"<Entity>": [{"id": "<primary key>", "values": {"<attribute>": <value>}}]}}, \
+            models in insertion order, each value in its typed JSON form ({"string": "Lisbon"}, \
+            {"date": <seconds since 2001>}, {"reference": {…}}, {"array": […]}, {"null": true}).
+            """
+    )
+
+    @Argument(help: "The store directory.")
+    var directory: String
+
+    @Flag(help: "Print JSON (the default when standard output is not a terminal).")
+    var json = false
+
+    func run() throws {
+        let state = try reportingErrors { try LogStore.replay(directory: directory) }
+        guard state.schemaVersion != nil else {
+            printError("logstore: " + Self.noSchemaSentence(directory))
+            throw storeErrorExitCode
+        }
+        if json || isatty(STDOUT_FILENO) == 0 {
+            try printJSON(ReplayJSON(state))
+        } else {
+            print(Self.text(state))
+        }
+    }
+
+    /// Why a store without a schema record has no models, in one sentence.
+    static func noSchemaSentence(_ directory: String) -> String {
+        let recordCount = (try? Log.inspect(directory: directory))?.recordCount ?? 0
+        if recordCount == 0 {
+            return "The store at \(directory) holds no records yet, so no models: a model store gets its schema "
+                + "record when a ModelContainer first opens it."
+        }
+        return "The store at \(directory) is not a model store: its \(Format.grouped(recordCount)) record"
+            + (recordCount == 1 ? "" : "s") + " include no schema record (it was written through the byte-level "
+            + "Log API, as `logstore demo` did before it became a model tour), so there are no models to replay; "
+            + "`logstore inspect \(directory)` shows its records."
+    }
+
+    static func text(_ state: StoreState) -> String {
+        var lines = [
+            "Store         \(state.directory) (\(state.storeIdentifier))",
+            "Transactions  \(Format.grouped(state.transactionCount))"
+                + (state.lastToken.map { ", the last at log offset \(Format.grouped($0.offset))" } ?? ""),
+            "Schema        version \(state.schemaVersion ?? 0), \(state.entities.count) entit"
+                + (state.entities.count == 1 ? "y" : "ies"),
+        ]
+        for entity in state.entities {
+            let count = entity.rows.count
+            lines.append("")
+            lines.append("\(entity.name): \(Format.grouped(count)) model\(count == 1 ? "" : "s")")
+            guard count > 0 else { continue }
+            var rows = [["id"] + entity.attributeNames]
+            for row in entity.rows {
+                rows.append([ReplayText.shortID(row.persistentIdentifier.primaryKey)]
+                    + entity.attributeNames.map { row.values[$0].map(ReplayText.cell) ?? "-" })
+            }
+            lines.append(ReplayText.table(rows, indent: "  "))
+        }
+        return lines.joined(separator: "\n")
+    }
+}
+
+/// How `replay` shows values in its tables.
+enum ReplayText {
+    static let stringLengthMax = 32
+    static let cellLengthMax = 64
+
+    /// The first 8 hex digits of a primary key: `1A2B3C4D…`.
+    static func shortID(_ primaryKey: UUID) -> String {
+        String(primaryKey.uuidString.prefix(8)) + "…"
+    }
+
+    static func cell(_ value: AttributeValue) -> String {
+        truncated(text(value), to: cellLengthMax)
+    }
+
+    static func text(_ value: AttributeValue) -> String {
+        switch value {
+        case .null: return "nil"
+        case let .bool(value): return String(value)
+        case let .int(value): return String(value)
+        case let .double(value): return String(value)
+        case let .string(value):
+            let oneLine = value.replacingOccurrences(of: "\n", with: "⏎").replacingOccurrences(of: "\t", with: " ")
+            return truncated(oneLine, to: stringLengthMax)
+        case let .data(value): return "<\(Format.grouped(value.count)) bytes>"
+        case let .date(value): return date(value)
+        case let .uuid(value): return value.uuidString
+        case let .reference(identifier): return "→\(identifier.entityName)/\(shortID(identifier.primaryKey))"
+        case let .array(values):
+            let identifiers = values.compactMap { value -> PersistentIdentifier? in
+                if case let .reference(identifier) = value { identifier } else { nil }
+            }
+            // A to-many relationship: the entity once, then the short keys.
+            if !values.isEmpty, identifiers.count == values.count,
+               let entity = identifiers.first?.entityName, identifiers.allSatisfy({ $0.entityName == entity }) {
+                return "→\(entity) ×\(identifiers.count): " + identifiers.map { shortID($0.primaryKey) }.joined(separator: ", ")
+            }
+            return "[" + values.map(text).joined(separator: ", ") + "]"
+        }
+    }
+
+    /// ISO 8601 in UTC: the day alone at midnight, else to the second (with milliseconds when it has them).
+    static func date(_ date: Date) -> String {
+        let seconds = date.timeIntervalSince1970
+        if seconds.truncatingRemainder(dividingBy: 86_400) == 0 {
+            return date.formatted(Date.ISO8601FormatStyle().year().month().day())
+        }
+        if seconds.rounded(.down) == seconds {
+            return date.formatted(.iso8601)
+        }
+        return date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+    }
+
+    static func truncated(_ text: String, to length: Int) -> String {
+        text.count <= length ? text : String(text.prefix(length - 1)) + "…"
+    }
+
+    /// Left-aligned columns under a header row.
+    static func table(_ rows: [[String]], indent: String) -> String {
+        guard let columnCount = rows.map(\.count).max() else { return "" }
+        let widths = (0..<columnCount).map { column in rows.map { column < $0.count ? $0[column].count : 0 }.max() ?? 0 }
+        return rows.map { row in
+            indent + row.enumerated().map { column, cell in
+                column == row.count - 1 ? cell : cell + String(repeating: " ", count: widths[column] - cell.count)
+            }.joined(separator: "  ")
+        }.joined(separator: "\n")
+    }
+}
+
+/// The JSON form of a ``StoreState``: entities by name, each a list of models in insertion order.
+struct ReplayJSON: Encodable {
+    struct Model: Encodable {
+        /// The primary key (a reference's `primaryKey`).
+        var id: String
+        var values: [String: AttributeValue]
+    }
+
+    var store: String
+    var storeID: String
+    var schemaVersion: UInt32?
+    var transactions: Int
+    var lastToken: HistoryToken?
+    /// Attribute names per entity, in the stored schema's order.
+    var attributes: [String: [String]]
+    var entities: [String: [Model]]
+
+    init(_ state: StoreState) {
+        store = state.directory
+        storeID = state.storeIdentifier.uuidString
+        schemaVersion = state.schemaVersion
+        transactions = state.transactionCount
+        lastToken = state.lastToken
+        attributes = Dictionary(uniqueKeysWithValues: state.entities.map { ($0.name, $0.attributeNames) })
+        entities = Dictionary(uniqueKeysWithValues: state.entities.map { entity in
+            (entity.name, entity.rows.map { Model(id: $0.persistentIdentifier.primaryKey.uuidString, values: $0.values) })
+        })
+    }
+}
