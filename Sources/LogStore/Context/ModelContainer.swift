@@ -76,6 +76,7 @@ final class StoreBox<Store: DataStore>: ModelStore where Store.Snapshot == Defau
     }
     func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) async throws -> DataStoreSaveChangesResult<DefaultSnapshot> {
         if let logStore = store as? LogStore { return try await logStore.saveSuspending(request) }
+        if let archiveStore = store as? ArchiveStore { return try await archiveStore.saveSuspending(request) }
         return try store.save(request)
     }
 }

@@ -42,6 +42,7 @@ extension ModelContext {
     }
 
     func apply(_ result: DataStoreSaveChangesResult<DefaultSnapshot>, request: DataStoreSaveChangesRequest<DefaultSnapshot>) {
+        let cascaded = cascadedDeletes(of: request.deleted.map(\.persistentIdentifier))
         for model in inserted {
             let temporary = model.persistentModelID
             guard let permanent = result.remappedIdentifiers[temporary] else { continue }
@@ -57,6 +58,12 @@ extension ModelContext {
             model.modelState.context = nil
         }
         deleted.removeAll()
+        // Models the store deleted by cascade leave the context as the requested deletes do
+        // (left registered, a later edit of one would make every save fail with modelNotFound).
+        for identifier in cascaded {
+            registered.removeValue(forKey: identifier)?.modelState.context = nil
+            savedValues[identifier] = nil
+        }
         for snapshot in request.updated {
             if let model = registered[snapshot.persistentIdentifier] { savedValues[snapshot.persistentIdentifier] = encode(model) }
         }
@@ -67,5 +74,24 @@ extension ModelContext {
             savedValues[identifier] = encode(model)
         }
         for (identifier, values) in savedValues where registered[identifier] == nil { _ = values; savedValues[identifier] = nil }
+    }
+
+    /// The models the store's `.cascade` rules delete along with `requested`: the store cascades
+    /// over its stored values, which are the saved values the context holds. Each identifier is
+    /// visited once.
+    private func cascadedDeletes(of requested: [PersistentIdentifier]) -> [PersistentIdentifier] {
+        var seen = Set(requested)
+        var worklist = requested
+        var cascaded: [PersistentIdentifier] = []
+        while let identifier = worklist.popLast() {
+            guard let entity = container.schema.entity(named: identifier.entityName), let values = savedValues[identifier] else { continue }
+            for relationship in entity.relationships where relationship.deleteRule == .cascade {
+                for target in (values[relationship.name] ?? .null).referencedIdentifiers where seen.insert(target).inserted {
+                    cascaded.append(target)
+                    worklist.append(target)
+                }
+            }
+        }
+        return cascaded
     }
 }

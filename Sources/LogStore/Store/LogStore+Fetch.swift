@@ -7,28 +7,26 @@ extension LogStore {
     /// then the store ignores them, applies limit and offset too (DECISIONS.md D9).
     public func fetch<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> DataStoreFetchResult<T, DefaultSnapshot> {
         let descriptor = request.descriptor
-        try declineUnsupported(descriptor)
+        try StoreFetching.declineUnsupported(descriptor)
         let state = try publishedState(for: T.entityName)
-        let rows = window(state.rows(of: T.entityName), descriptor)
+        let rows = StoreFetching.window(state.rows(of: T.entityName), descriptor)
         let snapshots = rows.map { primaryKey, row in
             DefaultSnapshot(persistentIdentifier: .identifier(for: identifier, entityName: T.entityName, primaryKey: primaryKey),
                             values: row.values)
         }
         return DataStoreFetchResult(descriptor: descriptor, fetchedSnapshots: snapshots,
-                                    relatedSnapshots: related(to: snapshots, in: state))
+                                    relatedSnapshots: state.relatedSnapshots(to: snapshots))
     }
 
     public func fetchCount<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> Int {
-        try declineUnsupported(request.descriptor)
-        let count = try publishedState(for: T.entityName).count(of: T.entityName)
-        let afterOffset = max(0, count - (request.descriptor.fetchOffset ?? 0))
-        return min(afterOffset, request.descriptor.fetchLimit ?? afterOffset)
+        try StoreFetching.declineUnsupported(request.descriptor)
+        return StoreFetching.windowCount(try publishedState(for: T.entityName).count(of: T.entityName), request.descriptor)
     }
 
     public func fetchIdentifiers<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> [PersistentIdentifier] {
-        try declineUnsupported(request.descriptor)
+        try StoreFetching.declineUnsupported(request.descriptor)
         let state = try publishedState(for: T.entityName)
-        return window(state.rows(of: T.entityName), request.descriptor).map {
+        return StoreFetching.window(state.rows(of: T.entityName), request.descriptor).map {
             .identifier(for: identifier, entityName: T.entityName, primaryKey: $0.0)
         }
     }
@@ -57,34 +55,8 @@ extension LogStore {
         throw DataStoreError.unsupportedFeature
     }
 
-    private func declineUnsupported<T>(_ descriptor: FetchDescriptor<T>) throws {
-        if descriptor.predicate != nil { throw DataStoreError.preferInMemoryFilter }
-        if !descriptor.sortBy.isEmpty { throw DataStoreError.preferInMemorySort }
-    }
-
     private func publishedState(for entityName: String) throws -> FoldState {
         guard schema.entity(named: entityName) != nil else { throw LogStoreError.unknownEntity(entityName) }
         return inner.withLock { $0.published }
-    }
-
-    private func window<T, Element>(_ rows: [Element], _ descriptor: FetchDescriptor<T>) -> ArraySlice<Element> {
-        let start = min(rows.count, max(0, descriptor.fetchOffset ?? 0))
-        let end = descriptor.fetchLimit.map { min(rows.count, start + max(0, $0)) } ?? rows.count
-        return rows[start..<end]
-    }
-
-    /// Snapshots of every model reachable from `snapshots` through references (relationships are
-    /// loaded eagerly), bounded by the number of models in the store.
-    private func related(to snapshots: [DefaultSnapshot], in state: FoldState) -> [PersistentIdentifier: DefaultSnapshot] {
-        var related: [PersistentIdentifier: DefaultSnapshot] = [:]
-        var seen = Set(snapshots.map(\.persistentIdentifier))
-        var worklist = snapshots.flatMap { $0.values.values.flatMap(\.referencedIdentifiers) }
-        while let next = worklist.popLast() {
-            guard seen.insert(next).inserted, let row = state.row(next) else { continue }
-            let snapshot = DefaultSnapshot(persistentIdentifier: next, values: row.values)
-            related[next] = snapshot
-            worklist += row.values.values.flatMap(\.referencedIdentifiers)
-        }
-        return related
     }
 }

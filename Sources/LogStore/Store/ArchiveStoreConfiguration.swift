@@ -1,0 +1,35 @@
+import Foundation
+
+/// Where an ``ArchiveStore`` keeps its JSON file.
+///
+/// ```swift
+/// let configuration = ArchiveStoreConfiguration(name: "Trips", path: "/var/lib/trips.json")
+/// let container = try ModelContainer(for: Trip.self, BucketListItem.self, configurations: configuration)
+/// ```
+public struct ArchiveStoreConfiguration: DataStoreConfiguration {
+    public typealias Store = ArchiveStore
+
+    public var name: String
+    public var schema: Schema?
+    /// The JSON file holding the whole store (its directory is created when missing).
+    public var fileURL: URL
+    /// Whether a save returns only once the new file is durable: the temporary file is
+    /// `fsync`ed before the rename and the directory after it (default). With `false` a save is
+    /// still atomic (temporary file + rename), but a power cut may lose it — like the WWDC24
+    /// sample's `Data.write(to:)`.
+    public var isDurable: Bool
+
+    public init(name: String = "default", schema: Schema? = nil, fileURL: URL, isDurable: Bool = true) {
+        self.name = name
+        self.schema = schema
+        self.fileURL = fileURL
+        self.isDurable = isDurable
+    }
+
+    public init(name: String = "default", schema: Schema? = nil, path: String, isDurable: Bool = true) {
+        self.init(name: name, schema: schema, fileURL: URL(fileURLWithPath: path), isDurable: isDurable)
+    }
+
+    /// The file's path.
+    public var path: String { fileURL.standardizedFileURL.path }
+}
