@@ -29,8 +29,16 @@ import Testing
 
     @Test func aReadOnlyOpenBesideAWriterChangesNothing() throws {
         let fileSystem = SimulatedFileSystem()
-        let writer = try Log.open(directory: storePath, options: simulatedOptions(fileSystem, segmentByteCountMax: 2048))
+        // No preallocation, so the writer's own background work (zeros ahead) cannot change files
+        // between the two snapshots; its index writes for sealed segments are awaited below.
+        let writer = try Log.open(directory: storePath,
+                                  options: simulatedOptions(fileSystem, segmentByteCountMax: 2048, preallocates: false))
         for number in 0..<40 { try writer.append(Array("record \(number) ".utf8) + [UInt8](repeating: 5, count: 80)) }
+        let sealedCount = writer.segmentBaseOffsets.count - 1
+        let deadline = Date().addingTimeInterval(10)
+        while fileSystem.fileNames(in: storePath).filter({ $0.hasSuffix(".index") }).count < sealedCount && Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.005)
+        }
         // An unsynced write the reader may or may not see, and never modifies.
         try writer.write(Array("in flight".utf8))
         let before = Dictionary(uniqueKeysWithValues: fileSystem.fileNames(in: storePath).map {

@@ -10,16 +10,15 @@ public enum LZ4 {
         // would exceed the destination capacity and returns 0.
         let capacity = source.count - 1
         guard capacity > 0 else { return nil }
-        var destination = [UInt8](repeating: 0, count: capacity)
-        let written = destination.withUnsafeMutableBytes { target in
-            LZ4_compress_default(
+        // Uninitialised output: LZ4 writes what it returns, and only that is kept.
+        let destination = [UInt8](unsafeUninitializedCapacity: capacity) { target, initializedCount in
+            let written = LZ4_compress_default(
                 source.baseAddress!.assumingMemoryBound(to: CChar.self),
-                target.baseAddress!.assumingMemoryBound(to: CChar.self),
+                UnsafeMutableRawPointer(target.baseAddress!).assumingMemoryBound(to: CChar.self),
                 Int32(source.count), Int32(capacity))
+            initializedCount = max(0, Int(written))
         }
-        guard written > 0 else { return nil }
-        destination.removeSubrange(Int(written)...)
-        return destination
+        return destination.isEmpty ? nil : destination
     }
 
     /// Decompresses a block into exactly `decompressedByteCount` bytes, or returns `nil` when the

@@ -101,6 +101,8 @@ public final class Log: Sendable {
     public var visibleEnd: UInt64 { core.visibleEnd }
     /// The end of the records an `fdatasync` has covered.
     public var durableEnd: UInt64 { core.durableEnd }
+    /// The end of the completed writes (durable or not): where the next record will start.
+    public var writtenEnd: UInt64 { core.writtenEnd }
     /// Counts of appends and syncs since open.
     public var statistics: LogStatistics { core.statistics }
     /// The base offsets of the segments, oldest first.

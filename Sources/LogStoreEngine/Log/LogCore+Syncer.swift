@@ -5,11 +5,12 @@ extension LogCore {
     func runSyncer() {
         conditionLock.lock()
         while true {
-            if state.failure == nil, let target = syncTarget() {
+            if state.failure == nil, !state.syncInProgress, let target = syncTarget() {
                 performSync(through: target)
                 continue
             }
-            if state.isClosed && state.pendingIndexWrites.isEmpty {
+            // At close, wait for a leader's sync to finish before the files may be closed.
+            if state.isClosed && state.pendingIndexWrites.isEmpty && !state.syncInProgress {
                 state.syncerExited = true
                 conditionLock.broadcastWaiters()
                 conditionLock.unlock()
@@ -56,15 +57,23 @@ extension LogCore {
         return timeout
     }
 
-    /// One `fdatasync` of the last segment, outside the lock; everything written before it
-    /// started is durable when it returns. Unsynced bytes are only ever in the last segment: a
-    /// roll syncs the old segment before the new one takes writes.
-    private func performSync(through target: UInt64) {
+    /// One `fdatasync` of the last segment (lock held on entry and exit, released during the
+    /// call); everything written before it started is durable when it returns. Unsynced bytes are
+    /// only ever in the last segment: a roll syncs the old segment before the new one takes
+    /// writes. At most one runs at a time (`syncInProgress`), on the syncer or on a blocking
+    /// waiter that leads it.
+    func performSync(through target: UInt64) {
+        precondition(!state.syncInProgress, "one fdatasync at a time")
+        state.syncInProgress = true
         let handle = state.segments.last!.handle
         conditionLock.unlock()
         let result: Result<Void, FileSystemError>
         do { result = .success(try handle.syncData()) } catch { result = .failure(error) }
         conditionLock.lock()
+        state.syncInProgress = false
+        // Wake the syncer only when it has work queued behind this sync (async waiters, close):
+        // blocking waiters lead their own next sync, and a needless wake-up costs a context switch.
+        if !state.asyncWaiters.isEmpty || state.isClosed { conditionLock.signalSyncer() }
         switch result {
         case .success:
             state.durableEnd = max(state.durableEnd, target)

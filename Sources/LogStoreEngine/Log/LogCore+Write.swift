@@ -3,7 +3,7 @@ extension LogCore {
     /// turn (no roll in progress, room under the unsynced bound, a segment with space), assign
     /// the offset and `pwrite` the record.
     func write(_ payload: some Collection<UInt8>, type: RecordType) throws(LogError) -> LogPosition {
-        let compresses = options.compresses
+        let compresses = options.compresses && payload.count >= options.compressionThresholdByteCount
         let prepare = { (buffer: UnsafeRawBufferPointer) -> Result<PreparedRecord, LogError> in
             do throws(LogError) { return .success(try PreparedRecord(payload: buffer, type: type, compresses: compresses)) } catch {
                 return .failure(error)
@@ -28,7 +28,13 @@ extension LogCore {
         state.statistics.appendCount += 1
         state.statistics.byteCount += record.recordByteCount
         segment.note(offset: offset, recordByteCount: record.recordByteCount)
-        if options.durability != .synchronous { conditionLock.broadcastWaiters() }
+        if options.durability != .synchronous {
+            conditionLock.broadcastWaiters()
+            // Start a sync in the background at half the unsynced bound, so writers rarely stall on it.
+            if state.writtenEnd - state.durableEnd > FormatConstants.unsyncedByteCountMax / 2 {
+                requestSync(through: state.writtenEnd)
+            }
+        }
         if needsPreallocation || isBatchedSyncDue { conditionLock.signalSyncer() }
         return LogPosition(offset: offset, endOffset: state.writtenEnd, payloadCRC: record.header.payloadCRC)
     }
@@ -52,8 +58,7 @@ extension LogCore {
             let unsynced = state.writtenEnd - state.durableEnd
             // A record larger than the bound is written only when nothing is unsynced.
             if unsynced > 0 && unsynced + recordByteCount > FormatConstants.unsyncedByteCountMax {
-                requestSync(through: state.writtenEnd)
-                conditionLock.waitWaiter()
+                try waitUntilDurableLocked(endOffset: state.writtenEnd)
                 continue
             }
             return
@@ -100,11 +105,7 @@ extension LogCore {
             state.isRolling = false
             conditionLock.broadcastWaiters()
         }
-        requestSync(through: state.writtenEnd)
-        while state.durableEnd < state.writtenEnd {
-            if let failure = state.failure { throw failure }
-            conditionLock.waitWaiter()
-        }
+        try waitUntilDurableLocked(endOffset: state.writtenEnd)
         let baseOffset = state.writtenEnd
         conditionLock.unlock()
         let created: Result<SegmentFile, FileSystemError>
@@ -147,10 +148,24 @@ extension LogCore {
     func waitUntilDurable(endOffset: UInt64) throws(LogError) {
         conditionLock.lock()
         defer { conditionLock.unlock() }
+        try waitUntilDurableLocked(endOffset: endOffset)
+    }
+
+    /// Blocks (lock held) until an `fdatasync` covers `endOffset`. A thread that is about to block
+    /// anyway runs the covering `fdatasync` itself when none is running (it leads; whoever waits
+    /// meanwhile rides on the next one), which saves the two thread hand-offs of asking the syncer
+    /// — measured ~20 µs of a ~130 µs durable append here. Async waiters never lead: they are
+    /// resumed by the syncer, so no cooperative thread blocks in `fdatasync`.
+    func waitUntilDurableLocked(endOffset: UInt64) throws(LogError) {
+        // Each pass syncs, or sleeps until a sync finishes; the durable end only grows.
         while state.durableEnd < endOffset {
             if let failure = state.failure { throw failure }
             if state.syncerExited { throw LogError(.closed, "The log is closed.", file: directory) }
-            requestSync(through: endOffset)
+            if !state.syncInProgress {
+                performSync(through: state.writtenEnd)
+                continue
+            }
+            state.syncRequestedEnd = max(state.syncRequestedEnd, endOffset)
             conditionLock.waitWaiter()
         }
     }

@@ -33,6 +33,8 @@ final class LogCore: @unchecked Sendable {
         var isClosed = false
         var syncerExited = true
         var isRolling = false
+        /// An `fdatasync` is running (on the syncer, or on a blocking waiter leading it).
+        var syncInProgress = false
         /// File position in the last segment up to which zeros have been written ahead.
         var preallocatedPosition: UInt64
         /// While the syncer zero-fills outside the lock, writers must not write at or past this.

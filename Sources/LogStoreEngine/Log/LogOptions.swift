@@ -23,6 +23,9 @@ public struct LogOptions: Sendable {
     public var segmentByteCountMax: UInt64 = 64 * 1024 * 1024
     /// Compress payloads with LZ4 when that makes them smaller. Default `true`.
     public var compresses = true
+    /// Payloads shorter than this are stored raw without trying LZ4 (single small records rarely
+    /// shrink: measured ratio 0.997 on 200-byte records). Default 128 bytes.
+    public var compressionThresholdByteCount = 128
     /// How far ahead of the write position the syncer keeps zeros written (and so blocks
     /// allocated), so that `fdatasync` need not commit file-size changes. Default 2 MiB; 0 turns
     /// preallocation off.

@@ -40,6 +40,8 @@ extension Recovery {
             } else {
                 do { try last.handle.syncData() } catch { throw LogError.io(error, "Syncing \(last.path)") }
             }
+            // A torn tail cut by an earlier open can leave a checkpoint beyond the end: repair drops it too.
+            try deleteCheckpoints(beyond: last.endOffset)
             return Result(segments: segments, end: last.endOffset, report: report, indexesToWrite: Array(segments.dropLast()))
         }
         return try apply(cut, segments: segments, segmentOffsets: segmentOffsets)
@@ -130,6 +132,21 @@ extension Recovery {
             try fileSystem.syncDirectory(directory)
         } catch {
             throw LogError.io(error, "Deleting what follows the repair point (\(reason))")
+        }
+    }
+
+    /// Deletes the checkpoints beyond `end` (a log whose every record checks out, cut earlier).
+    private mutating func deleteCheckpoints(beyond end: UInt64) throws(LogError) {
+        let fileSystem = options.fileSystem
+        do {
+            let beyond = try fileSystem.contentsOfDirectory(directory)
+                .filter { LogFileNames.checkpointOffset($0).map { $0 > end } ?? false }.sorted()
+            guard !beyond.isEmpty else { return }
+            for name in beyond { try fileSystem.removeFile(LogFileNames.join(directory, name)) }
+            try fileSystem.syncDirectory(directory)
+            report.deletedCheckpoints += beyond
+        } catch {
+            throw LogError.io(error, "Deleting checkpoints beyond the end of the log at \(end)")
         }
     }
 

@@ -191,6 +191,7 @@ struct StoreVerifier {
                     add(name, 0, .corruption, "checkpoint at offset \(offset) lies beyond the end of the log at "
                         + "\(logEnd)")
                 }
+                checkCheckpointFraming(name, offset: offset)
             } else if LogFileNames.isTemporary(name) {
                 add(name, 0, .warning, "temporary file left by an interrupted write; the next open for writing "
                     + "removes it")
@@ -198,6 +199,25 @@ struct StoreVerifier {
                         && LogFileNames.segmentBaseOffset(name) == nil {
                 report.unknownFiles.append(name)
             }
+        }
+    }
+
+    /// A checkpoint's framing (file header, every record, nothing after the last), its store and
+    /// its offset; the meaning of its payloads is the model layer's (`LogStore` checks it on open).
+    private mutating func checkCheckpointFraming(_ name: String, offset: UInt64) {
+        do throws(LogError) {
+            var reader = try RecordFileReader(path: LogFileNames.join(directory, name), magic: FormatConstants.checkpointMagic,
+                                              fileSystem: fileSystem)
+            if let storeID = report.storeID, reader.header.storeID != storeID {
+                add(name, 0, .corruption, "checkpoint of store \(reader.header.storeID), not of this store \(storeID)")
+            }
+            if reader.header.value != offset {
+                add(name, 0, .corruption, "file header says offset \(reader.header.value), the file name says \(offset)")
+            }
+            while try reader.next() != nil {}
+        } catch {
+            // Read errors and newer versions are reported as what they are, but still as problems.
+            add(name, error.offset ?? 0, .corruption, error.code == .ioError ? "I/O error: \(error.message)" : error.message)
         }
     }
 

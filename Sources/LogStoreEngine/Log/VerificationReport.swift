@@ -66,8 +66,9 @@ public struct VerificationReport: Sendable, Equatable {
     public var recordByteCount: UInt64 = 0
     /// Index files checked.
     public var indexFileCount = 0
-    /// Checkpoint files found. Their position is checked against the end of the log; their
-    /// contents are not yet (the checkpoint format is not defined yet).
+    /// Checkpoint files found. Their position is checked against the end of the log, and their
+    /// framing (file header, every record's CRCs, nothing after the last record); what their
+    /// payloads mean is checked by the model layer when it opens the store.
     public var checkpointFiles: [String] = []
     /// Files that are not part of the format; left alone and not counted as problems.
     public var unknownFiles: [String] = []
