@@ -50,14 +50,25 @@ struct Seeded: RandomNumberGenerator {
         try ModelContainer(for: [Item.self], configuration: LogStoreConfiguration(directory: "/items", fileSystem: fileSystem))
     }
 
+    /// A container of `kind` for Items: the log on `fileSystem`, the archive in `directory`.
+    static func container(_ kind: StoreKind, fileSystem: SimulatedFileSystem, directory: String) throws -> ModelContainer {
+        switch kind {
+        case .log: try container(fileSystem)
+        case .archive: try ModelContainer(for: [Item.self], configuration: ArchiveStoreConfiguration(path: directory + "/items.json"))
+        }
+    }
+
     /// Random inserts, updates, deletes, saves and rollbacks through a context, against an
     /// in-memory reference: after every save a fresh context fetches exactly the reference, and
     /// so does a reopened store.
-    @Test(arguments: 0..<30)
-    func savedStateMatchesAReferenceModel(seed: Int) throws {
+    @Test(arguments: StoreKind.allCases, 0..<30)
+    func savedStateMatchesAReferenceModel(kind: StoreKind, seed: Int) throws {
         var random = Seeded(state: UInt64(seed) &* 31 &+ 7)
         let fileSystem = SimulatedFileSystem()
-        var container = try Self.container(fileSystem)
+        let directory = NSTemporaryDirectory() + "logstore-items-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var container = try Self.container(kind, fileSystem: fileSystem, directory: directory)
         var context = ModelContext(container)
         // The reference: committed values per live instance, and the instances a save will keep.
         var committed: [ObjectIdentifier: ItemValue] = [:]
@@ -115,8 +126,8 @@ struct Seeded: RandomNumberGenerator {
         context.rollback()
         let expected = Set(committed.values)
         #expect(itemValues(try ModelContext(container).fetch(FetchDescriptor<Item>())) == expected)
-        try container.dataStore(as: LogStore.self)!.close()
-        container = try Self.container(fileSystem)
+        try container.dataStore(as: LogStore.self)?.close()
+        container = try Self.container(kind, fileSystem: fileSystem, directory: directory)
         context = ModelContext(container)
         #expect(itemValues(try context.fetch(FetchDescriptor<Item>())) == expected, "seed \(seed): after reopen")
         #expect(try context.fetchCount(FetchDescriptor<Item>()) == expected.count)
