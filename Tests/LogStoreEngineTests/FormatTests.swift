@@ -1,4 +1,5 @@
 import Foundation
+import LogStoreTestSupport
 import Testing
 @testable import LogStoreEngine
 
@@ -7,23 +8,6 @@ import Testing
 @Suite("Format")
 struct FormatTests {
     // MARK: Helpers
-
-    /// SplitMix64 (Steele, Lea, Flood 2014): a fixed seed gives the same test on every run.
-    struct SplitMix64: RandomNumberGenerator {
-        var state: UInt64
-        init(seed: UInt64) { state = seed }
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-
-        mutating func bytes(_ count: Int) -> [UInt8] {
-            (0..<count).map { _ in UInt8.random(in: 0...255, using: &self) }
-        }
-    }
 
     /// The store of the worked example in `docs/FORMAT.md`.
     static let exampleStoreID = UUID(uuidString: "B82609B4-9282-443B-9ED3-4006AFCEFD80")!
@@ -155,7 +139,7 @@ struct FormatTests {
     }
 
     @Test func hardwareAndPortableAgreeOnRandomBuffersAtRandomAlignments() {
-        var random = SplitMix64(seed: 0xC4C3_2C00)
+        var random = SeededGenerator(seed: 0xC4C3_2C00)
         for _ in 0..<400 {
             let length = Int.random(in: 0...5000, using: &random)
             let shift = Int.random(in: 0..<16, using: &random)
@@ -169,7 +153,7 @@ struct FormatTests {
     }
 
     @Test func crcExtendInPiecesEqualsWhole() {
-        var random = SplitMix64(seed: 0xE7E9D)
+        var random = SeededGenerator(seed: 0xE7E9D)
         for _ in 0..<200 {
             let bytes = random.bytes(Int.random(in: 0...3000, using: &random))
             let whole = CRC32C.checksum(bytes)
@@ -186,7 +170,7 @@ struct FormatTests {
     }
 
     @Test func crcDetectsEverySingleBitFlip() {
-        var random = SplitMix64(seed: 17)
+        var random = SeededGenerator(seed: 17)
         let bytes = random.bytes(64)
         let original = CRC32C.checksum(bytes)
         for bit in 0..<(bytes.count * 8) {
@@ -199,7 +183,7 @@ struct FormatTests {
     // MARK: LZ4
 
     @Test func lz4RoundTripsCompressibleData() {
-        var random = SplitMix64(seed: 0x1A4)
+        var random = SeededGenerator(seed: 0x1A4)
         let words = ["alpha ", "beta ", "gamma ", "delta ", "\u{1F600} ", "0123456789"].map { Array($0.utf8) }
         for _ in 0..<50 {
             let wordCount = Int.random(in: 20...3000, using: &random)
@@ -216,7 +200,7 @@ struct FormatTests {
     }
 
     @Test func lz4ReturnsNilForIncompressibleTinyAndEmptyInput() {
-        var random = SplitMix64(seed: 0x1A5)
+        var random = SeededGenerator(seed: 0x1A5)
         for length in [1, 2, 5, 16, 100, 1000, 65_536] {
             let noise = random.bytes(length)
             #expect(noise.withUnsafeBytes { LZ4.compressIfSmaller($0) } == nil, "\(length) random bytes")
@@ -234,7 +218,7 @@ struct FormatTests {
     }
 
     @Test func lz4DecompressReturnsNilOnEveryTruncation() {
-        var random = SplitMix64(seed: 0x1A6)
+        var random = SeededGenerator(seed: 0x1A6)
         let source = (0..<400).flatMap { _ in Array("record \(Int.random(in: 0..<20, using: &random)); ".utf8) }
         let block = source.withUnsafeBytes { LZ4.compressIfSmaller($0) }!
         for cut in 0..<block.count {
@@ -271,7 +255,7 @@ struct FormatTests {
     }
 
     @Test func lz4DecompressOfAnySingleByteCorruptionIsNilOrExactLength() {
-        var random = SplitMix64(seed: 0x1A7)
+        var random = SeededGenerator(seed: 0x1A7)
         let source = (0..<300).flatMap { _ in Array("k\(Int.random(in: 0..<50, using: &random))=v; ".utf8) }
         let block = source.withUnsafeBytes { LZ4.compressIfSmaller($0) }!
         for position in 0..<block.count {
@@ -324,7 +308,7 @@ struct FormatTests {
             #expect(writer.bytes == expected, "\(value)")
             #expect(reading(expected) { (reader) throws(ByteReaderError) in try reader.readVarint() } == .success(value))
         }
-        var random = SplitMix64(seed: 0x7A21)
+        var random = SeededGenerator(seed: 0x7A21)
         var writer = ByteWriter()
         let values = (0..<1000).map { _ in random.next() >> UInt64.random(in: 0...63, using: &random) }
         for value in values { writer.writeVarint(value) }
@@ -343,7 +327,7 @@ struct FormatTests {
             writer.writeSignedVarint(value)
             #expect(writer.bytes == expected, "\(value)")
         }
-        var random = SplitMix64(seed: 0x5167)
+        var random = SeededGenerator(seed: 0x5167)
         var values: [Int64] = [0, 1, -1, 127, -128, Int64.max, Int64.min, Int64.max - 1, Int64.min + 1]
         values += (0..<500).map { _ in Int64(bitPattern: random.next()) >> Int64.random(in: 0...63, using: &random) }
         var writer = ByteWriter()
@@ -357,7 +341,7 @@ struct FormatTests {
     }
 
     @Test func lengthPrefixedBytesRoundTrip() {
-        var random = SplitMix64(seed: 0x1E9)
+        var random = SeededGenerator(seed: 0x1E9)
         let chunks: [[UInt8]] = [[], [0x42], random.bytes(127), random.bytes(128), random.bytes(5000)]
         var writer = ByteWriter()
         for chunk in chunks { writer.writeLengthPrefixed(chunk) }
@@ -402,7 +386,7 @@ struct FormatTests {
     }
 
     @Test func readerNeverCrashesOnAnyPrefixOfValidInput() {
-        var random = SplitMix64(seed: 0x9EF)
+        var random = SeededGenerator(seed: 0x9EF)
         var writer = ByteWriter()
         writer.write(UInt32(7))
         writer.writeVarint(UInt64.max)
@@ -434,7 +418,7 @@ struct FormatTests {
     // MARK: Record header
 
     @Test func recordHeaderRoundTrips() {
-        var random = SplitMix64(seed: 0x4EAD)
+        var random = SeededGenerator(seed: 0x4EAD)
         let types: [RecordType] = Array(RecordType.known) + [RecordType(rawValue: 0xF0)]
         for _ in 0..<500 {
             let compressed = Bool.random(using: &random)
@@ -490,7 +474,7 @@ struct FormatTests {
     }
 
     @Test func recordHeaderRejectsAnOffsetOtherThanExpected() {
-        var random = SplitMix64(seed: 0x0FF5)
+        var random = SeededGenerator(seed: 0x0FF5)
         let header = sampleHeader(offset: 4096)
         let bytes = encodeHeader(header)
         for expected: UInt64 in [0, 4095, 4097, 4096 + 32, UInt64.max] {
@@ -577,7 +561,7 @@ struct FormatTests {
     // MARK: Segment header and store.meta
 
     @Test func segmentHeaderRoundTrips() {
-        var random = SplitMix64(seed: 0x5E6)
+        var random = SeededGenerator(seed: 0x5E6)
         for _ in 0..<100 {
             var idBytes = random.bytes(16)
             idBytes[6] = idBytes[6] & 0x0F | 0x40
@@ -625,7 +609,7 @@ struct FormatTests {
     }
 
     @Test func storeMetaRoundTrips() {
-        var random = SplitMix64(seed: 0x3E7A)
+        var random = SeededGenerator(seed: 0x3E7A)
         for _ in 0..<100 {
             let meta = StoreMeta(storeID: UUID(bytes: random.bytes(16)),
                                  creationTimeMicroseconds: Int64(bitPattern: random.next()))
@@ -668,7 +652,7 @@ struct FormatTests {
     @Test func uuidBytesAreInRFC4122Order() {
         #expect(Self.exampleStoreID.bytes == [0xB8, 0x26, 0x09, 0xB4, 0x92, 0x82, 0x44, 0x3B,
                                               0x9E, 0xD3, 0x40, 0x06, 0xAF, 0xCE, 0xFD, 0x80])
-        var random = SplitMix64(seed: 0x0D)
+        var random = SeededGenerator(seed: 0x0D)
         for _ in 0..<20 {
             let bytes = random.bytes(16)
             #expect(UUID(bytes: bytes).bytes == bytes)
@@ -678,7 +662,7 @@ struct FormatTests {
     // MARK: Sparse index
 
     /// Notes `count` records of random sizes (many small, some spanning several intervals).
-    func randomIndex(_ random: inout SplitMix64, count: Int) -> (SparseIndex, starts: [UInt64], end: UInt64) {
+    func randomIndex(_ random: inout SeededGenerator, count: Int) -> (SparseIndex, starts: [UInt64], end: UInt64) {
         var index = SparseIndex()
         var starts: [UInt64] = []
         var position: UInt64 = 0
@@ -694,7 +678,7 @@ struct FormatTests {
     }
 
     @Test func sparseIndexKeepsTheFirstRecordAtOrAfterEachInterval() {
-        var random = SplitMix64(seed: 0x1D3)
+        var random = SeededGenerator(seed: 0x1D3)
         for count in [1, 2, 10, 500, 3000] {
             let (index, starts, end) = randomIndex(&random, count: count)
             let interval = FormatConstants.indexIntervalByteCount
@@ -708,7 +692,7 @@ struct FormatTests {
     }
 
     @Test func sparseIndexEntryAtOrBeforeMatchesBruteForce() {
-        var random = SplitMix64(seed: 0x1D4)
+        var random = SeededGenerator(seed: 0x1D4)
         for count in [0, 1, 3, 100, 2000] {
             let (index, starts, end) = randomIndex(&random, count: count)
             let entries = index.entries.map(UInt64.init)
@@ -730,7 +714,7 @@ struct FormatTests {
     }
 
     @Test func sparseIndexEncodeDecodeRoundTrips() {
-        var random = SplitMix64(seed: 0x1D5)
+        var random = SeededGenerator(seed: 0x1D5)
         let storeID = UUID(bytes: random.bytes(16))
         for count in [0, 1, 7, 1500] {
             let (index, _, _) = randomIndex(&random, count: count)
@@ -756,7 +740,7 @@ struct FormatTests {
     }
 
     @Test func sparseIndexDecodeRejectsAnySingleFlippedByte() {
-        var random = SplitMix64(seed: 0x1D6)
+        var random = SeededGenerator(seed: 0x1D6)
         let storeID = UUID(bytes: random.bytes(16))
         let (index, _, _) = randomIndex(&random, count: 300)
         let bytes = index.encoded(storeID: storeID, baseOffset: 8192)
@@ -768,7 +752,7 @@ struct FormatTests {
     }
 
     @Test func sparseIndexDecodeRejectsWrongStoreBaseOffsetAndLength() {
-        var random = SplitMix64(seed: 0x1D7)
+        var random = SeededGenerator(seed: 0x1D7)
         let storeID = UUID(bytes: random.bytes(16))
         let (index, _, _) = randomIndex(&random, count: 100)
         let bytes = index.encoded(storeID: storeID, baseOffset: 4096)

@@ -44,6 +44,7 @@ import Testing
 
     @Test func manyThreadsShareSyncs() throws {
         let fileSystem = SimulatedFileSystem()
+        fileSystem.setSyncLatency(.microseconds(200))
         let log = try Log.open(directory: storePath, options: simulatedOptions(fileSystem))
         let done = DispatchSemaphore(value: 0)
         for thread in 0..<8 {

@@ -151,6 +151,12 @@ extension SimulatedFileSystem {
 
     // MARK: Holding syncs
 
+    /// Makes every `syncData`/`sync` take `latency` (nil: none), as a disk's flush does, so that
+    /// tests of sync sharing see the overlap they would see on a disk.
+    public func setSyncLatency(_ latency: Duration?) {
+        locked { state in state.syncLatency = latency }
+    }
+
     /// From now on, every `syncData`/`sync` blocks, after being counted in
     /// ``startedSyncCount``, until ``releaseSyncs()``. Always pair with a release (`defer`),
     /// or the blocked threads never finish.

@@ -125,6 +125,12 @@ extension SimulatedFileSystem {
     }
 
     func syncFile(_ handle: SimulatedFileHandle, operation: String) throws(FileSystemError) {
+        // A disk's flush takes time; the data written meanwhile may become durable too, which a
+        // real fdatasync also allows.
+        if let latency = locked({ state in state.syncLatency }) {
+            let microseconds = latency.components.seconds * 1_000_000 + latency.components.attoseconds / 1_000_000_000_000
+            usleep(useconds_t(max(0, microseconds)))
+        }
         condition.lock()
         defer { condition.unlock() }
         let inode = try openInode(handle, state, operation: operation)

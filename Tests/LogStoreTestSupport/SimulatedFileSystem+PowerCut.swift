@@ -84,7 +84,7 @@ extension State {
             return content
         case .random(let seed):
             // One generator per inode, so the outcome of a file does not depend on the others.
-            var generator = SplitMix64(seed: seed ^ (inode.number &* 0xD1B5_4A32_D192_ED03))
+            var generator = SeededGenerator(seed: seed ^ (inode.number &* 0xD1B5_4A32_D192_ED03))
             let size = generator.nextBool() ? inode.durable.count : inode.current.count
             var content = inode.durable
             Inode.resize(&content, to: size)
@@ -106,26 +106,5 @@ extension State {
                 target.replaceSubrange(lower..<upper, with: source[lower..<upper])
             }
         }
-    }
-}
-
-/// SplitMix64 (Steele, Lea, Flood 2014): small, fast, and the same on every platform.
-struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) {
-        state = seed
-    }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    mutating func nextBool() -> Bool {
-        next() >> 63 == 1
     }
 }

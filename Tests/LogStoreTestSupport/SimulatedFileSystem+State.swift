@@ -118,6 +118,8 @@ final class State {
     var faults: [ArmedFault] = []
 
     var syncsHeld = false
+    /// How long each `syncData`/`sync` takes, like a disk's flush (none by default).
+    var syncLatency: Duration?
     /// Bumped by every release, so a sync held before a release is not caught by a later hold.
     var holdGeneration: UInt64 = 0
     var heldSyncCount = 0

@@ -34,17 +34,6 @@ func itemValues(_ items: [Item]) -> Set<ItemValue> {
     Set(items.map { ItemValue(key: $0.key, count: $0.count, tag: $0.tag, friendKey: $0.friend?.key) })
 }
 
-struct Seeded: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 @Suite struct ModelPropertyTests {
     static func container(_ fileSystem: SimulatedFileSystem) throws -> ModelContainer {
         try ModelContainer(for: [Item.self], configuration: LogStoreConfiguration(directory: "/items", fileSystem: fileSystem))
@@ -63,7 +52,7 @@ struct Seeded: RandomNumberGenerator {
     /// so does a reopened store.
     @Test(arguments: StoreKind.allCases, 0..<30)
     func savedStateMatchesAReferenceModel(kind: StoreKind, seed: Int) throws {
-        var random = Seeded(state: UInt64(seed) &* 31 &+ 7)
+        var random = SeededGenerator(seed: UInt64(seed) &* 31 &+ 7)
         let fileSystem = SimulatedFileSystem()
         let directory = NSTemporaryDirectory() + "logstore-items-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
