@@ -127,3 +127,45 @@ final class GadgetRequiredWeight: PersistentModel {
         }
     }
 }
+
+@Suite struct TransactionLimitTests {
+    @Test func anOversizedSaveThrowsAndWritesNothing() throws {
+        let fileSystem = SimulatedFileSystem()
+        let container = try ModelContainer(for: [GadgetV1.self],
+                                           configuration: LogStoreConfiguration(directory: "/big", fileSystem: fileSystem))
+        let store = try #require(container.dataStore(as: LogStore.self))
+        let context = ModelContext(container)
+        let small = GadgetV1()
+        small.name = "small"
+        context.insert(small)
+        try context.save()
+        let endBefore = store.logEndOffset
+        // One save is one record: 17 MiB of names do not fit in the 16 MiB record limit.
+        for number in 0..<17 {
+            let gadget = GadgetV1()
+            gadget.name = String(repeating: Character(UnicodeScalar(UInt8(97 + number))), count: 1024 * 1024)
+            context.insert(gadget)
+        }
+        do {
+            try context.save()
+            Issue.record("an oversized save succeeded")
+        } catch let error as LogStoreError {
+            guard case let .transactionTooLarge(byteCount, limit) = error else {
+                Issue.record("unexpected \(error)")
+                return
+            }
+            #expect(byteCount > limit)
+            #expect(limit == FormatConstants.recordByteCountMax)
+        }
+        #expect(store.logEndOffset == endBefore)
+        #expect(try ModelContext(container).fetchCount(FetchDescriptor<GadgetV1>()) == 1)
+        // The context still holds the inserts; saving fewer of them works.
+        context.rollback()
+        #expect(!context.hasChanges)
+        let next = GadgetV1()
+        next.name = "after"
+        context.insert(next)
+        try context.save()
+        #expect(try ModelContext(container).fetchCount(FetchDescriptor<GadgetV1>()) == 2)
+    }
+}
