@@ -59,4 +59,11 @@ struct FoldState: Sendable {
     }
 
     var sequenceEnd: UInt64 { nextSequence }
+
+    /// A state loaded from a checkpoint: its rows and its sequence counter, which may be past
+    /// every row's sequence (rows inserted last may have been deleted since).
+    init(restoring entities: [String: [UUID: Row]], sequenceEnd: UInt64) {
+        self.entities = entities
+        self.nextSequence = sequenceEnd
+    }
 }

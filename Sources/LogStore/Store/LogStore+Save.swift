@@ -11,6 +11,7 @@ extension LogStore {
             do throws(LogError) { try log.waitUntilDurable(written) } catch { throw forgetUndurable(error) }
         }
         publish()
+        checkpointIfDue(endOffset: written.endOffset)
         result.token = HistoryToken(storeIdentifier: log.storeID, offset: written.offset, check: written.payloadCRC)
         return result
     }
@@ -24,6 +25,7 @@ extension LogStore {
             do throws(LogError) { try await log.waitUntilDurable(written) } catch { throw forgetUndurable(error) }
         }
         publish()
+        checkpointIfDue(endOffset: written.endOffset)
         result.token = HistoryToken(storeIdentifier: log.storeID, offset: written.offset, check: written.payloadCRC)
         return result
     }

@@ -18,6 +18,8 @@ public final class LogStore: DataStore, @unchecked Sendable {
     public let identifier: String
     let log: Log
     let inner: Mutex<Inner>
+    /// Checkpoint bookkeeping (LogStore+Checkpoint.swift).
+    let checkpoints: CheckpointState
 
     struct Inner: @unchecked Sendable {
         // @unchecked: only touched inside the Mutex.
@@ -50,7 +52,17 @@ public final class LogStore: DataStore, @unchecked Sendable {
             throw LogStoreError.log(error)
         }
         do {
-            let replayed = try Replay(log: log, storeIdentifier: log.storeID.uuidString).run()
+            // Start from the newest checkpoint (every one is validated first), replay the rest.
+            let loaded = try Self.loadCheckpoints(log: log, configuration: configuration)
+            var start = Replay.Result()
+            if let newest = loaded.newest {
+                start.table = newest.header.table
+                start.state = newest.state
+                start.lastToken = newest.header.lastToken
+                start.lastTimestampMicroseconds = newest.header.lastTimestampMicroseconds
+            }
+            let replayed = try Replay(log: log, storeIdentifier: log.storeID.uuidString)
+                .run(from: start, startOffset: loaded.newest?.header.offset)
             var table = replayed.table
             if let extended = try table.extended(toCover: schema) {
                 table = extended
@@ -67,6 +79,7 @@ public final class LogStore: DataStore, @unchecked Sendable {
             self.schema = schema
             self.identifier = log.storeID.uuidString
             self.log = log
+            self.checkpoints = CheckpointState(loaded: loaded, replayedRecordCount: replayed.recordCount)
             self.inner = Mutex(Inner(table: table, working: replayed.state, published: replayed.state,
                                      uniqueIndex: uniqueIndex, publishedToken: replayed.lastToken,
                                      lastTimestampMicroseconds: replayed.lastTimestampMicroseconds))
@@ -81,6 +94,7 @@ public final class LogStore: DataStore, @unchecked Sendable {
     /// Syncs and closes the log. Further calls throw.
     public func close() throws {
         inner.withLock { $0.closed = true }
+        checkpoints.close() // cancels a running checkpoint and waits for it
         do { try log.close() } catch { throw LogStoreError.log(error) }
     }
 

@@ -18,7 +18,9 @@ public struct LogStoreConfiguration: DataStoreConfiguration {
     public var durability: Durability
     /// Segment size of the log.
     public var segmentByteCountMax: UInt64
-    /// A checkpoint is written (off the save path) after this many bytes of log since the last one.
+    /// A checkpoint is written (off the save path, on a background thread) after this many bytes
+    /// of log since the last one; 0 turns automatic checkpoints off (``LogStore/checkpoint()``
+    /// still writes one on demand).
     public var checkpointIntervalByteCount: UInt64
     /// The file system (tests pass a simulated one); not part of equality.
     public var fileSystem: any FileSystem

@@ -21,6 +21,8 @@ struct Replay {
         var lastToken: HistoryToken?
         var lastTimestampMicroseconds: Int64 = 0
         var transactionCount = 0
+        /// Records of any type this run read (opening from a checkpoint reads only those after it).
+        var recordCount = 0
     }
 
     func run(from start: Result = Result(), startOffset: UInt64? = nil) throws(LogStoreError) -> Result {
@@ -29,6 +31,7 @@ struct Replay {
             var records = try log.records(from: startOffset ?? log.startOffset)
             while let record = try records.next() {
                 if let throughOffset, record.offset > throughOffset { break }
+                result.recordCount += 1
                 try apply(record, to: &result)
             }
         } catch let error as LogError {
