@@ -30,9 +30,12 @@ extension LogStore {
         return result
     }
 
-    /// After a failed sync the log cut itself back and is read-only: forget what was not durable.
+    /// After a failed sync the log cut itself back to its durable end and is read-only: publish
+    /// the saves that did become durable (another thread's save may be between its sync and its
+    /// own publish), then forget the rest.
     private func forgetUndurable(_ error: LogError) -> LogStoreError {
         inner.withLock { inner in
+            publishLocked(&inner)
             inner.working = inner.published
             inner.pending.removeAll()
         }
@@ -78,17 +81,19 @@ extension LogStore {
 
     /// Applies, in log order, every written save up to the log's visible end to the published state.
     func publish() {
-        inner.withLock { inner in
-            let visibleEnd = log.visibleEnd
-            var published = 0
-            for (position, changes) in inner.pending {
-                guard position.endOffset <= visibleEnd else { break }
-                for change in changes { inner.published.apply(change) }
-                inner.publishedToken = HistoryToken(storeIdentifier: log.storeID, offset: position.offset,
-                                                    check: position.payloadCRC)
-                published += 1
-            }
-            inner.pending.removeFirst(published)
+        inner.withLock { inner in publishLocked(&inner) }
+    }
+
+    private func publishLocked(_ inner: inout Inner) {
+        let visibleEnd = log.visibleEnd
+        var published = 0
+        for (position, changes) in inner.pending {
+            guard position.endOffset <= visibleEnd else { break }
+            for change in changes { inner.published.apply(change) }
+            inner.publishedToken = HistoryToken(storeIdentifier: log.storeID, offset: position.offset,
+                                                check: position.payloadCRC)
+            published += 1
         }
+        inner.pending.removeFirst(published)
     }
 }
