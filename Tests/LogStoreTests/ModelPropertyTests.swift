@@ -120,6 +120,13 @@ func itemValues(_ items: [Item]) -> Set<ItemValue> {
         context = ModelContext(container)
         #expect(itemValues(try context.fetch(FetchDescriptor<Item>())) == expected, "seed \(seed): after reopen")
         #expect(try context.fetchCount(FetchDescriptor<Item>()) == expected.count)
+        guard let store = container.dataStore(as: LogStore.self) else { return }
+        // And once more from a checkpoint: open loads it and replays nothing after it.
+        _ = try store.checkpoint()
+        try store.close()
+        container = try Self.container(kind, fileSystem: fileSystem, directory: directory)
+        #expect(itemValues(try ModelContext(container).fetch(FetchDescriptor<Item>())) == expected,
+                "seed \(seed): after checkpoint and reopen")
     }
 
     @Test func eightThreadsSavingThroughTheirOwnContextsShareSyncs() throws {
