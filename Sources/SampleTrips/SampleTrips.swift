@@ -83,4 +83,4 @@ public final class LivingAccommodation: PersistentModel {
 }
 
 /// The SampleTrips model types, for `ModelContainer(for:)`.
-public let sampleTripsModels: [any PersistentModel.Type] = [Trip.self, BucketListItem.self, LivingAccommodation.self]
+public var sampleTripsModels: [any PersistentModel.Type] { [Trip.self, BucketListItem.self, LivingAccommodation.self] }

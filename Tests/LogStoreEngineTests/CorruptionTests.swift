@@ -111,3 +111,41 @@ import Testing
         try reopened.close()
     }
 }
+
+@Suite struct RepairOfHeadersTests {
+    @Test func repairRewritesADamagedSegmentHeaderAndKeepsItsRecords() throws {
+        let (files, records, bases) = try CorruptionTests.makeStore()
+        let fileSystem = SimulatedFileSystem()
+        for (path, bytes) in files { try fileSystem.setBytes(bytes, at: path) }
+        try fileSystem.corruptByte(at: 20, in: segmentPath(bases[1]), mask: 0x01)
+        #expect(logError { _ = try Log.open(directory: storePath, options: simulatedOptions(fileSystem)) }?.code == .corruption)
+        var options = simulatedOptions(fileSystem)
+        options.repairs = true
+        let log = try Log.open(directory: storePath, options: options)
+        #expect(log.recoveryReport.rewrittenSegmentHeaders == [LogFileNames.segment(bases[1])])
+        #expect(log.recoveryReport.droppedRecords.isEmpty)
+        #expect(try readAll(log) == records)
+        try log.close()
+        let reopened = try Log.open(directory: storePath, options: simulatedOptions(fileSystem))
+        #expect(try readAll(reopened) == records)
+        try reopened.close()
+    }
+
+    @Test func repairRebuildsADamagedStoreMetaFromTheSegmentHeaders() throws {
+        let (files, records, _) = try CorruptionTests.makeStore()
+        let fileSystem = SimulatedFileSystem()
+        for (path, bytes) in files { try fileSystem.setBytes(bytes, at: path) }
+        let original = try StoreMeta.decode(files[storePath + "/store.meta"]!).get()
+        try fileSystem.corruptByte(at: 20, in: storePath + "/store.meta")
+        let refused = logError { _ = try Log.open(directory: storePath, options: simulatedOptions(fileSystem)) }
+        #expect(refused?.code == .corruption)
+        #expect(refused?.message.contains("logstore repair") == true)
+        var options = simulatedOptions(fileSystem)
+        options.repairs = true
+        let log = try Log.open(directory: storePath, options: options)
+        #expect(log.recoveryReport.rebuiltStoreMeta)
+        #expect(log.storeID == original.storeID)
+        #expect(try readAll(log) == records)
+        try log.close()
+    }
+}

@@ -126,3 +126,29 @@ import Testing
         #expect(StoreMeta.decode(meta) == .failure(.newerVersion(7)))
     }
 }
+
+@Suite struct DirectoryCreationTests {
+    @Test func aNewStoreGetsItsMissingParentDirectories() throws {
+        let fileSystem = SimulatedFileSystem()
+        let log = try Log.open(directory: "/deep/er/store", options: simulatedOptions(fileSystem))
+        try log.append(Array("hello".utf8))
+        try log.close()
+        // Every level was made durable: a power cut keeps the store.
+        let cut = fileSystem.powerCut(.nothingUnsynced)
+        let reopened = try Log.open(directory: "/deep/er/store", options: simulatedOptions(cut))
+        #expect(try readAll(reopened).map(\.payload) == [Array("hello".utf8)])
+        try reopened.close()
+    }
+
+    @Test func refusingADirectoryLeavesNoLockFileInIt() throws {
+        let fileSystem = SimulatedFileSystem()
+        try fileSystem.createDirectory("/empty")
+        var options = simulatedOptions(fileSystem)
+        options.createsIfMissing = false
+        #expect(logError { _ = try Log.open(directory: "/empty", options: options) }?.code == .notAStore)
+        #expect(fileSystem.fileNames(in: "/empty").isEmpty)
+        try fileSystem.setBytes([1], at: "/other/notes.txt")
+        #expect(logError { _ = try Log.open(directory: "/other", options: simulatedOptions(fileSystem)) }?.code == .notAStore)
+        #expect(fileSystem.fileNames(in: "/other") == ["notes.txt"])
+    }
+}

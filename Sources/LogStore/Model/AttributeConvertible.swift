@@ -3,7 +3,7 @@ import Foundation
 /// A Swift type that can be stored as an attribute: it names its ``ValueType`` and converts to
 /// and from ``AttributeValue``. Conformances: `Bool`, `Int`, `Int64`, `Int32`, `Double`,
 /// `String`, `Data`, `Date`, `UUID`, and optionals and arrays of these.
-public protocol AttributeConvertible {
+public protocol AttributeConvertible: SendableMetatype {
     static var valueType: ValueType { get }
     static var isOptional: Bool { get }
     var attributeValue: AttributeValue { get }

@@ -23,7 +23,7 @@ import Foundation
 ///
 /// `init()` makes an empty instance that a fetch then fills property by property; `modelState`
 /// holds the identifier and the context the instance belongs to.
-public protocol PersistentModel: AnyObject {
+public protocol PersistentModel: AnyObject, SendableMetatype {
     /// The entity name; by default the type's name.
     static var entityName: String { get }
     /// The stored properties, by key path.

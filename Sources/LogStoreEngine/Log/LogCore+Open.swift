@@ -6,6 +6,8 @@ extension LogCore {
         let fileSystem = options.fileSystem
         var report = RecoveryReport()
         try prepareDirectory(directory, options: options, report: &report)
+        // Refuse a directory that is not (and may not become) a store before creating LOCK in it.
+        try checkIsOrMayBecomeStore(directory, names: try listDirectory(directory, fileSystem), options: options)
         let lock = try DirectoryLock.acquire(directory: directory, fileSystem: fileSystem)
         do throws(LogError) {
             let names = try listDirectory(directory, fileSystem)
@@ -74,12 +76,24 @@ extension LogCore {
             guard options.createsIfMissing else {
                 throw LogError(.notAStore, "No store at \(directory): the directory does not exist.", file: directory)
             }
-            do {
-                try fileSystem.createDirectory(directory)
-                try fileSystem.syncDirectory(parentDirectory(of: directory))
-            } catch {
-                throw LogError.io(error, "Creating the store directory \(directory)")
-            }
+            try createDirectories(directory, fileSystem: fileSystem)
+        }
+    }
+
+    /// A directory with store.meta (or segments) is a store; an empty one (or one holding only
+    /// LOCK and the engine's temporary files) may become one when creating is allowed.
+    private static func checkIsOrMayBecomeStore(_ directory: String, names: [String], options: LogOptions) throws(LogError) {
+        if names.contains(FormatConstants.storeMetaFileName) || names.contains(where: { LogFileNames.segmentBaseOffset($0) != nil }) {
+            return
+        }
+        let unexpected = names.filter { $0 != FormatConstants.lockFileName && !LogFileNames.isTemporary($0) }
+        guard unexpected.isEmpty else {
+            throw LogError(.notAStore, "\(directory) is not a LogStore store and is not empty "
+                + "(it holds \(unexpected.sorted().prefix(3).joined(separator: ", "))…). Choose an empty "
+                + "directory for a new store.", file: directory)
+        }
+        guard options.createsIfMissing else {
+            throw LogError(.notAStore, "\(directory) is not a LogStore store: it has no store.meta.", file: directory)
         }
     }
 
@@ -106,7 +120,11 @@ extension LogCore {
     private static func readOrCreateMeta(_ directory: String, names: [String], options: LogOptions,
                                          report: inout RecoveryReport) throws(LogError) -> StoreMeta {
         if names.contains(FormatConstants.storeMetaFileName) {
-            return try readMeta(directory, fileSystem: options.fileSystem)
+            do {
+                return try readMeta(directory, fileSystem: options.fileSystem)
+            } catch where error.code == .corruption && options.repairs {
+                return try rebuildMeta(directory, names: names, options: options, report: &report)
+            }
         }
         if names.contains(where: { LogFileNames.segmentBaseOffset($0) != nil }) {
             throw LogError.corruption(LogFileNames.join(directory, FormatConstants.storeMetaFileName), offset: nil,
@@ -128,6 +146,33 @@ extension LogCore {
         return meta
     }
 
+    /// Repair of a damaged store.meta: every field but the creation time is in the segment
+    /// headers, which carry the store's UUID under their own CRC.
+    private static func rebuildMeta(_ directory: String, names: [String], options: LogOptions,
+                                    report: inout RecoveryReport) throws(LogError) -> StoreMeta {
+        let path = LogFileNames.join(directory, FormatConstants.storeMetaFileName)
+        var storeIDs: Set<UUID> = []
+        for name in names where LogFileNames.segmentBaseOffset(name) != nil {
+            let segmentPath = LogFileNames.join(directory, name)
+            guard let handle = try? options.fileSystem.openFile(segmentPath, mode: .readOnly),
+                  let bytes = try? handle.read(byteCount: FormatConstants.segmentHeaderByteCount, at: 0),
+                  case let .success(header) = SegmentHeader.decode(bytes) else { continue }
+            handle.close()
+            storeIDs.insert(header.storeID)
+        }
+        guard storeIDs.count == 1, let storeID = storeIDs.first else {
+            throw LogError.corruption(path, offset: 0, storeIDs.isEmpty
+                ? "store.meta is damaged and no segment header survives to rebuild it from"
+                : "store.meta is damaged and the segments name \(storeIDs.count) different stores")
+        }
+        // The creation time is lost with the old file: the repair time stands in for it.
+        let meta = StoreMeta(storeID: storeID, creationTimeMicroseconds: Int64(Date().timeIntervalSince1970 * 1_000_000))
+        try writeFileAtomically(directory: directory, name: FormatConstants.storeMetaFileName, bytes: meta.encoded(),
+                                fileSystem: options.fileSystem)
+        report.rebuiltStoreMeta = true
+        return meta
+    }
+
     static func readMeta(_ directory: String, fileSystem: any FileSystem) throws(LogError) -> StoreMeta {
         let path = LogFileNames.join(directory, FormatConstants.storeMetaFileName)
         let bytes = try readWholeFile(path, fileSystem: fileSystem, byteCountMax: 4096)
@@ -137,7 +182,8 @@ extension LogCore {
             throw LogError(.newerFormatVersion, "The store at \(directory) has format version \(version); this "
                 + "LogStore reads version \(FormatConstants.formatVersion) and older. Use a newer LogStore.", file: path)
         case let .failure(.damaged(what)):
-            throw LogError.corruption(path, offset: 0, what)
+            throw LogError(.corruption, "Corruption in \(path): \(what). `logstore repair` rebuilds store.meta from "
+                + "the segment headers (only the creation time is lost).", file: path, offset: 0)
         }
     }
 
@@ -207,6 +253,28 @@ extension LogCore {
                 && LogFileNames.segmentBaseOffset(name) == nil && LogFileNames.indexBaseOffset(name) == nil
                 && LogFileNames.checkpointOffset(name) == nil && !LogFileNames.isTemporary(name)
         }.sorted()
+    }
+
+    /// Creates `directory` and any missing parents (like `mkdir -p`), syncing each parent after
+    /// its new child so the whole path survives a power cut.
+    private static func createDirectories(_ directory: String, fileSystem: any FileSystem) throws(LogError) {
+        var missing: [String] = []
+        var path = directory
+        // Bounded by the path's depth: each step moves to a shorter parent.
+        while (try? fileSystem.kind(of: path)) == nil {
+            missing.append(path)
+            let parent = parentDirectory(of: path)
+            guard parent != path else { break }
+            path = parent
+        }
+        do {
+            for path in missing.reversed() {
+                try fileSystem.createDirectory(path)
+                try fileSystem.syncDirectory(parentDirectory(of: path))
+            }
+        } catch {
+            throw LogError.io(error, "Creating the store directory \(directory)")
+        }
     }
 
     static func parentDirectory(of path: String) -> String {

@@ -17,9 +17,17 @@ extension Recovery {
         for (index, baseOffset) in segmentOffsets.enumerated() {
             let nextBase = index + 1 < segmentOffsets.count ? segmentOffsets[index + 1] : nil
             let segment: SegmentFile
-            do { segment = try openSegment(baseOffset: baseOffset, writable: true) } catch where error.code == .corruption {
-                cut = Cut(segmentIndex: index, position: nil, reason: error.message)
-                break
+            do {
+                segment = try openSegment(baseOffset: baseOffset, writable: true)
+            } catch where error.code == .corruption {
+                // A damaged header loses nothing that is not known elsewhere: rewrite it and keep the
+                // records, which check themselves. A valid header of another store or base is not damage.
+                guard try rewriteDamagedHeader(baseOffset: baseOffset),
+                      let reopened = try? openSegment(baseOffset: baseOffset, writable: true) else {
+                    cut = Cut(segmentIndex: index, position: nil, reason: error.message)
+                    break
+                }
+                segment = reopened
             }
             segments.append(segment)
             if let found = try firstProblem(in: segment, nextBase: nextBase) {
@@ -148,6 +156,25 @@ extension Recovery {
         } catch {
             throw LogError.io(error, "Deleting checkpoints beyond the end of the log at \(end)")
         }
+    }
+
+    /// Rewrites the 64-byte header of a segment whose header fails its magic or CRC check.
+    /// Returns `false` (and changes nothing) when the header is intact or of a newer version.
+    private mutating func rewriteDamagedHeader(baseOffset: UInt64) throws(LogError) -> Bool {
+        let name = LogFileNames.segment(baseOffset)
+        let path = LogFileNames.join(directory, name)
+        do {
+            let handle = try options.fileSystem.openFile(path, mode: .readWrite)
+            defer { handle.close() }
+            let bytes = try handle.read(byteCount: FormatConstants.segmentHeaderByteCount, at: 0)
+            guard case .failure(.damaged) = SegmentHeader.decode(bytes) else { return false }
+            try handle.write(SegmentHeader(storeID: meta.storeID, baseOffset: baseOffset).encoded(), at: 0)
+            try handle.syncData()
+        } catch {
+            throw LogError.io(error, "Rewriting the header of \(path)")
+        }
+        report.rewrittenSegmentHeaders.append(name)
+        return true
     }
 
     private func fileByteCount(_ path: String) -> UInt64 {

@@ -30,6 +30,11 @@ public struct RecoveryReport: Sendable, Equatable {
     public var unknownFiles: [String] = []
     /// Sparse index files that were missing or invalid and were rebuilt.
     public var rebuiltIndexes: [String] = []
+    /// Repair rebuilt a damaged store.meta from the segment headers.
+    public var rebuiltStoreMeta = false
+    /// Segments whose damaged header repair rewrote (every field is known: the store's UUID, the
+    /// base offset in the file name, the format version); their records were kept.
+    public var rewrittenSegmentHeaders: [String] = []
 
     public init() {}
 
