@@ -94,3 +94,12 @@ enum Format {
         }.joined(separator: "\n")
     }
 }
+
+/// A warning on standard error when a read-only read stopped at bytes it could not read: the
+/// output above shows only what lies before them.
+func warnAboutUnreadTail(_ tail: RecoveryReport.DroppedRecord?, directory: String) {
+    guard let tail else { return }
+    printError("logstore: warning: the log was read up to offset \(tail.offset); the \(tail.byteCount) bytes after it "
+        + "in \((tail.file as NSString).lastPathComponent) are not a readable record (\(tail.reason)). They are a torn "
+        + "tail that the next open for writing cuts, an append in flight, or damage: `logstore verify \(directory)` tells which.")
+}

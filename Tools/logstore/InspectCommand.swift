@@ -23,6 +23,7 @@ struct InspectCommand: ParsableCommand {
         } else {
             print(Self.text(inspection))
         }
+        warnAboutUnreadTail(inspection.unreadTail, directory: directory)
     }
 
     static func text(_ inspection: StoreInspection) -> String {

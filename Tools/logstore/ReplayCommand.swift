@@ -36,6 +36,7 @@ struct ReplayCommand: ParsableCommand {
         } else {
             print(Self.text(state))
         }
+        warnAboutUnreadTail(state.unreadTail, directory: directory)
     }
 
     /// Why a store without a schema record has no models, in one sentence.

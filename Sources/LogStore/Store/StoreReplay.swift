@@ -35,6 +35,9 @@ public struct StoreState: Sendable, Hashable {
     public var transactionCount: Int
     /// The token of the last transaction folded, or `nil` when there is none.
     public var lastToken: HistoryToken?
+    /// Non-zero bytes after the last good record, which the replay stopped at (see
+    /// `RecoveryReport.unreadTail`); `logstore verify` tells whether they are a torn tail or damage.
+    public var unreadTail: RecoveryReport.DroppedRecord?
 
     /// The entity with this name, if the stored schema has it.
     public func entity(named name: String) -> Entity? {
@@ -76,6 +79,7 @@ extension LogStore {
         }
         return StoreState(directory: directory, storeIdentifier: log.storeID,
                           schemaVersion: hasSchema ? result.table.version : nil, entities: entities,
-                          transactionCount: result.transactionCount, lastToken: result.lastToken)
+                          transactionCount: result.transactionCount, lastToken: result.lastToken,
+                          unreadTail: log.recoveryReport.unreadTail)
     }
 }

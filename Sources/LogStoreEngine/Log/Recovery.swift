@@ -161,7 +161,13 @@ struct Recovery {
             return end
         }
         // Bytes from `tailPosition` on are not records.
-        guard writable else { return end } // A read-only open changes nothing: the bad tail is the end.
+        guard writable else {
+            // A read-only open changes nothing: the bad tail is the end, and the report says so.
+            report.unreadTail = .init(offset: end, byteCount: lastNonZero + 1 - tailPosition,
+                                      reason: badReason.isEmpty ? "zeros where a record header was expected" : badReason,
+                                      file: segment.path)
+            return end
+        }
         let inspector = TailInspector(handle: segment.handle, path: segment.path)
         if let proof = try inspector.validRecord(endingBeyond: tailPosition + FormatConstants.unsyncedByteCountMax,
                                                  from: tailPosition, through: lastNonZero, baseOffset: segment.baseOffset) {

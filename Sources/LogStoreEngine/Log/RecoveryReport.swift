@@ -1,7 +1,7 @@
 /// What opening a log found and did. Read it after ``Log/open(directory:options:)``.
 public struct RecoveryReport: Sendable, Equatable {
     /// A record that recovery (or repair) dropped.
-    public struct DroppedRecord: Sendable, Equatable, CustomStringConvertible {
+    public struct DroppedRecord: Sendable, Hashable, CustomStringConvertible {
         /// Logical offset where the dropped bytes start.
         public var offset: UInt64
         /// Bytes dropped from there.
@@ -30,6 +30,10 @@ public struct RecoveryReport: Sendable, Equatable {
     public var unknownFiles: [String] = []
     /// Sparse index files that were missing or invalid and were rebuilt.
     public var rebuiltIndexes: [String] = []
+    /// For a read-only open: the bytes after the last good record of the last segment that are not
+    /// zeros, which the read treated as the end (a writer's torn tail, damage, or an append still
+    /// in flight beside a live writer). `nil` when only zeros follow.
+    public var unreadTail: DroppedRecord?
     /// Repair rebuilt a damaged store.meta from the segment headers.
     public var rebuiltStoreMeta = false
     /// Segments whose damaged header repair rewrote (every field is known: the store's UUID, the

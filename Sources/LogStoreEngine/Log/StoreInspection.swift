@@ -59,6 +59,10 @@ public struct StoreInspection: Sendable, Equatable {
     public var indexFiles: [String]
     /// Checkpoint files.
     public var checkpointFiles: [String]
+    /// Non-zero bytes after the last good record that the read stopped at (see
+    /// ``RecoveryReport/unreadTail``): a torn tail the next open for writing cuts, damage, or an
+    /// append in flight beside a live writer. `logstore verify` tells which.
+    public var unreadTail: RecoveryReport.DroppedRecord?
 
     /// Records in all segments.
     public var recordCount: UInt64 { segments.reduce(0) { $0 + $1.recordCount } }
@@ -117,7 +121,8 @@ extension Log {
             endOffset: records.endOffset, unknownFiles: log.recoveryReport.unknownFiles,
             temporaryFiles: names.filter(LogFileNames.isTemporary),
             indexFiles: names.filter { LogFileNames.indexBaseOffset($0) != nil },
-            checkpointFiles: names.filter { LogFileNames.checkpointOffset($0) != nil })
+            checkpointFiles: names.filter { LogFileNames.checkpointOffset($0) != nil },
+            unreadTail: log.recoveryReport.unreadTail)
     }
 
     static func fileByteCount(_ path: String, fileSystem: any FileSystem) throws(LogError) -> UInt64 {
