@@ -192,7 +192,8 @@ extension LogStore {
         guard !log.isReadOnly else {
             throw .log(LogError(.readOnly, "The store is read-only (a sync failed); no checkpoint is written. Reopen it."))
         }
-        do throws(LogError) { try log.sync() } catch { throw .log(error) }
+        // Durable through X exactly: a sync of "everything written" could return early after a fail-stop.
+        do throws(LogError) { try log.sync(through: header.offset) } catch { throw .log(error) }
         let directory = configuration.directory
         let name = CheckpointFileName.name(offset: header.offset)
         do {

@@ -62,6 +62,13 @@ final class DirectoryLock: Sendable {
         return String(decoding: bytes[0..<count], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
+    private static let keptUntilExit = Mutex<[DirectoryLock]>([])
+
+    /// Holds `lock` for the rest of the process (after a failed cut-back, see `LogCore.failStop`).
+    static func keepUntilExit(_ lock: DirectoryLock) {
+        keptUntilExit.withLock { $0.append(lock) }
+    }
+
     /// Releases the lock (closing the handle drops the `flock`) and the registry entry.
     func release() {
         guard released.setOnce() else { return }

@@ -89,9 +89,15 @@ public final class Log: Sendable {
         return position
     }
 
-    /// Makes everything written so far durable.
+    /// Makes everything written so far durable. Throws the failure if the log has failed.
     public func sync() throws(LogError) {
-        try core.waitUntilDurable(endOffset: core.writtenEnd)
+        try core.sync(through: nil)
+    }
+
+    /// Makes everything up to the logical offset `endOffset` durable (for example before a
+    /// checkpoint at that offset). Throws if the log failed or was cut back below it.
+    public func sync(through endOffset: UInt64) throws(LogError) {
+        try core.sync(through: endOffset)
     }
 
     /// The logical offset of the first retained record.

@@ -12,6 +12,9 @@ extension LogCore {
         do throws(LogError) {
             let names = try listDirectory(directory, fileSystem)
             try removeTemporaryFiles(names, directory: directory, fileSystem: fileSystem, report: &report)
+            // The names just listed may be in the page cache only (a crash after a rename, before
+            // its directory fsync): make them durable before anything is appended to them.
+            do { try fileSystem.syncDirectory(directory) } catch { throw LogError.io(error, "Syncing \(directory)") }
             let meta = try readOrCreateMeta(directory, names: names, options: options, report: &report)
             var segmentOffsets = names.compactMap(LogFileNames.segmentBaseOffset).sorted()
             if segmentOffsets.isEmpty {

@@ -5,7 +5,7 @@ extension LogCore {
     func runSyncer() {
         conditionLock.lock()
         while true {
-            if state.failure == nil, !state.syncInProgress, let target = syncTarget() {
+            if state.failure == nil, !state.isFailing, !state.syncInProgress, let target = syncTarget() {
                 performSync(through: target)
                 continue
             }
@@ -92,16 +92,24 @@ extension LogCore {
     /// before anyone learns of the failure, then refuse appends until reopened. A failed sync is
     /// never retried: the kernel may have dropped the dirty pages and would report success.
     func failStop(_ failure: LogError, extraByteCount: UInt64) {
-        guard state.failure == nil else { return }
+        guard state.failure == nil, !state.isFailing else { return }
+        state.isFailing = true
+        // A leader's fdatasync may be running: let it finish first. What it covers is durable, so
+        // the cut-back starts from the true durable end, and no second sync ever runs beside it.
+        while state.syncInProgress { conditionLock.waitWaiter() }
         let segment = state.segments.last!
         let from = SegmentScanner.filePosition(logicalOffset: max(state.durableEnd, segment.baseOffset),
                                                baseOffset: segment.baseOffset)
-        let to = SegmentScanner.filePosition(logicalOffset: state.writtenEnd, baseOffset: segment.baseOffset) + extraByteCount
-        if to > from {
-            // If this fails too the log stays read-only; the next open treats the bytes as a torn tail.
-            try? ZeroFill.write(segment.handle, from: from, byteCount: to - from)
-            try? segment.handle.syncData()
+        // Truncate rather than zero-fill: truncation also drops the cached pages, so even if the
+        // sync below fails, no open in this boot can read the undurable bytes (fsyncgate).
+        do {
+            try segment.handle.truncate(toByteCount: from)
+            try segment.handle.sync()
+        } catch {
+            state.cutBackFailed = true
         }
+        _ = extraByteCount
+        state.preallocatedPosition = from
         state.writtenEnd = state.durableEnd
         state.failure = failure
         resumeAsyncWaiters()

@@ -17,6 +17,7 @@ extension LogCore {
         try waitForTurn(recordByteCount: record.recordByteCount)
         let segment = state.segments.last!
         let offset = state.writtenEnd
+        let wasClean = state.writtenEnd == state.durableEnd
         let position = SegmentScanner.filePosition(logicalOffset: offset, baseOffset: segment.baseOffset)
         record.assign(offset: offset)
         do throws(FileSystemError) {
@@ -35,7 +36,10 @@ extension LogCore {
                 requestSync(through: state.writtenEnd)
             }
         }
-        if needsPreallocation || isBatchedSyncDue { conditionLock.signalSyncer() }
+        // In batched mode the syncer sleeps without a deadline while nothing is unsynced: the first
+        // write after a sync must wake it so it can set one.
+        let batched: Bool = if case .batched = options.durability { true } else { false }
+        if needsPreallocation || isBatchedSyncDue || (batched && wasClean) { conditionLock.signalSyncer() }
         return LogPosition(offset: offset, endOffset: state.writtenEnd, payloadCRC: record.header.payloadCRC)
     }
 
@@ -67,6 +71,10 @@ extension LogCore {
 
     func checkWritable() throws(LogError) {
         if state.isClosed { throw LogError(.closed, "The log is closed.", file: directory) }
+        if state.isFailing && state.failure == nil {
+            throw LogError(.readOnly, "The log is failing (a sync or write failed) and is read-only until reopened.",
+                           file: directory)
+        }
         if let failure = state.failure {
             throw LogError(.readOnly, "The log is read-only after an earlier failure (\(failure.message)). "
                 + "Reopen it to append again.", file: directory, underlying: failure.underlying)
@@ -144,6 +152,19 @@ extension LogCore {
         }
     }
 
+    /// Waits until everything written (or up to `endOffset`) is durable; a failed log throws.
+    func sync(through endOffset: UInt64?) throws(LogError) {
+        conditionLock.lock()
+        defer { conditionLock.unlock() }
+        if let failure = state.failure { throw failure }
+        let target = endOffset ?? state.writtenEnd
+        guard target <= state.writtenEnd else {
+            throw LogError(.offsetOutOfRange, "Offset \(target) is past the end of the log (\(state.writtenEnd)).",
+                           file: directory, offset: target)
+        }
+        try waitUntilDurableLocked(endOffset: target)
+    }
+
     /// Phase two: blocks until an `fdatasync` covers `endOffset`.
     func waitUntilDurable(endOffset: UInt64) throws(LogError) {
         conditionLock.lock()
@@ -161,7 +182,7 @@ extension LogCore {
         while state.durableEnd < endOffset {
             if let failure = state.failure { throw failure }
             if state.syncerExited { throw LogError(.closed, "The log is closed.", file: directory) }
-            if !state.syncInProgress {
+            if !state.syncInProgress && !state.isFailing {
                 performSync(through: state.writtenEnd)
                 continue
             }

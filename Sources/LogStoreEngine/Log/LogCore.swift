@@ -35,6 +35,11 @@ final class LogCore: @unchecked Sendable {
         var isRolling = false
         /// An `fdatasync` is running (on the syncer, or on a blocking waiter leading it).
         var syncInProgress = false
+        /// A fail-stop is under way: no new write or sync may start.
+        var isFailing = false
+        /// The fail-stop could not cut the log back: the lock is kept until the process exits,
+        /// so no open in this boot can read the undurable bytes still in the page cache.
+        var cutBackFailed = false
         /// File position in the last segment up to which zeros have been written ahead.
         var preallocatedPosition: UInt64
         /// While the syncer zero-fills outside the lock, writers must not write at or past this.
@@ -99,7 +104,9 @@ final class LogCore: @unchecked Sendable {
         state.isClosed = true
         let failedBefore = state.failure != nil
         conditionLock.signalSyncer()
-        while !state.syncerExited { conditionLock.waitWaiter() }
+        // A roll creates files with the lock released: the directory lock must outlive it.
+        while !state.syncerExited || state.isRolling || state.syncInProgress { conditionLock.waitWaiter() }
+        let cutBackFailed = state.cutBackFailed
         let failure = state.failure
         let waiters = state.asyncWaiters
         state.asyncWaiters = []
@@ -108,7 +115,13 @@ final class LogCore: @unchecked Sendable {
             waiter.continuation.resume(returning: .failure(failure ?? LogError(.closed, "The log was closed.")))
         }
         for segment in conditionLock.withLock({ state.segments }) { segment.handle.close() }
-        directoryLock?.release()
+        if cutBackFailed, let directoryLock {
+            // The page cache may still hold bytes that were never durable: keep the store locked
+            // (and registered) for the rest of this process, so nothing here reads them as data.
+            DirectoryLock.keepUntilExit(directoryLock)
+        } else {
+            directoryLock?.release()
+        }
         // Only a failure of the final sync is news to the caller; an earlier one was thrown then.
         if let failure, !failedBefore { throw failure }
     }

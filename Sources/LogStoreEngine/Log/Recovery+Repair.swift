@@ -96,7 +96,7 @@ extension Recovery {
             let path = LogFileNames.join(directory, LogFileNames.segment(baseOffset))
             report.droppedRecords.append(.init(offset: baseOffset, byteCount: fileByteCount(path), reason: cut.reason, file: path))
             do {
-                try fileSystem.removeFile(path)
+                // createSegment's rename replaces the damaged file atomically: no moment without it.
                 kept = [try LogCore.createSegment(directory: directory, storeID: meta.storeID, baseOffset: baseOffset,
                                                   fileSystem: fileSystem)]
             } catch {

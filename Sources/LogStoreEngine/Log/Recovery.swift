@@ -41,7 +41,7 @@ struct Recovery {
         var indexesToWrite: [SegmentFile] = []
         for (position, baseOffset) in segmentOffsets.enumerated() {
             let isLast = position == segmentOffsets.count - 1
-            let segment = try openSegment(baseOffset: baseOffset, writable: writable && isLast)
+            let segment = try openSegment(baseOffset: baseOffset, writable: writable)
             if !isLast {
                 let nextBase = segmentOffsets[position + 1]
                 if try !loadIndex(of: segment, expectedEnd: nextBase) {
