@@ -33,13 +33,15 @@ extension LogStore {
 
     /// The published snapshot of one model, or `nil`.
     public func snapshot(for persistentIdentifier: PersistentIdentifier) -> DefaultSnapshot? {
-        inner.withLock { $0.published.row(persistentIdentifier) }.map {
+        refreshAfterLogFailure()
+        return inner.withLock { $0.published.row(persistentIdentifier) }.map {
             DefaultSnapshot(persistentIdentifier: persistentIdentifier, values: $0.values)
         }
     }
 
     /// Every published model of every entity, keyed by entity name, in insertion order.
     public func allSnapshots() -> [String: [DefaultSnapshot]] {
+        refreshAfterLogFailure()
         let state = inner.withLock { $0.published }
         var result: [String: [DefaultSnapshot]] = [:]
         for entity in schema.entities {
@@ -57,6 +59,7 @@ extension LogStore {
 
     private func publishedState(for entityName: String) throws -> FoldState {
         guard schema.entity(named: entityName) != nil else { throw LogStoreError.unknownEntity(entityName) }
+        refreshAfterLogFailure()
         return inner.withLock { $0.published }
     }
 }

@@ -33,6 +33,8 @@ public final class LogStore: DataStore, @unchecked Sendable {
         var pending: [(position: LogPosition, changes: [ResolvedChange])] = []
         /// The token of the newest published transaction.
         var publishedToken: HistoryToken?
+        /// Whether the state was folded again after the log failed (see `refreshAfterLogFailure`).
+        var refoldedAfterFailure = false
         var lastTimestampMicroseconds: Int64
         var closed = false
     }
@@ -100,7 +102,26 @@ public final class LogStore: DataStore, @unchecked Sendable {
 
     /// The token of the newest visible transaction, or `nil` when there is none yet.
     public var currentToken: HistoryToken? {
-        inner.withLock { $0.publishedToken }
+        refreshAfterLogFailure()
+        return inner.withLock { $0.publishedToken }
+    }
+
+    /// After a failed sync the log cut itself back to its durable end. In `.none`/`.batched` mode
+    /// saves were published at write, so the published state may hold saves the log no longer
+    /// has: fold the log again (once) so that everything sees exactly what the log holds.
+    func refreshAfterLogFailure() {
+        guard log.isReadOnly, !inner.withLock({ $0.refoldedAfterFailure }) else { return }
+        let replayed = try? Replay(log: log, storeIdentifier: identifier).run()
+        inner.withLock { inner in
+            guard !inner.refoldedAfterFailure else { return }
+            inner.refoldedAfterFailure = true
+            if let replayed {
+                inner.published = replayed.state
+                inner.publishedToken = replayed.lastToken
+            }
+            inner.working = inner.published
+            inner.pending.removeAll()
+        }
     }
 
     /// What opening the log found and did (torn tail cut, temporary files removed…).

@@ -87,6 +87,27 @@ struct SchemaTable: Sendable, Equatable {
         nextAttributeID += 1
     }
 
+    /// Ids are unique and below the next ids, names unique: a record that checks out under its
+    /// CRC but breaks this was not written by a correct writer, and is refused, not trusted.
+    func checkIdentifiers() throws(ByteReaderError) {
+        guard nextEntityID < UInt32.max, nextAttributeID < UInt32.max else { throw .malformed("next id out of range") }
+        var entityIDs: Set<UInt32> = []
+        var entityNames: Set<String> = []
+        var attributeIDs: Set<UInt32> = []
+        for entity in entities {
+            guard entity.id < nextEntityID, entityIDs.insert(entity.id).inserted, entityNames.insert(entity.name).inserted else {
+                throw .malformed("entity \(entity.name) (id \(entity.id)) repeats an id or a name, or is beyond the next id")
+            }
+            var names: Set<String> = []
+            for attribute in entity.attributes {
+                guard attribute.id < nextAttributeID, attributeIDs.insert(attribute.id).inserted,
+                      names.insert(attribute.name).inserted else {
+                    throw .malformed("attribute \(entity.name).\(attribute.name) (id \(attribute.id)) repeats an id or a name")
+                }
+            }
+        }
+    }
+
     // MARK: Record payload
 
     /// ```
@@ -138,6 +159,7 @@ struct SchemaTable: Sendable, Equatable {
                 }
                 table.entities.append(entity)
             }
+            try table.checkIdentifiers()
             return table
         }
     }
