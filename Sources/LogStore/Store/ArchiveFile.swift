@@ -66,13 +66,18 @@ enum ArchiveFile {
         if durable { try syncDirectory(of: path) }
     }
 
-    /// Creates the file's directory (and its parents) when missing.
+    /// Creates the file's directory (and its parents) when missing, syncing each parent after
+    /// its new child so a durable save cannot vanish with a directory a power cut forgot.
     static func createDirectory(of path: String) throws(ArchiveStoreError) {
         let directory = directory(of: path)
         var current = directory.hasPrefix("/") ? "" : "."
         for component in directory.split(separator: "/") {
             current += "/" + component
-            if mkdir(current, 0o755) != 0, errno != EEXIST { throw .io(operation: "mkdir", path: current, errno: errno) }
+            if mkdir(current, 0o755) != 0 {
+                guard errno == EEXIST else { throw .io(operation: "mkdir", path: current, errno: errno) }
+                continue
+            }
+            try syncDirectory(of: current)
         }
     }
 
