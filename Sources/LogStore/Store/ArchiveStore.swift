@@ -83,28 +83,18 @@ public final class ArchiveStore: DataStore, Sendable {
     /// The entity's snapshots in insertion order. A predicate or sort is declined
     /// (`preferInMemoryFilter`/`preferInMemorySort`), as LogStore does (DECISIONS.md D9).
     public func fetch<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> DataStoreFetchResult<T, DefaultSnapshot> {
-        let descriptor = request.descriptor
-        try StoreFetching.declineUnsupported(descriptor)
-        let state = try stateForFetch(of: T.entityName)
-        let snapshots = StoreFetching.window(state.rows(of: T.entityName), descriptor).map { primaryKey, row in
-            DefaultSnapshot(persistentIdentifier: .identifier(for: identifier, entityName: T.entityName, primaryKey: primaryKey),
-                            values: row.values)
-        }
-        return DataStoreFetchResult(descriptor: descriptor, fetchedSnapshots: snapshots,
-                                    relatedSnapshots: state.relatedSnapshots(to: snapshots))
+        try StoreFetching.declineUnsupported(request.descriptor)
+        return try stateForFetch(of: T.entityName).fetchResult(request, storeIdentifier: identifier)
     }
 
     public func fetchCount<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> Int {
         try StoreFetching.declineUnsupported(request.descriptor)
-        return StoreFetching.windowCount(try stateForFetch(of: T.entityName).count(of: T.entityName), request.descriptor)
+        return try stateForFetch(of: T.entityName).fetchCount(request)
     }
 
     public func fetchIdentifiers<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> [PersistentIdentifier] {
         try StoreFetching.declineUnsupported(request.descriptor)
-        let state = try stateForFetch(of: T.entityName)
-        return StoreFetching.window(state.rows(of: T.entityName), request.descriptor).map {
-            .identifier(for: identifier, entityName: T.entityName, primaryKey: $0.0)
-        }
+        return try stateForFetch(of: T.entityName).fetchIdentifiers(request, storeIdentifier: identifier)
     }
 
     /// The stored snapshot of one model, or `nil`.

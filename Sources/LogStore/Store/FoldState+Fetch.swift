@@ -25,6 +25,32 @@ enum StoreFetching {
 }
 
 extension FoldState {
+    /// A store's fetch over this state: snapshots of the entity in insertion order within the
+    /// window, with everything they reach (the caller has declined predicates and sorts).
+    func fetchResult<T: PersistentModel>(_ request: DataStoreFetchRequest<T>, storeIdentifier: String)
+        -> DataStoreFetchResult<T, DefaultSnapshot> {
+        let snapshots = StoreFetching.window(rows(of: T.entityName), request.descriptor).map { primaryKey, row in
+            DefaultSnapshot(persistentIdentifier: .identifier(for: storeIdentifier, entityName: T.entityName,
+                                                              primaryKey: primaryKey),
+                            values: row.values)
+        }
+        return DataStoreFetchResult(descriptor: request.descriptor, fetchedSnapshots: snapshots,
+                                    relatedSnapshots: relatedSnapshots(to: snapshots))
+    }
+
+    /// A store's `fetchCount` over this state.
+    func fetchCount<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) -> Int {
+        StoreFetching.windowCount(count(of: T.entityName), request.descriptor)
+    }
+
+    /// A store's `fetchIdentifiers` over this state.
+    func fetchIdentifiers<T: PersistentModel>(_ request: DataStoreFetchRequest<T>, storeIdentifier: String)
+        -> [PersistentIdentifier] {
+        StoreFetching.window(rows(of: T.entityName), request.descriptor).map {
+            .identifier(for: storeIdentifier, entityName: T.entityName, primaryKey: $0.0)
+        }
+    }
+
     /// Snapshots of every model reachable from `snapshots` through references (relationships are
     /// loaded eagerly), bounded by the number of models in the state.
     func relatedSnapshots(to snapshots: [DefaultSnapshot]) -> [PersistentIdentifier: DefaultSnapshot] {

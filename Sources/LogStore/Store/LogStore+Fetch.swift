@@ -6,29 +6,18 @@ extension LogStore {
     /// declined (`preferInMemoryFilter`/`preferInMemorySort`): the context evaluates it and, as
     /// then the store ignores them, applies limit and offset too (DECISIONS.md D9).
     public func fetch<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> DataStoreFetchResult<T, DefaultSnapshot> {
-        let descriptor = request.descriptor
-        try StoreFetching.declineUnsupported(descriptor)
-        let state = try publishedState(for: T.entityName)
-        let rows = StoreFetching.window(state.rows(of: T.entityName), descriptor)
-        let snapshots = rows.map { primaryKey, row in
-            DefaultSnapshot(persistentIdentifier: .identifier(for: identifier, entityName: T.entityName, primaryKey: primaryKey),
-                            values: row.values)
-        }
-        return DataStoreFetchResult(descriptor: descriptor, fetchedSnapshots: snapshots,
-                                    relatedSnapshots: state.relatedSnapshots(to: snapshots))
+        try StoreFetching.declineUnsupported(request.descriptor)
+        return try publishedState(for: T.entityName).fetchResult(request, storeIdentifier: identifier)
     }
 
     public func fetchCount<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> Int {
         try StoreFetching.declineUnsupported(request.descriptor)
-        return StoreFetching.windowCount(try publishedState(for: T.entityName).count(of: T.entityName), request.descriptor)
+        return try publishedState(for: T.entityName).fetchCount(request)
     }
 
     public func fetchIdentifiers<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> [PersistentIdentifier] {
         try StoreFetching.declineUnsupported(request.descriptor)
-        let state = try publishedState(for: T.entityName)
-        return StoreFetching.window(state.rows(of: T.entityName), request.descriptor).map {
-            .identifier(for: identifier, entityName: T.entityName, primaryKey: $0.0)
-        }
+        return try publishedState(for: T.entityName).fetchIdentifiers(request, storeIdentifier: identifier)
     }
 
     /// The published snapshot of one model, or `nil`.
