@@ -14,7 +14,8 @@ let package = Package(
     ],
     targets: [
         // The harness (workload specs, timing, summaries) and the peers every suite compares
-        // against: raw pwrite/fdatasync loops, raw LZ4, SQLite through GRDB.
+        // against: raw pwrite/fdatasync loops, raw LZ4, SQLite through GRDB; the model-layer
+        // workloads and their Trip models.
         .target(
             name: "BenchmarkSupport",
             dependencies: [
@@ -33,6 +34,20 @@ let package = Package(
                 .product(name: "LogStore", package: "LogStore"),
             ],
             path: "Benchmarks/EngineBenchmarks",
+            plugins: [
+                .plugin(name: "BenchmarkPlugin", package: "benchmark"),
+            ]
+        ),
+        // P1-ctx–P4-ctx: model-layer saves (`ModelContext`, `store.save`) of SampleTrips `Trip`s,
+        // with SQLite plus a history table, and the ArchiveStore, as peers.
+        .executableTarget(
+            name: "ModelBenchmarks",
+            dependencies: [
+                "BenchmarkSupport",
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "LogStore", package: "LogStore"),
+            ],
+            path: "Benchmarks/ModelBenchmarks",
             plugins: [
                 .plugin(name: "BenchmarkPlugin", package: "benchmark"),
             ]

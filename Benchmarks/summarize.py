@@ -34,6 +34,44 @@ FIGURES = [
     ], "SQLite NORMAL (WAL) is the nearer peer: neither syncs per commit."),
 ]
 
+# The model-layer figures (ModelBenchmarks): (figure, [(LogStore entry label, id)], [(peer label, peer id)],
+# note). The first LogStore entry is the headline (its ratios are bold, with their range over the
+# passes); ratios are saves (transactions) per second over the peer's operations per second.
+MODEL_ENTRIES = lambda p: [
+    ("ModelContext, new context per save", f"{p}.ctx"),
+    ("ModelContext, long-lived context", f"{p}.ctx.long"),
+    ("store.save, no context", f"{p}.store"),
+]
+MODEL_FIGURES = [
+    ("P1-ctx durable save of one new Trip, 1 thread", MODEL_ENTRIES("P1"), [
+        ("engine P1: Log.append of 200 B, synchronous", "P1.logstore"),
+        ("raw pwrite+fdatasync, zero-filled file", "raw.prealloc.sync"),
+        ("SQLite+history WAL FULL, 1 thread", "sqlite.model.full.1"),
+        ("SQLite+history WAL NORMAL, 1 thread", "sqlite.model.normal.1"),
+        ("SQLite WAL FULL, one 200 B blob, no history", "sqlite.full.1"),
+        ("ArchiveStore (JSON file) from 100 models, context per save", "P1.archive"),
+    ], "SQLite FULL has LogStore's durability; NORMAL (WAL) does not fdatasync at commit. The ArchiveStore "
+       "reads, decodes, re-encodes and rewrites its whole file (fsync + rename + directory fsync) per save."),
+    ("P2-ctx durable save of one new Trip, 8 threads (one context each, one container)", MODEL_ENTRIES("P2"), [
+        ("engine P2: Log.append of 200 B, 8 threads", "P2.logstore"),
+        ("raw pwrite+fdatasync, zero-filled file (1 thread)", "raw.prealloc.sync"),
+        ("SQLite+history WAL FULL, 8 threads", "sqlite.model.full.8"),
+        ("SQLite+history WAL NORMAL, 8 threads", "sqlite.model.normal.8"),
+    ], "Above 1 against the 1-thread raw loop is group commit at work; records per fdatasync are the log's own counts."),
+    ("P3-ctx save of one new Trip, durability none, 1 thread", MODEL_ENTRIES("P3"), [
+        ("engine P3: Log.append of 200 B, durability none", "P3.logstore"),
+        ("raw pwrite, zero-filled file, no sync", "raw.prealloc.nosync"),
+        ("SQLite+history WAL NORMAL, 1 thread", "sqlite.model.normal.1"),
+        ("SQLite+history WAL FULL, 1 thread", "sqlite.model.full.1"),
+    ], "No fdatasync per save on either side with SQLite NORMAL, the nearer peer: this is the CPU cost of a save."),
+    ("P4-ctx durable save of 100 new Trips (one transaction), 1 thread", MODEL_ENTRIES("P4"), [
+        ("SQLite+history WAL FULL, 100 rows + 100 history rows per transaction", "sqlite.model.full.100"),
+        ("SQLite+history WAL NORMAL, 100 rows + 100 history rows per transaction", "sqlite.model.normal.100"),
+        ("engine P1: Log.append of 200 B, synchronous (1 record per save)", "P1.logstore"),
+    ], "Both sides commit 100 rows per transaction, so the ratio is the same in rows per second; against the engine's "
+       "one-record append it says what 100 changes cost on top of one durable append."),
+]
+
 
 def median(values):
     values = sorted(values)
@@ -78,6 +116,7 @@ def aggregate(entries):
         "tailShare": median([e.get("tail", {}).get("shareOfTime", 0) for e in entries]),
         "tailOperations": sum(e.get("tail", {}).get("operations", 0) for e in entries),
         "tailThreshold": median([e.get("tail", {}).get("thresholdMicroseconds", 0) for e in entries]),
+        "factsPerPass": [e.get("facts", {}) for e in entries],
     })
     if "megabytesPerSecond" in first:
         result["megabytesPerSecond"] = median([e["megabytesPerSecond"] for e in entries])
@@ -177,6 +216,144 @@ def records_per_sync(entry):
     return (records / syncs) if syncs else float("inf")
 
 
+def fact_median(entry, key):
+    """The median over the passes of a numeric fact, or None."""
+    values = []
+    for facts in entry.get("factsPerPass", [entry.get("facts", {})]):
+        try:
+            values.append(float(facts[key]))
+        except (KeyError, TypeError, ValueError):
+            pass
+    return median(values) if values else None
+
+
+def rows_per_operation(entry):
+    return fact_median(entry, "insertsPerSave") or fact_median(entry, "rowsPerSave") or 1
+
+
+def ratio_cell(own, peer, bold=False, with_range=False):
+    if own is None or peer is None or not peer["opsPerSecond"] or not own["opsPerSecond"]:
+        return "–"
+    ratio = own["opsPerSecond"] / peer["opsPerSecond"]
+    text = f"**{fmt_ratio(ratio)}**" if bold else fmt_ratio(ratio)
+    if with_range:
+        low = own["opsPerSecondMin"] / peer["opsPerSecondMax"]
+        high = own["opsPerSecondMax"] / peer["opsPerSecondMin"]
+        text += f" ({fmt_ratio(low)}–{fmt_ratio(high)})"
+    return text
+
+
+def model_sections(results):
+    """The ModelContext figures: each LogStore entry point, then its ratios to the peers."""
+    out = ["## Through ModelContext (P1-ctx–P4-ctx)\n"]
+    out.append("A save inserts new SampleTrips `Trip`s (unique name, a destination, start and end dates, an empty bucket "
+               "list, no accommodation; unique on name + start + end, as in Sources/SampleTrips) and calls "
+               "`try context.save()` (synchronous). Three ways into LogStore: a **new `ModelContext` per save** (the "
+               "headline: the context's steady per-save cost), a **long-lived context** per thread (an app's main "
+               "context: every saved Trip stays registered and each `save()` re-encodes and compares every registered "
+               "model, so its saves slow down as the benchmark runs — the figure depends on the run's length, see "
+               "*registered at end*), and **`store.save`** with the request's snapshots built directly (the store "
+               "without the context). The SQLite peer has the same model as tables (`trip` with a unique index on "
+               "name + start + end) and a `history` table keyed by an autoincrement id (the token), one history row "
+               "per change written in the same transaction — what LogStore's log gives for free — through cached "
+               "prepared statements (SQLite's best case: no ORM, no model layer). Engine and raw figures come from "
+               "the engine suite of the same run. Ratios are saves per second over the peer's transactions (or "
+               "appends) per second; above 1 = LogStore faster.\n")
+    for title, entries, peers, note in MODEL_FIGURES:
+        present = [(label, results.get(key)) for label, key in entries if results.get(key)]
+        out.append(f"### {title}\n")
+        if not present:
+            out.append("(not run)\n")
+            continue
+        rows = rows_per_operation(present[0][1])
+        unit = "saves/s" if rows == 1 else f"saves/s ({rows:.0f} Trips each)"
+        out.append(f"| LogStore | {unit} | {'Trips/s | ' if rows != 1 else ''}p50 µs | p99 µs | range over passes | notes |")
+        out.append(f"|:--|--:|{'--:|' if rows != 1 else ''}--:|--:|--:|:--|")
+        for label, entry in present:
+            latency = entry["latencyMicroseconds"]
+            notes = []
+            rps = records_per_sync(entry)
+            if rps is not None and rps != float("inf"):
+                notes.append(f"{rps:,.2f} records per fdatasync")
+            registered = fact_median(entry, "registeredPerContextAtEnd")
+            if registered is not None:
+                notes.append(f"registered at end: {registered:,.0f} per context")
+            trips = f"{fmt_rate(entry['opsPerSecond'] * rows)} | " if rows != 1 else ""
+            out.append(f"| {label} | **{fmt_rate(entry['opsPerSecond'])}** | {trips}{fmt_us(latency['p50'])} | "
+                       f"{fmt_us(latency['p99'])} | {fmt_rate(entry['opsPerSecondMin'])}–{fmt_rate(entry['opsPerSecondMax'])} | "
+                       f"{'; '.join(notes)} |")
+        out.append("")
+        header = "| Peer | peer ops/s | peer p50 µs | " + " | ".join(f"{label} ÷ peer" for label, _ in present) + " |"
+        out.append(header)
+        out.append("|:--|--:|--:|" + "--:|" * len(present))
+        for peer_label, peer_id in peers:
+            peer = results.get(peer_id)
+            if peer is None:
+                out.append(f"| {peer_label} | (not run) | |" + " |" * len(present))
+                continue
+            peer_rows = rows_per_operation(peer)
+            rate = fmt_rate(peer["opsPerSecond"]) + (f" ({fmt_rate(peer['opsPerSecond'] * peer_rows)} rows/s)" if peer_rows != 1 else "")
+            cells = [ratio_cell(entry, peer, bold=(index == 0), with_range=(index == 0)) for index, (_, entry) in enumerate(present)]
+            out.append(f"| {peer_label} | {rate} | {fmt_us(peer['latencyMicroseconds']['p50'])} | " + " | ".join(cells) + " |")
+        out.append(f"\n{note} The headline column gives, in parentheses, the range pairing the extremes of both sides "
+                   "over the passes.\n")
+    return out
+
+
+def bytes_section(results):
+    """P7: on-disk bytes per transaction for the one-Trip insert (and the 100-Trip one)."""
+    out = ["## P7 bytes per transaction\n"]
+    out.append("What a save leaves on disk. LogStore: growth of the log's end offset (`logEndOffset`) per save over the "
+               "measured saves — the whole on-disk cost, record header (32 bytes) included; the payload holds the "
+               "transaction's timestamp, author, process identifier and the inserted values (LZ4-compressed when that "
+               "makes it smaller, from 128 bytes). SQLite: growth of database + WAL, after a TRUNCATE checkpoint at the "
+               "end of the run, over the empty schema, divided by the rows written (one `trip` row, its unique-index "
+               "entry and one `history` row each). ArchiveStore: the JSON file's size over the models it holds (it "
+               "is rewritten whole by every save).\n")
+    out.append("| Store | Trips per save | bytes per save | bytes per Trip | LogStore ÷ SQLite FULL (per Trip) | measured over |")
+    out.append("|:--|--:|--:|--:|--:|:--|")
+
+    def log_bytes(entry):
+        counters = entry.get("counters", {}) if entry else {}
+        if not counters.get("saves") or "logBytes" not in counters:
+            return None
+        return counters["logBytes"] / counters["saves"], counters["saves"]
+
+    sqlite_per_row = {}
+    for rows, key in ((1, "sqlite.model.full.1"), (100, "sqlite.model.full.100")):
+        entry = results.get(key)
+        if entry:
+            sqlite_per_row[rows] = fact_median(entry, "bytesPerRow")
+    for label, rows, keys in (("LogStore log", 1, ("P1.ctx", "P1.store", "P1.ctx.long")),
+                              ("LogStore log", 100, ("P4.ctx", "P4.store", "P4.ctx.long"))):
+        entry = next((results[k] for k in keys if log_bytes(results.get(k))), None)
+        if entry is None:
+            continue
+        per_save, saves = log_bytes(entry)
+        comparison = sqlite_per_row.get(rows)
+        ratio = fmt_ratio(per_save / rows / comparison) if comparison else "–"
+        process = fact_median(entry, "processIdentifierBytes")
+        extra = f"; of which {process:.0f} B process identifier per record" if process else ""
+        out.append(f"| {label} (`{entry['id']}`) | {rows} | {per_save:,.1f} | {per_save / rows:,.1f} | {ratio} | "
+                   f"{saves:,.0f} saves over {entry['passes']} passes{extra} |")
+    for rows, key in ((1, "sqlite.model.full.1"), (100, "sqlite.model.full.100"), (1, "sqlite.model.normal.1")):
+        entry = results.get(key)
+        per_row = fact_median(entry, "bytesPerRow") if entry else None
+        if per_row is None:
+            continue
+        rows_at_end = fact_median(entry, "rowsAtEnd")
+        out.append(f"| SQLite+history WAL {entry['facts'].get('synchronous', '?')} (`{key}`) | {rows} | {per_row * rows:,.1f} | "
+                   f"{per_row:,.1f} | | after {rows_at_end:,.0f} rows (median over passes) |")
+    archive = results.get("P1.archive")
+    if archive:
+        size, models = fact_median(archive, "archiveBytesAtEnd"), fact_median(archive, "modelsAtEnd")
+        if size and models:
+            out.append(f"| ArchiveStore JSON file (`P1.archive`) | 1 | {size:,.0f} (whole file, rewritten) | {size / models:,.1f} "
+                       f"| | {models:,.0f} models at end (median) |")
+    out.append("")
+    return out
+
+
 def extra_column(entry):
     parts = []
     rps = records_per_sync(entry)
@@ -191,6 +368,20 @@ def extra_column(entry):
     facts = entry.get("facts", {})
     if "journal_mode" in facts:
         parts.append(f"{facts['connection']}, journal_mode={facts['journal_mode']}, synchronous={facts['synchronous']}")
+    if "layer" in facts:
+        parts.append(f"{facts.get('store', '?')}, {facts['layer']}")
+    rows = rows_per_operation(entry)
+    if rows != 1:
+        parts.append(f"{rows:.0f} rows per save ({fmt_rate(entry['opsPerSecond'] * rows)} rows/s)")
+    registered = fact_median(entry, "registeredPerContextAtEnd")
+    if registered is not None:
+        parts.append(f"{registered:,.0f} registered per context at end")
+    models = fact_median(entry, "modelsAtEnd")
+    if models is not None:
+        parts.append(f"{fact_median(entry, 'modelsAtStart') or 0:,.0f} → {models:,.0f} models")
+    per_row = fact_median(entry, "bytesPerRow")
+    if per_row is not None:
+        parts.append(f"{per_row:,.1f} file bytes per row")
     return "; ".join(parts)
 
 
@@ -270,6 +461,9 @@ def main():
             out.append(f"| {label} | {fmt_rate(peer['opsPerSecond'])} | {fmt_us(peer['latencyMicroseconds']['p50'])} | "
                        f"**{fmt_ratio(ratio)}** | {fmt_ratio(low)}–{fmt_ratio(high)} | {fmt_ratio(p50_ratio)} |")
         out.append(f"\n{note} The range pairs the extremes of both sides over the passes (worst and best case).\n")
+
+    out.extend(model_sections(results))
+    out.extend(bytes_section(results))
 
     out.append("## Absolute figures\n")
     out.append("| Benchmark | id | threads | ops/s | ops/s range | p50 µs | p90 µs | p99 µs | max µs | tail ≥ 20×p50: ops, share of time | framework p50 ops/s | notes |")

@@ -6,7 +6,7 @@ import LogStoreEngine
 // Benchmarks run sorted by name, so names start with their figure (L = limits, P1–P3): the
 // CPU-only limits first, then every fdatasync-bound benchmark, and the no-sync ones last (their
 // writeback would otherwise disturb the syncing ones). `id`s are what `summarize.py` reads.
-// To add a workload: add a spec here (or a new suite target for the model layer) and, if it is a
+// To add a workload: add a spec here (model-layer ones go to ModelBenchmarks) and, if it is a
 // new figure, a line in `summarize.py`'s FIGURES.
 
 let benchmarks: @Sendable () -> Void = {
