@@ -7,6 +7,8 @@ let package = Package(
     products: [
         .library(name: "LogStore", targets: ["LogStore", "LogStoreEngine"]),
         .executable(name: "logstore", targets: ["logstore"]),
+        // The WWDC24 SampleTrips models, for examples and the benchmarks package.
+        .library(name: "SampleTrips", targets: ["SampleTrips"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),

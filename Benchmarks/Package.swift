@@ -21,6 +21,7 @@ let package = Package(
             dependencies: [
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "LogStore", package: "LogStore"),
+                .product(name: "SampleTrips", package: "LogStore"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Sources/BenchmarkSupport"

@@ -1,5 +1,6 @@
 import Foundation
 import LogStore
+@_exported import SampleTrips
 import LogStoreEngine
 
 /// Which store a model-layer workload saves to.
