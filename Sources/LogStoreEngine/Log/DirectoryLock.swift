@@ -27,6 +27,11 @@ final class DirectoryLock: Sendable {
             throw LogError.io(error, "Reading the store directory \(directory)")
         }
         let inserted = openStores.withLock { $0.insert(identity).inserted }
+        if !inserted, keptUntilExit.withLock({ $0.contains { $0.identity == identity } }) {
+            throw LogError(.alreadyOpenInProcess, "The store at \(directory) stays locked in this process: a failed "
+                + "fsync could not be cut back, so the page cache may still hold bytes that never became durable. "
+                + "Restart the process to open it again.", file: directory)
+        }
         guard inserted else {
             throw LogError(.alreadyOpenInProcess, "The store at \(directory) is already open in this process; "
                 + "share the open instance instead of opening it twice.", file: directory)
