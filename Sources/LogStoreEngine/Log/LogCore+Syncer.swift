@@ -84,14 +84,14 @@ extension LogCore {
         case let .failure(error):
             failStop(LogError(.syncFailed, "fdatasync failed: \(error). Records not yet durable were cut back; "
                 + "the log is read-only until reopened.", file: handle.path, offset: state.durableEnd,
-                underlying: error), extraByteCount: 0)
+                underlying: error))
         }
     }
 
     /// Fail-stop (lock held): cut the last segment back to the durable end (zero-fill and sync)
     /// before anyone learns of the failure, then refuse appends until reopened. A failed sync is
     /// never retried: the kernel may have dropped the dirty pages and would report success.
-    func failStop(_ failure: LogError, extraByteCount: UInt64) {
+    func failStop(_ failure: LogError) {
         guard state.failure == nil, !state.isFailing else { return }
         state.isFailing = true
         // A leader's fdatasync may be running: let it finish first. What it covers is durable, so
@@ -101,14 +101,14 @@ extension LogCore {
         let from = SegmentScanner.filePosition(logicalOffset: max(state.durableEnd, segment.baseOffset),
                                                baseOffset: segment.baseOffset)
         // Truncate rather than zero-fill: truncation also drops the cached pages, so even if the
-        // sync below fails, no open in this boot can read the undurable bytes (fsyncgate).
+        // sync below fails, no open in this boot can read the undurable bytes (fsyncgate). It also
+        // removes whatever part of a failed write reached the file past the written end.
         do {
             try segment.handle.truncate(toByteCount: from)
             try segment.handle.sync()
         } catch {
             state.cutBackFailed = true
         }
-        _ = extraByteCount
         state.preallocatedPosition = from
         state.writtenEnd = state.durableEnd
         state.failure = failure

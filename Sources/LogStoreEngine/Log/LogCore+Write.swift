@@ -92,7 +92,7 @@ extension LogCore {
                 do {
                     try ZeroFill.write(segment.handle, from: position, byteCount: UInt64(error.byteCountWritten))
                 } catch {
-                    failStop(LogError.io(error, "Zeroing a partial record"), extraByteCount: UInt64(error.byteCountWritten))
+                    failStop(LogError.io(error, "Zeroing a partial record"))
                 }
             }
             return LogError(.outOfSpace, "The append failed: the disk is full (\(error)). Nothing of it is "
@@ -101,7 +101,7 @@ extension LogCore {
         }
         let failure = LogError(.ioError, "The append failed: \(error). The log is read-only until reopened.",
                                file: segment.path, offset: state.writtenEnd, underlying: error)
-        failStop(failure, extraByteCount: UInt64(max(error.byteCountWritten, 0)))
+        failStop(failure)
         return failure
     }
 
@@ -138,7 +138,7 @@ extension LogCore {
             // A full disk leaves the old segment in use and the append fails; an fsync or rename
             // failure leaves the new file's durability unknown: fail-stop.
             if !error.isOutOfSpace || error.operation.contains("sync") {
-                failStop(LogError(.syncFailed, failure.message, file: failure.file, underlying: error), extraByteCount: 0)
+                failStop(LogError(.syncFailed, failure.message, file: failure.file, underlying: error))
             }
             throw failure
         }
