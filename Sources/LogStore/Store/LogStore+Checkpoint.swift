@@ -17,8 +17,6 @@ final class CheckpointState: @unchecked Sendable {
     private var isClosing = false
     private var writtenCount = 0
     private var lastError: (any Error)?
-    /// L: the highest history low-water mark any checkpoint on disk records (`nil`: none).
-    private var lowWaterMark: HistoryToken?
 
     /// What the open did: the checkpoint it started from, and how many log records it replayed.
     let openedFromOffset: UInt64?
@@ -27,7 +25,6 @@ final class CheckpointState: @unchecked Sendable {
     init(loaded: LoadedCheckpoints, replayedRecordCount: Int) {
         newestOffset = loaded.newest?.header.offset
         lastAttemptOffset = loaded.newest?.header.offset ?? 0
-        lowWaterMark = loaded.lowWaterMark
         openedFromOffset = loaded.newest?.header.offset
         openReplayedRecordCount = replayedRecordCount
     }
@@ -39,7 +36,6 @@ final class CheckpointState: @unchecked Sendable {
     }
 
     var newest: UInt64? { locked { newestOffset } }
-    var lowWater: HistoryToken? { locked { lowWaterMark } }
     var count: Int { locked { writtenCount } }
     var error: (any Error)? { locked { lastError } }
     var closing: Bool { locked { isClosing } }
@@ -68,7 +64,7 @@ final class CheckpointState: @unchecked Sendable {
         locked {
             isWriting = false
             if let offset {
-                newestOffset = offset
+                newestOffset = max(newestOffset ?? offset, offset)
                 writtenCount += 1
             }
             if let error { lastError = error }
@@ -104,6 +100,10 @@ struct LoadedCheckpoints {
     var newest: Newest?
     /// L: the highest low-water mark any checkpoint records.
     var lowWaterMark: HistoryToken?
+    /// The checkpoint holding the state right after L (its last transaction is L).
+    var lowWaterMarkCheckpointOffset: UInt64?
+    /// Every checkpoint file's offset, oldest first.
+    var offsets: [UInt64] = []
 }
 
 extension LogStore {
@@ -139,8 +139,6 @@ extension LogStore {
 
     // MARK: Internal
 
-    /// L: the highest history low-water mark any checkpoint records (D4), for the History work.
-    var checkpointLowWaterMark: HistoryToken? { checkpoints.lowWater }
     /// The checkpoint the last open started from.
     var openedFromCheckpointOffset: UInt64? { checkpoints.openedFromOffset }
     /// How many log records the open replayed (after the checkpoint it started from, if any).
@@ -180,7 +178,7 @@ extension LogStore {
             let header = CheckpointHeader(storeID: log.storeID, offset: log.writtenEnd, lastToken: lastToken,
                                           table: inner.table, sequenceEnd: inner.working.sequenceEnd,
                                           lastTimestampMicroseconds: inner.lastTimestampMicroseconds,
-                                          lowWaterMark: checkpoints.lowWater, bookmarks: [])
+                                          lowWaterMark: inner.lowWaterMark, bookmarks: inner.bookmarkList)
             return (header, inner.working)
         }
         let (header, state) = snapshot
@@ -188,6 +186,14 @@ extension LogStore {
             pruneCheckpoints(keeping: header.offset)
             return header.offset
         }
+        try writeCheckpointFile(header: header, state: state)
+        pruneCheckpoints(keeping: header.offset)
+        return header.offset
+    }
+
+    /// Syncs the log through the header's X, then writes the checkpoint file (temp, fsync,
+    /// rename, directory fsync). The caller holds the writer's role.
+    func writeCheckpointFile(header: CheckpointHeader, state: FoldState) throws(LogStoreError) {
         // After a failed sync the log is read-only and the in-memory state may hold undurable saves.
         guard !log.isReadOnly else {
             throw .log(LogError(.readOnly, "The store is read-only (a sync failed); no checkpoint is written. Reopen it."))
@@ -218,14 +224,12 @@ extension LogStore {
         } catch {
             preconditionFailure("unexpected error \(error)")
         }
-        pruneCheckpoints(keeping: header.offset)
-        return header.offset
     }
 
     /// Deletes every checkpoint but the newest (and those history still needs), then syncs the
     /// directory. Best effort: a checkpoint left behind is valid and harmless, and the next
     /// checkpoint tries again.
-    private func pruneCheckpoints(keeping newest: UInt64) {
+    func pruneCheckpoints(keeping newest: UInt64) {
         let fileSystem = configuration.fileSystem
         let directory = configuration.directory
         let keep = checkpointOffsetsNeededByHistory().union([newest])
@@ -240,10 +244,10 @@ extension LogStore {
         if removedAny { try? fileSystem.syncDirectory(directory) }
     }
 
-    /// HOOK for history deletion (D4): the checkpoint at the low-water mark is the base for time
-    /// travel and must survive pruning. No history is deleted yet, so none is needed.
+    /// The checkpoint at the low-water mark is the base for time travel and for the next
+    /// compaction's fold, and must survive pruning (D4).
     private func checkpointOffsetsNeededByHistory() -> Set<UInt64> {
-        []
+        inner.withLock { $0.lowWaterMarkCheckpointOffset.map { [$0] } ?? [] }
     }
 
     // MARK: Open
@@ -270,8 +274,12 @@ extension LogStore {
             let isNewest = file.name == newestFile.name
             let (header, state) = try readCheckpoint(file.name, offset: file.offset, log: log, configuration: configuration,
                                                     decodesRows: isNewest)
+            loaded.offsets.append(file.offset)
             if let mark = header.lowWaterMark, loaded.lowWaterMark.map({ mark.offset > $0.offset }) ?? true {
                 loaded.lowWaterMark = mark
+            }
+            if let mark = header.lowWaterMark, header.lastToken == mark, mark == loaded.lowWaterMark {
+                loaded.lowWaterMarkCheckpointOffset = file.offset
             }
             if isNewest, let state { loaded.newest = .init(name: file.name, header: header, state: state) }
         }

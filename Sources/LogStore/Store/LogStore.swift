@@ -20,6 +20,8 @@ public final class LogStore: DataStore, @unchecked Sendable {
     let inner: Mutex<Inner>
     /// Checkpoint bookkeeping (LogStore+Checkpoint.swift).
     let checkpoints: CheckpointState
+    /// One history deletion (or retention pass) at a time (History/LogStore+History.swift).
+    let compactionLock = NSLock()
 
     struct Inner: @unchecked Sendable {
         // @unchecked: only touched inside the Mutex.
@@ -37,6 +39,14 @@ public final class LogStore: DataStore, @unchecked Sendable {
         var refoldedAfterFailure = false
         var lastTimestampMicroseconds: Int64
         var closed = false
+        /// L: the newest deleted transaction; it and everything before it are invisible (D6).
+        var lowWaterMark: HistoryToken?
+        /// The checkpoint holding the state right after L (kept by pruning).
+        var lowWaterMarkCheckpointOffset: UInt64?
+        /// Registered history consumers, after every written record (D7).
+        var bookmarks: [String: CheckpointBookmark] = [:]
+
+        var bookmarkList: [CheckpointBookmark] { bookmarks.values.sorted { $0.name < $1.name } }
     }
 
     /// `pid@host` plus a UUID made once per process launch (DECISIONS.md D5).
@@ -62,6 +72,11 @@ public final class LogStore: DataStore, @unchecked Sendable {
                 start.state = newest.state
                 start.lastToken = newest.header.lastToken
                 start.lastTimestampMicroseconds = newest.header.lastTimestampMicroseconds
+                start.bookmarks = Dictionary(newest.header.bookmarks.map { ($0.name, $0) }, uniquingKeysWith: { $1 })
+            } else if log.startOffset > 0 {
+                throw LogStoreError.log(LogError(.corruption, "The log of \(configuration.directory) starts at offset "
+                    + "\(log.startOffset) (older history was deleted) but no checkpoint holds the state before it.",
+                    file: configuration.directory))
             }
             let replayed = try Replay(log: log, storeIdentifier: log.storeID.uuidString)
                 .run(from: start, startOffset: loaded.newest?.header.offset)
@@ -84,11 +99,16 @@ public final class LogStore: DataStore, @unchecked Sendable {
             self.checkpoints = CheckpointState(loaded: loaded, replayedRecordCount: replayed.recordCount)
             self.inner = Mutex(Inner(table: table, working: replayed.state, published: replayed.state,
                                      uniqueIndex: uniqueIndex, publishedToken: replayed.lastToken,
-                                     lastTimestampMicroseconds: replayed.lastTimestampMicroseconds))
+                                     lastTimestampMicroseconds: replayed.lastTimestampMicroseconds,
+                                     lowWaterMark: loaded.lowWaterMark,
+                                     lowWaterMarkCheckpointOffset: loaded.lowWaterMarkCheckpointOffset,
+                                     bookmarks: replayed.bookmarks))
         } catch {
             try? log.close()
             throw error
         }
+        // A compaction cut short (a crash, a full disk) left segments wholly at or below L: finish it.
+        finishCompaction()
     }
 
     deinit { try? log.close() }

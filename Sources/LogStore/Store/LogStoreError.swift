@@ -1,3 +1,4 @@
+import Foundation
 import LogStoreEngine
 
 /// Why a store refused an operation. A refused save writes nothing and leaves the state as it was.
@@ -25,6 +26,20 @@ public enum LogStoreError: Error, Sendable, Equatable, CustomStringConvertible {
     case corruptRecord(offset: UInt64, reason: String)
     /// The log below refused.
     case log(LogError)
+    /// The token points into deleted history (D6). Fetch from `resumeToken` (`token > resumeToken`)
+    /// for everything still retained; what lies between was deleted.
+    case historyTokenExpired(resumeToken: HistoryToken)
+    /// No transaction with this token's check starts at its offset: a token from a tail lost in a
+    /// crash, or from a restored backup, whose offset was reused (D6).
+    case historyTokenInvalid(HistoryToken, reason: String)
+    /// The token was made by another store.
+    case historyTokenOfAnotherStore(HistoryToken, store: UUID)
+    /// The token lies at or past the end of the visible log.
+    case historyTokenBeyondEnd(HistoryToken, end: UInt64)
+    /// The request asks for something this store does not do (the message says what it accepts).
+    case unsupportedFeature(String)
+    /// No consumer is registered under this name.
+    case unknownConsumer(String)
 
     public var description: String {
         switch self {
@@ -49,6 +64,17 @@ public enum LogStoreError: Error, Sendable, Equatable, CustomStringConvertible {
             "The save encodes to \(byteCount) bytes; one save is one record of at most \(limit) bytes. Save in smaller batches."
         case let .corruptRecord(offset, reason): "The record at offset \(offset) cannot be decoded: \(reason)."
         case let .log(error): error.description
+        case let .historyTokenExpired(resumeToken):
+            "The history token points into deleted history; history is retained after \(resumeToken) "
+                + "(fetch with `token > resumeToken` to resume; changes in between are gone)."
+        case let .historyTokenInvalid(token, reason):
+            "The history token \(token) is not valid for this store: \(reason)."
+        case let .historyTokenOfAnotherStore(token, store):
+            "The history token \(token) belongs to store \(token.storeIdentifier), not to this store \(store)."
+        case let .historyTokenBeyondEnd(token, end):
+            "The history token \(token) lies past the end of the log at offset \(end)."
+        case let .unsupportedFeature(what): what
+        case let .unknownConsumer(name): "No history consumer named \"\(name)\" is registered."
         }
     }
 }

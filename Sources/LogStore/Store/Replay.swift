@@ -20,6 +20,8 @@ struct Replay {
         var state = FoldState()
         var lastToken: HistoryToken?
         var lastTimestampMicroseconds: Int64 = 0
+        /// Registered history consumers (bookmark records).
+        var bookmarks: [String: CheckpointBookmark] = [:]
         var transactionCount = 0
         /// Records of any type this run read (opening from a checkpoint reads only those after it).
         var recordCount = 0
@@ -61,8 +63,12 @@ struct Replay {
             result.lastToken = HistoryToken(storeIdentifier: log.storeID, offset: record.offset, check: record.payloadCRC)
             result.lastTimestampMicroseconds = max(result.lastTimestampMicroseconds, transaction.timestampMicroseconds)
             result.transactionCount += 1
+        case .bookmark:
+            do { try BookmarkRecord.decode(record.payload, storeID: log.storeID).apply(to: &result.bookmarks) } catch {
+                throw .corruptRecord(offset: record.offset, reason: "bookmark record: \(error)")
+            }
         default:
-            // Opaque data and skippable types (bookmarks, dictionaries…) do not change the state.
+            // Opaque data and skippable types (dictionaries…) do not change the state.
             break
         }
     }

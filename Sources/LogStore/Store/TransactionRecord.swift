@@ -51,6 +51,17 @@ struct TransactionRecord: Sendable, Equatable {
         return writer.bytes
     }
 
+    /// The author and timestamp alone, read from the start of the payload without decoding the
+    /// changes (history filters on author read only this much).
+    static func decodePrefix(_ bytes: [UInt8]) throws(ByteReaderError) -> (author: String?, timestampMicroseconds: Int64) {
+        try ByteReader.read(bytes) { reader throws(ByteReaderError) in
+            guard try reader.readByte() == 1 else { throw .malformed("unknown transaction payload version") }
+            _ = try reader.readVarint()
+            let author = try reader.readByte() == 1 ? try ValueCodec.readString(&reader) : nil
+            return (author, try reader.read())
+        }
+    }
+
     static func decode(_ bytes: [UInt8], table: SchemaTable, storeIdentifier: String) throws(ByteReaderError) -> TransactionRecord {
         let entityNames = Dictionary(uniqueKeysWithValues: table.entities.map { ($0.id, $0.name) })
         let entitiesByID = Dictionary(uniqueKeysWithValues: table.entities.map { ($0.id, $0) })

@@ -126,6 +126,15 @@ public final class Log: Sendable {
         return try iterator.next()
     }
 
+    /// Deletes, oldest first, every segment whose records all end at or before `endOffset` —
+    /// never the last one — and returns the deleted segments' base offsets. History compaction
+    /// calls this after a checkpoint covers `endOffset`; the log then starts at a later offset.
+    /// Each deletion is made durable (directory fsync) before the next one starts.
+    @discardableResult
+    public func deleteSegments(endingAtOrBefore endOffset: UInt64) throws(LogError) -> [UInt64] {
+        try core.deleteSegments(endingAtOrBefore: endOffset)
+    }
+
     /// Syncs what was written, stops the syncer, closes the files and releases the lock.
     /// Throws if the final sync fails (the log was then cut back to its durable end).
     public func close() throws(LogError) {

@@ -106,10 +106,14 @@ extension LogCore {
         }
     }
 
-    /// Temporary files are the half-done creations of a crashed process: never referenced, safe to remove.
+    /// Temporary files are the half-done creations of a crashed process, and an index whose
+    /// segment is gone is what a crash during history compaction leaves: never referenced, safe
+    /// to remove.
     private static func removeTemporaryFiles(_ names: [String], directory: String, fileSystem: any FileSystem,
                                              report: inout RecoveryReport) throws(LogError) {
-        let temporary = names.filter(LogFileNames.isTemporary).sorted()
+        let segments = Set(names.compactMap(LogFileNames.segmentBaseOffset))
+        let orphanIndexes = names.filter { LogFileNames.indexBaseOffset($0).map { !segments.contains($0) } ?? false }
+        let temporary = (names.filter(LogFileNames.isTemporary) + orphanIndexes).sorted()
         guard !temporary.isEmpty else { return }
         do {
             for name in temporary { try fileSystem.removeFile(LogFileNames.join(directory, name)) }

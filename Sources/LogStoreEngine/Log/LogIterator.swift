@@ -35,6 +35,10 @@ public struct LogIterator: Sendable {
         }
     }
 
+    /// Records read so far, including those skipped because they start before the requested
+    /// offset (the seek cost: bounded by the sparse index's spacing, not by the log's length).
+    public private(set) var recordsRead = 0
+
     /// The logical offset the next record would start at.
     public var offset: UInt64 { scanner.offset }
 
@@ -54,6 +58,7 @@ public struct LogIterator: Sendable {
             }
             switch try scanner.next(decodesPayload: true) {
             case let .record(record):
+                recordsRead += 1
                 if record.offset < startOffset { continue }
                 return record
             case .end:

@@ -1,0 +1,253 @@
+import Foundation
+
+/// What a history predicate says that the store can act on without `Predicate.evaluate`
+/// (DECISIONS.md D6, D9): its top-level `&&` terms on `token`, `author` and `timestamp`.
+struct HistoryQuery: Sendable {
+    enum AuthorTest: Sendable, Equatable {
+        case equals(String?)
+        case notEquals(String?)
+
+        /// Swift semantics: `author != "x"` holds for a nil author.
+        func matches(_ author: String?) -> Bool {
+            switch self {
+            case let .equals(expected): author == expected
+            case let .notEquals(unexpected): author != unexpected
+            }
+        }
+    }
+
+    struct Bound<Value: Sendable>: Sendable {
+        var value: Value
+        var inclusive: Bool
+    }
+
+    /// The strongest lower bound on `token` (`token > s` or `token >= s`).
+    var tokenLowerBound: Bound<HistoryToken>?
+    /// The strongest upper bound on `token`.
+    var tokenUpperBound: Bound<HistoryToken>?
+    var timestampUpperBound: Bound<Date>?
+    var authorTests: [AuthorTest] = []
+    /// Every `HistoryToken` literal anywhere in the predicate (validated before any evaluation).
+    var tokenLiterals: [HistoryToken] = []
+    /// Some term is not one of the above: the predicate must still be evaluated.
+    var needsEvaluation = false
+    /// Terms that are neither token nor timestamp upper bounds (deleteHistory accepts only those).
+    var hasTermsOtherThanUpperBounds = false
+
+    init() {}
+
+    init<Transaction: HistoryTransaction>(_ predicate: Predicate<Transaction>?) {
+        guard let predicate else { return }
+        tokenLiterals = Self.tokenLiterals(in: predicate.expression)
+        for term in Self.conjuncts(of: predicate.expression) { take(term, transaction: Transaction.self) }
+    }
+
+    /// Whether a transaction passes the pushed-down tests (token bounds and author).
+    func matches(offset: UInt64, author: String?) -> Bool {
+        if let bound = tokenLowerBound, bound.inclusive ? offset < bound.value.offset : offset <= bound.value.offset {
+            return false
+        }
+        if let bound = tokenUpperBound, bound.inclusive ? offset > bound.value.offset : offset >= bound.value.offset {
+            return false
+        }
+        return authorTests.allSatisfy { $0.matches(author) }
+    }
+
+    /// Whether a record at `offset` and every later one fail the token upper bound.
+    func isPastUpperBound(_ offset: UInt64) -> Bool {
+        guard let bound = tokenUpperBound else { return false }
+        return bound.inclusive ? offset > bound.value.offset : offset >= bound.value.offset
+    }
+
+    // MARK: Reading the expression tree
+
+    private static func conjuncts(of expression: Any) -> [Any] {
+        if let conjunction = expression as? any ConjunctionExpression {
+            return conjuncts(of: conjunction.left) + conjuncts(of: conjunction.right)
+        }
+        return [expression]
+    }
+
+    private mutating func take<Transaction: HistoryTransaction>(_ term: Any, transaction: Transaction.Type) {
+        // A key path through the protocol requirement is not equal to the concrete type's stored
+        // property path that `#Predicate` records: accept both.
+        let concrete = Transaction.self == DefaultHistoryTransaction.self
+        let tokenPaths: Set<AnyKeyPath> = concrete ? [\DefaultHistoryTransaction.token] : [\Transaction.token]
+        let authorPaths: Set<AnyKeyPath> = concrete ? [\DefaultHistoryTransaction.author] : [\Transaction.author]
+        let timestampPaths: Set<AnyKeyPath> = concrete ? [\DefaultHistoryTransaction.timestamp] : [\Transaction.timestamp]
+        if let comparison = term as? any ComparisonExpression {
+            // `keyPath op value`, or `value op keyPath` (the operator then reads the other way).
+            var op = comparison.comparisonOperator
+            var path = (comparison.left as? any KeyPathExpression)?.anyKeyPath
+            var value = (comparison.right as? any ValueExpression)?.anyValue
+            if path == nil, let flipped = (comparison.right as? any KeyPathExpression)?.anyKeyPath {
+                path = flipped
+                value = (comparison.left as? any ValueExpression)?.anyValue
+                op = op.reversed
+            }
+            if let path, let value {
+                if tokenPaths.contains(path), let token = value as? HistoryToken {
+                    takeTokenBound(op, token)
+                    return
+                }
+                if timestampPaths.contains(path), let date = value as? Date, op == .lessThan || op == .lessThanOrEqual {
+                    // An accepted deleteHistory bound; a fetch evaluates it.
+                    let bound = Bound(value: date, inclusive: op == .lessThanOrEqual)
+                    if let current = timestampUpperBound,
+                       current.value < date || (current.value == date && !current.inclusive) {
+                        // The current bound is the stronger one.
+                    } else {
+                        timestampUpperBound = bound
+                    }
+                    needsEvaluation = true
+                    return
+                }
+            }
+        }
+        if let equality = term as? any EqualityExpression {
+            var path = (equality.left as? any KeyPathExpression)?.anyKeyPath
+            var other = equality.right
+            if path == nil {
+                path = (equality.right as? any KeyPathExpression)?.anyKeyPath
+                other = equality.left
+            }
+            if let path, authorPaths.contains(path), let operand = Self.stringOperand(other) {
+                authorTests.append(equality.isNegated ? .notEquals(operand.value) : .equals(operand.value))
+                hasTermsOtherThanUpperBounds = true
+                return
+            }
+        }
+        needsEvaluation = true
+        hasTermsOtherThanUpperBounds = true
+    }
+
+    private mutating func takeTokenBound(_ op: PredicateExpressions.ComparisonOperator, _ token: HistoryToken) {
+        switch op {
+        case .greaterThan, .greaterThanOrEqual:
+            let bound = Bound(value: token, inclusive: op == .greaterThanOrEqual)
+            hasTermsOtherThanUpperBounds = true
+            guard let current = tokenLowerBound else {
+                tokenLowerBound = bound
+                return
+            }
+            // The stronger lower bound: the higher offset; at equal offsets the exclusive one.
+            if token.offset > current.value.offset || (token.offset == current.value.offset && !bound.inclusive) {
+                tokenLowerBound = bound
+            }
+        case .lessThan, .lessThanOrEqual:
+            let bound = Bound(value: token, inclusive: op == .lessThanOrEqual)
+            guard let current = tokenUpperBound else {
+                tokenUpperBound = bound
+                return
+            }
+            if token.offset < current.value.offset || (token.offset == current.value.offset && !bound.inclusive) {
+                tokenUpperBound = bound
+            }
+        }
+    }
+
+    /// `"x"`, a captured `String?`, or `nil`: `.some(value)`; anything else `nil`.
+    private static func stringOperand(_ expression: Any) -> (value: String?, Void)? {
+        if expression is any NilLiteralExpression { return (nil, ()) }
+        guard let value = (expression as? any ValueExpression)?.anyValue else { return nil }
+        if let string = value as? String { return (string, ()) }
+        // A captured `String?` holding nil.
+        if value is String?, Mirror(reflecting: value).displayStyle == .optional,
+           Mirror(reflecting: value).children.isEmpty {
+            return (nil, ())
+        }
+        return nil
+    }
+
+    /// Every `HistoryToken` value in the tree, found by reflection (a token may sit anywhere,
+    /// even in a term the store does not push down).
+    private static func tokenLiterals(in expression: Any) -> [HistoryToken] {
+        var found: [HistoryToken] = []
+        var worklist: [Any] = [expression]
+        var visited = 0
+        // Bounded: an expression tree is finite and acyclic; the cap guards against surprises.
+        while let next = worklist.popLast(), visited < 100_000 {
+            visited += 1
+            if let token = next as? HistoryToken {
+                found.append(token)
+                continue
+            }
+            worklist += Mirror(reflecting: next).children.map(\.value)
+        }
+        return found
+    }
+}
+
+extension PredicateExpressions.ComparisonOperator {
+    /// The operator with its operands swapped (`a < b` ⇔ `b > a`).
+    var reversed: Self {
+        switch self {
+        case .lessThan: .greaterThan
+        case .lessThanOrEqual: .greaterThanOrEqual
+        case .greaterThan: .lessThan
+        case .greaterThanOrEqual: .lessThanOrEqual
+        }
+    }
+}
+
+// MARK: Views of Foundation's expression types without their generic parameters
+
+protocol ConjunctionExpression {
+    var left: Any { get }
+    var right: Any { get }
+}
+
+protocol ComparisonExpression {
+    var left: Any { get }
+    var right: Any { get }
+    var comparisonOperator: PredicateExpressions.ComparisonOperator { get }
+}
+
+protocol EqualityExpression {
+    var left: Any { get }
+    var right: Any { get }
+    var isNegated: Bool { get }
+}
+
+protocol KeyPathExpression {
+    var anyKeyPath: AnyKeyPath { get }
+}
+
+protocol ValueExpression {
+    var anyValue: Any { get }
+}
+
+protocol NilLiteralExpression {}
+
+extension PredicateExpressions.Conjunction: ConjunctionExpression {
+    var left: Any { lhs }
+    var right: Any { rhs }
+}
+
+extension PredicateExpressions.Comparison: ComparisonExpression {
+    var left: Any { lhs }
+    var right: Any { rhs }
+    var comparisonOperator: PredicateExpressions.ComparisonOperator { op }
+}
+
+extension PredicateExpressions.Equal: EqualityExpression {
+    var left: Any { lhs }
+    var right: Any { rhs }
+    var isNegated: Bool { false }
+}
+
+extension PredicateExpressions.NotEqual: EqualityExpression {
+    var left: Any { lhs }
+    var right: Any { rhs }
+    var isNegated: Bool { true }
+}
+
+extension PredicateExpressions.KeyPath: KeyPathExpression {
+    var anyKeyPath: AnyKeyPath { keyPath }
+}
+
+extension PredicateExpressions.Value: ValueExpression {
+    var anyValue: Any { value }
+}
+
+extension PredicateExpressions.NilLiteral: NilLiteralExpression {}

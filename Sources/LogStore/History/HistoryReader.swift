@@ -1,0 +1,128 @@
+import Foundation
+import LogStoreEngine
+
+/// Reads transactions out of a log for `fetchHistory`, the live tail and `logstore history`
+/// (DECISIONS.md D6): validates token literals, seeks to the lower bound through the sparse
+/// index, skips everything at or below the low-water mark, tests token bounds and authors
+/// without decoding changes, and evaluates only what is left.
+struct HistoryReader {
+    let log: Log
+    /// The newest intern table (tables only grow, so it decodes every record).
+    let table: SchemaTable
+    /// L: transactions at or below it are invisible; tokens below it have expired.
+    let lowWaterMark: HistoryToken?
+
+    var storeIdentifier: String { log.storeID.uuidString }
+
+    struct Fetched<Transaction> {
+        var transactions: [Transaction]
+        /// Records read from the log, including those the seek skipped.
+        var recordsRead: Int
+    }
+
+    /// Checks every token in the query as D6 says: another store's token, one past the visible
+    /// end, a lower bound into deleted history, and a token whose check does not match the record
+    /// at its offset each throw their own error — before anything is evaluated.
+    func validate(_ query: HistoryQuery) throws(LogStoreError) {
+        let end = log.visibleEnd
+        for token in query.tokenLiterals {
+            guard token.storeIdentifier == log.storeID else { throw .historyTokenOfAnotherStore(token, store: log.storeID) }
+            guard token.offset < end else { throw .historyTokenBeyondEnd(token, end: end) }
+        }
+        if let bound = query.tokenLowerBound { try checkNotExpired(bound.value, inclusive: bound.inclusive) }
+        for token in query.tokenLiterals { try verify(token) }
+    }
+
+    /// `token > s` needs s ≥ L; `token >= s` needs s > L (D6).
+    func checkNotExpired(_ token: HistoryToken, inclusive: Bool) throws(LogStoreError) {
+        guard let mark = lowWaterMark else { return }
+        if token.offset < mark.offset || (inclusive && token.offset == mark.offset) {
+            throw .historyTokenExpired(resumeToken: mark)
+        }
+    }
+
+    /// A token at L is checked against L; one in the kept log against its record.
+    func verify(_ token: HistoryToken) throws(LogStoreError) {
+        if let mark = lowWaterMark, token.offset == mark.offset {
+            guard token.check == mark.check else {
+                throw .historyTokenInvalid(token, reason: "the transaction at offset \(token.offset) has check "
+                    + "\(mark.check), the token \(token.check)")
+            }
+            return
+        }
+        guard token.offset >= log.startOffset, lowWaterMark.map({ token.offset > $0.offset }) ?? true else { return }
+        let record: LogRecord?
+        do throws(LogError) { record = try log.firstRecord(atOrAfter: token.offset) } catch { throw .log(error) }
+        guard let record, record.offset == token.offset, record.type == .transaction else {
+            throw .historyTokenInvalid(token, reason: "no transaction starts at offset \(token.offset)")
+        }
+        guard record.payloadCRC == token.check else {
+            throw .historyTokenInvalid(token, reason: "the transaction at offset \(token.offset) has check "
+                + "\(record.payloadCRC), the token \(token.check) (a token from a lost tail or a restored backup)")
+        }
+    }
+
+    /// Where reading starts: just after L, or at the lower bound, whichever is later.
+    func startOffset(for query: HistoryQuery) -> UInt64 {
+        var start = log.startOffset
+        if let mark = lowWaterMark { start = max(start, mark.offset + 1) }
+        if let bound = query.tokenLowerBound {
+            start = max(start, bound.inclusive ? bound.value.offset : bound.value.offset + 1)
+        }
+        return start
+    }
+
+    /// The transactions the descriptor selects, in log order (or its sort), at most `fetchLimit`.
+    func fetch<Transaction: HistoryTransaction>(
+        _ descriptor: HistoryDescriptor<Transaction>, as make: (DefaultHistoryTransaction) -> Transaction
+    ) throws -> Fetched<Transaction> {
+        let query = HistoryQuery(descriptor.predicate)
+        try validate(query)
+        let limit = descriptor.sortBy.isEmpty ? descriptor.fetchLimit.map { max(0, $0) } : nil
+        var fetched = Fetched<Transaction>(transactions: [], recordsRead: 0)
+        if limit == 0 { return fetched }
+        var records = try iterator(from: startOffset(for: query))
+        defer { fetched.recordsRead = records.recordsRead }
+        while let record = try records.next() {
+            if query.isPastUpperBound(record.offset) { break }
+            guard record.type == .transaction else { continue }
+            if !query.authorTests.isEmpty {
+                let author: String?
+                do { author = try TransactionRecord.decodePrefix(record.payload).author } catch {
+                    throw LogStoreError.corruptRecord(offset: record.offset, reason: "transaction record: \(error)")
+                }
+                guard query.matches(offset: record.offset, author: author) else { continue }
+            } else if !query.matches(offset: record.offset, author: nil) {
+                continue
+            }
+            let transaction = make(try decode(record))
+            if query.needsEvaluation, let predicate = descriptor.predicate, try !predicate.evaluate(transaction) { continue }
+            fetched.transactions.append(transaction)
+            if let limit, fetched.transactions.count >= limit { break }
+        }
+        if !descriptor.sortBy.isEmpty {
+            fetched.transactions.sort(using: descriptor.sortBy)
+            if let limit = descriptor.fetchLimit { fetched.transactions = Array(fetched.transactions.prefix(max(0, limit))) }
+        }
+        return fetched
+    }
+
+    func iterator(from offset: UInt64) throws(LogStoreError) -> LogIterator {
+        do throws(LogError) { return try log.records(from: min(offset, log.visibleEnd)) } catch { throw .log(error) }
+    }
+
+    func decode(_ record: LogRecord) throws(LogStoreError) -> DefaultHistoryTransaction {
+        let transaction: TransactionRecord
+        do {
+            transaction = try TransactionRecord.decode(record.payload, table: table, storeIdentifier: storeIdentifier)
+        } catch {
+            throw .corruptRecord(offset: record.offset, reason: "transaction record: \(error)")
+        }
+        return DefaultHistoryTransaction(
+            token: HistoryToken(storeIdentifier: log.storeID, offset: record.offset, check: record.payloadCRC),
+            author: transaction.author,
+            timestamp: Date(timeIntervalSince1970: Double(transaction.timestampMicroseconds) / 1_000_000),
+            storeIdentifier: storeIdentifier, processIdentifier: transaction.processIdentifier,
+            changes: transaction.changes.map(HistoryChange.init))
+    }
+}

@@ -1,0 +1,311 @@
+import Foundation
+import LogStoreEngine
+
+/// What one history deletion did.
+public struct HistoryCompaction: Sendable, Equatable {
+    /// L before the deletion.
+    public var previousLowWaterMark: HistoryToken?
+    /// L after it: this transaction and everything before it are gone from history.
+    public var lowWaterMark: HistoryToken?
+    /// The base offsets of the segment files deleted, oldest first.
+    public var deletedSegments: [UInt64] = []
+    /// Bytes of log deleted (records and segment headers).
+    public var reclaimedByteCount: UInt64 = 0
+    /// The consumer whose bookmark held the deletion back, if one did.
+    public var heldBackByConsumer: String?
+}
+
+extension LogStore: HistoryProviding {
+    public typealias HistoryType = DefaultHistoryTransaction
+
+    // MARK: Fetching
+
+    /// The transactions the descriptor selects, oldest first (or in its sort order), as
+    /// DECISIONS.md D6 says: a token lower bound at or after the low-water mark L is complete up
+    /// to the visible end; an older one throws ``LogStoreError/historyTokenExpired(resumeToken:)``;
+    /// a token whose check does not match throws ``LogStoreError/historyTokenInvalid(_:reason:)``.
+    /// Without a token lower bound it returns the retained history and never expires.
+    public func fetchHistory(_ descriptor: HistoryDescriptor<DefaultHistoryTransaction>) throws -> [DefaultHistoryTransaction] {
+        try fetchHistoryCounting(descriptor).transactions
+    }
+
+    /// `fetchHistory` that also says how many log records it read (tests of the seek cost).
+    func fetchHistoryCounting(_ descriptor: HistoryDescriptor<DefaultHistoryTransaction>) throws
+        -> HistoryReader.Fetched<DefaultHistoryTransaction> {
+        refreshAfterLogFailure()
+        do {
+            return try historyReader().fetch(descriptor) { $0 }
+        } catch let error as LogStoreError {
+            // A compaction deleted the segments the fetch was about to read: ask again, which now
+            // sees the new L (and throws historyTokenExpired if the token is older).
+            guard case let .log(logError) = error, logError.code == .offsetOutOfRange else { throw error }
+            return try historyReader().fetch(descriptor) { $0 }
+        }
+    }
+
+    func historyReader() -> HistoryReader {
+        inner.withLock { HistoryReader(log: log, table: $0.table, lowWaterMark: $0.lowWaterMark) }
+    }
+
+    /// L: the newest deleted transaction, or `nil` while no history was deleted. `token > L`
+    /// returns all retained history.
+    public var historyLowWaterMark: HistoryToken? { inner.withLock { $0.lowWaterMark } }
+
+    // MARK: Deleting
+
+    /// Deletes history as DECISIONS.md D6 says, held back by registered consumers (D7).
+    public func deleteHistory(_ descriptor: HistoryDescriptor<DefaultHistoryTransaction>) throws {
+        try deleteHistory(descriptor, force: false)
+    }
+
+    /// Deletes history up to the newest transaction the descriptor's predicate selects: no
+    /// predicate (everything up to the newest transaction), an upper bound on `token` (`<`, `<=`),
+    /// an upper bound on `timestamp`, or both with `&&`; anything else throws
+    /// ``LogStoreError/unsupportedFeature(_:)``. That transaction becomes the low-water mark L.
+    ///
+    /// Unless `force` is set, L stops at the oldest registered consumer's bookmark. The state is
+    /// untouched. A checkpoint holding the state right after L is written first (D4); then older
+    /// checkpoints are pruned and every segment whose records are all at or below L is deleted,
+    /// never the segment being written.
+    @discardableResult
+    public func deleteHistory(_ descriptor: HistoryDescriptor<DefaultHistoryTransaction>, force: Bool) throws -> HistoryCompaction {
+        let query = HistoryQuery(descriptor.predicate)
+        if descriptor.predicate != nil,
+           query.hasTermsOtherThanUpperBounds || (query.tokenUpperBound == nil && query.timestampUpperBound == nil) {
+            throw LogStoreError.unsupportedFeature("deleteHistory accepts no predicate, an upper bound on token "
+                + "(`$0.token < t` or `<=`), an upper bound on timestamp, or both joined with &&.")
+        }
+        compactionLock.lock()
+        defer { compactionLock.unlock() }
+        let reader = historyReader()
+        try reader.validate(query)
+        var target = try newestTransaction(upTo: query, reader: reader)
+        var heldBack: String?
+        if !force, let candidate = target, let (name, bookmark) = oldestBookmark(), bookmark.map({ $0 < candidate.token }) ?? true {
+            heldBack = name
+            target = try bookmark.map { token throws(LogStoreError) in
+                (token, try recordEnd(of: token))
+            }
+        }
+        var compaction = try compact(to: target)
+        compaction.heldBackByConsumer = heldBack
+        return compaction
+    }
+
+    /// Makes `target` the low-water mark (if it moves L forward) and deletes what it covers.
+    /// The caller holds `compactionLock`.
+    func compact(to target: (token: HistoryToken, end: UInt64)?) throws -> HistoryCompaction {
+        let previous = historyLowWaterMark
+        var compaction = HistoryCompaction(previousLowWaterMark: previous, lowWaterMark: previous)
+        if let target, previous.map({ target.token.offset > $0.offset }) ?? true {
+            try writeLowWaterMarkCheckpoint(target.token, end: target.end)
+            compaction.lowWaterMark = target.token
+        }
+        let startBefore = log.startOffset
+        compaction.deletedSegments = try deleteSegmentsCoveredByLowWaterMark()
+        compaction.reclaimedByteCount = log.startOffset - startBefore
+            + UInt64(compaction.deletedSegments.count * FormatConstants.segmentHeaderByteCount)
+        return compaction
+    }
+
+    /// Deletes the segments wholly at or below L (never the last). Opening calls it too, so a
+    /// compaction cut short by a crash or a full disk finishes: it needs no new file (D7).
+    @discardableResult
+    func deleteSegmentsCoveredByLowWaterMark() throws -> [UInt64] {
+        guard let end = inner.withLock({ $0.lowWaterMarkCheckpointOffset }) else { return [] }
+        do throws(LogError) { return try log.deleteSegments(endingAtOrBefore: end) } catch { throw LogStoreError.log(error) }
+    }
+
+    func finishCompaction() {
+        guard !log.isReadOnly else { return }
+        compactionLock.lock()
+        defer { compactionLock.unlock() }
+        _ = try? deleteSegmentsCoveredByLowWaterMark()
+    }
+
+    /// The newest visible transaction the query's upper bounds admit, after L, with its end.
+    private func newestTransaction(upTo query: HistoryQuery, reader: HistoryReader) throws(LogStoreError)
+        -> (token: HistoryToken, end: UInt64)? {
+        if query.timestampUpperBound == nil, query.tokenUpperBound == nil {
+            guard let newest = currentToken else { return nil }
+            return (newest, try recordEnd(of: newest))
+        }
+        if query.timestampUpperBound == nil, let bound = query.tokenUpperBound, bound.inclusive,
+           bound.value.offset >= log.startOffset {
+            // Validated: the record at the token is a transaction with this check.
+            return (bound.value, try recordEnd(of: bound.value))
+        }
+        // Token and timestamp both only grow along the log: the first transaction past either
+        // bound ends the run.
+        var newest: (token: HistoryToken, end: UInt64)?
+        do {
+            var records = try reader.iterator(from: reader.startOffset(for: HistoryQuery()))
+            while let record = try records.next() {
+                if query.isPastUpperBound(record.offset) { break }
+                guard record.type == .transaction else { continue }
+                if let bound = query.timestampUpperBound {
+                    let timestamp: Int64
+                    do { timestamp = try TransactionRecord.decodePrefix(record.payload).timestampMicroseconds } catch {
+                        throw LogStoreError.corruptRecord(offset: record.offset, reason: "transaction record: \(error)")
+                    }
+                    let date = Date(timeIntervalSince1970: Double(timestamp) / 1_000_000)
+                    if bound.inclusive ? date > bound.value : date >= bound.value { break }
+                }
+                newest = (HistoryToken(storeIdentifier: log.storeID, offset: record.offset, check: record.payloadCRC),
+                          record.endOffset)
+            }
+        } catch let error as LogError {
+            throw .log(error)
+        } catch let error as LogStoreError {
+            throw error
+        } catch {
+            preconditionFailure("unexpected \(error)")
+        }
+        return newest
+    }
+
+    /// The end offset of the transaction a (validated) token names.
+    func recordEnd(of token: HistoryToken) throws(LogStoreError) -> UInt64 {
+        if let mark = historyLowWaterMark, token.offset == mark.offset, let end = inner.withLock({ $0.lowWaterMarkCheckpointOffset }) {
+            return end
+        }
+        do throws(LogError) {
+            guard let record = try log.firstRecord(atOrAfter: token.offset), record.offset == token.offset else {
+                throw LogError(.offsetOutOfRange, "No record starts at offset \(token.offset).", offset: token.offset)
+            }
+            return record.endOffset
+        } catch {
+            throw .log(error)
+        }
+    }
+
+    /// Writes the checkpoint at the end of L's record, recording L, then publishes L in memory.
+    private func writeLowWaterMarkCheckpoint(_ mark: HistoryToken, end: UInt64) throws {
+        try checkpoints.beginOnDemand()
+        var written: UInt64?
+        var failure: (any Error)?
+        defer { checkpoints.end(wrote: written, error: failure) }
+        do {
+            var (header, state) = try stateAfter(mark, end: end)
+            header.lowWaterMark = mark
+            try writeCheckpointFile(header: header, state: state)
+            written = end
+            inner.withLock { inner in
+                inner.lowWaterMark = mark
+                inner.lowWaterMarkCheckpointOffset = end
+            }
+            pruneCheckpoints(keeping: checkpoints.newest.map { max($0, end) } ?? end)
+        } catch {
+            failure = error
+            throw error
+        }
+    }
+
+    /// The checkpoint header and state right after `mark`: a copy of the working state when
+    /// nothing was written after it, else a fold from the newest checkpoint at or before it.
+    private func stateAfter(_ mark: HistoryToken, end: UInt64) throws(LogStoreError) -> (CheckpointHeader, FoldState) {
+        let current = inner.withLock { inner -> (CheckpointHeader, FoldState)? in
+            guard log.writtenEnd == end else { return nil }
+            return (CheckpointHeader(storeID: log.storeID, offset: end, lastToken: mark, table: inner.table,
+                                     sequenceEnd: inner.working.sequenceEnd,
+                                     lastTimestampMicroseconds: inner.lastTimestampMicroseconds,
+                                     lowWaterMark: inner.lowWaterMark, bookmarks: inner.bookmarkList),
+                    inner.working)
+        }
+        if let current { return current }
+        let replayed = try Self.fold(log: log, configuration: configuration, through: mark.offset, endingAt: end)
+        return (CheckpointHeader(storeID: log.storeID, offset: end, lastToken: replayed.lastToken, table: replayed.table,
+                                 sequenceEnd: replayed.state.sequenceEnd,
+                                 lastTimestampMicroseconds: replayed.lastTimestampMicroseconds,
+                                 lowWaterMark: nil, bookmarks: replayed.bookmarks.values.sorted { $0.name < $1.name }),
+                replayed.state)
+    }
+
+    /// Folds the log through the record at `offset` (inclusive), starting from the newest
+    /// checkpoint at or before `end` (or from the empty state when the log is whole).
+    static func fold(log: Log, configuration: LogStoreConfiguration, through offset: UInt64,
+                     endingAt end: UInt64) throws(LogStoreError) -> Replay.Result {
+        let fileSystem = configuration.fileSystem
+        let names: [String]
+        do throws(FileSystemError) { names = try fileSystem.contentsOfDirectory(configuration.directory) } catch {
+            throw .log(LogError(.ioError, "Listing \(configuration.directory): \(error).", file: configuration.directory,
+                                underlying: error))
+        }
+        let base = names.compactMap(CheckpointFileName.offset).filter { $0 <= end }.max()
+        var start = Replay.Result()
+        if let base {
+            let (header, state) = try readCheckpoint(CheckpointFileName.name(offset: base), offset: base, log: log,
+                                                     configuration: configuration, decodesRows: true)
+            start.table = header.table
+            start.state = state ?? FoldState()
+            start.lastToken = header.lastToken
+            start.lastTimestampMicroseconds = header.lastTimestampMicroseconds
+            start.bookmarks = Dictionary(header.bookmarks.map { ($0.name, $0) }, uniquingKeysWith: { $1 })
+        } else if log.startOffset > 0 {
+            throw .log(LogError(.corruption, "The log starts at offset \(log.startOffset) (older history was deleted) "
+                + "but no checkpoint at or before \(end) holds the state there.", file: configuration.directory))
+        }
+        return try Replay(log: log, storeIdentifier: log.storeID.uuidString, throughOffset: offset)
+            .run(from: start, startOffset: base ?? log.startOffset)
+    }
+
+    // MARK: Consumers (D7)
+
+    /// The registered history consumers, by name.
+    public var historyConsumers: [ConsumerBookmark] {
+        inner.withLock { $0.bookmarkList.map(ConsumerBookmark.init) }
+    }
+
+    /// Registers (or re-registers) a consumer of history: until it acknowledges, deletions keep
+    /// everything after `token` (all retained history when `nil`). Stored as a record in the log.
+    public func registerHistoryConsumer(_ name: String, after token: HistoryToken? = nil) throws {
+        if let token { try historyReader().validate(tokenOnly(token)) }
+        try writeBookmark(.set, name: name, token: token)
+    }
+
+    /// Records that `name` has processed everything up to `token`. Costs one small record and no
+    /// `fdatasync` of its own: it becomes durable with the next save (a crash may lose it, which
+    /// only makes retention keep more).
+    public func acknowledgeHistory(_ name: String, through token: HistoryToken) throws {
+        guard inner.withLock({ $0.bookmarks[name] != nil }) else { throw LogStoreError.unknownConsumer(name) }
+        try historyReader().validate(tokenOnly(token))
+        try writeBookmark(.set, name: name, token: token)
+    }
+
+    /// Forgets a consumer; its bookmark no longer holds history back.
+    public func unregisterHistoryConsumer(_ name: String) throws {
+        guard let bookmark = inner.withLock({ $0.bookmarks[name] }) else { throw LogStoreError.unknownConsumer(name) }
+        try writeBookmark(.remove, name: name, token: bookmark.token)
+    }
+
+    private func tokenOnly(_ token: HistoryToken) -> HistoryQuery {
+        var query = HistoryQuery()
+        query.tokenLiterals = [token]
+        return query
+    }
+
+    func writeBookmark(_ operation: BookmarkRecord.Operation, name: String, token: HistoryToken?) throws(LogStoreError) {
+        try inner.withLock { inner throws(LogStoreError) in
+            guard !inner.closed else { throw .log(LogError(.closed, "The store is closed.")) }
+            let now = max(Int64(Date().timeIntervalSince1970 * 1_000_000), inner.lastTimestampMicroseconds)
+            let record = BookmarkRecord(operation: operation,
+                                        bookmark: CheckpointBookmark(name: name, token: token, lastActivityMicroseconds: now))
+            do throws(LogError) { _ = try log.write(record.encoded(), type: .bookmark) } catch { throw .log(error) }
+            record.apply(to: &inner.bookmarks)
+        }
+    }
+
+    /// The consumer with the oldest bookmark (`nil` token = holds everything), if any.
+    private func oldestBookmark() -> (String, HistoryToken?)? {
+        inner.withLock { inner in
+            inner.bookmarks.values.min { lhs, rhs in
+                switch (lhs.token, rhs.token) {
+                case (nil, nil): lhs.name < rhs.name
+                case (nil, _): true
+                case (_, nil): false
+                case let (left?, right?): left.offset < right.offset
+                }
+            }.map { ($0.name, $0.token) }
+        }
+    }
+}

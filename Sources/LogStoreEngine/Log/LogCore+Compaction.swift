@@ -1,0 +1,40 @@
+extension LogCore {
+    /// Deletes, oldest first, the segments whose records all end at or before `endOffset` —
+    /// never the last segment — and returns their base offsets (DECISIONS.md D6).
+    ///
+    /// The segments leave the in-memory list first (new readers never see them; a reader that
+    /// already holds one keeps its open descriptor until it is done). Then, per segment: unlink
+    /// its index, unlink the segment, fsync the directory. A power cut at any point leaves a
+    /// prefix of them deleted: the log still starts at a segment base and every kept segment
+    /// ends where the next begins. An index left without its segment is removed at the next open.
+    func deleteSegments(endingAtOrBefore endOffset: UInt64) throws(LogError) -> [UInt64] {
+        let doomed: [SegmentFile] = try conditionLock.withLock { () throws(LogError) -> [SegmentFile] in
+            guard !state.isClosed else { throw LogError(.closed, "The log is closed.", file: directory) }
+            guard !state.isReadOnly else {
+                throw LogError(.readOnly, "The log is open read-only; history cannot be compacted.", file: directory)
+            }
+            var count = 0
+            // Segment i's records end where segment i + 1 begins.
+            while count + 1 < state.segments.count, state.segments[count + 1].baseOffset <= endOffset { count += 1 }
+            let doomed = Array(state.segments.prefix(count))
+            state.segments.removeFirst(count)
+            let bases = Set(doomed.map(\.baseOffset))
+            state.pendingIndexWrites.removeAll { bases.contains($0.baseOffset) }
+            return doomed
+        }
+        var deleted: [UInt64] = []
+        for segment in doomed {
+            do throws(FileSystemError) {
+                let indexPath = path(LogFileNames.index(segment.baseOffset))
+                if (try? fileSystem.kind(of: indexPath)) != nil { try fileSystem.removeFile(indexPath) }
+                try fileSystem.removeFile(segment.path)
+                try fileSystem.syncDirectory(directory)
+            } catch {
+                throw LogError.io(error, "Deleting segment \(segment.path) (history compaction; the segments before "
+                    + "it are deleted, it and later ones are kept until the next compaction or open)")
+            }
+            deleted.append(segment.baseOffset)
+        }
+        return deleted
+    }
+}

@@ -1,0 +1,421 @@
+import Foundation
+@testable import LogStore
+import LogStoreEngine
+import LogStoreTestSupport
+import SampleTrips
+import Testing
+
+/// History (DECISIONS.md D6, D7): fetching after a token, author filters with Swift semantics,
+/// tombstones, token validation, deleteHistory and the low-water mark, consumers holding history
+/// back, and compaction that survives power cuts.
+@Suite struct HistoryTests {
+    static let directory = "/history"
+
+    static func open(_ fileSystem: SimulatedFileSystem, segmentByteCountMax: UInt64 = 64 * 1024 * 1024,
+                     durability: Durability = .synchronous) throws -> (ModelContainer, LogStore) {
+        let configuration = LogStoreConfiguration(directory: directory, durability: durability,
+                                                  segmentByteCountMax: segmentByteCountMax,
+                                                  checkpointIntervalByteCount: 0, fileSystem: fileSystem)
+        let container = try ModelContainer(for: sampleTripsModels, configuration: configuration)
+        return (container, container.dataStore(as: LogStore.self)!)
+    }
+
+    /// Saves one trip per call through a fresh context and returns the save's token.
+    @discardableResult
+    static func saveTrip(_ container: ModelContainer, _ number: Int, author: String? = nil) throws -> HistoryToken {
+        let context = ModelContext(container)
+        context.author = author
+        context.insert(Trip(name: "trip \(number)", destination: "place \(number)", startDate: day(number),
+                            endDate: day(number + 3)))
+        try context.save()
+        return try #require(container.dataStore(as: LogStore.self)!.currentToken)
+    }
+
+    static func tokens(_ transactions: [DefaultHistoryTransaction]) -> [HistoryToken] { transactions.map(\.token) }
+
+    static func after(_ token: HistoryToken) -> HistoryDescriptor<DefaultHistoryTransaction> {
+        HistoryDescriptor(predicate: #Predicate { $0.token > token })
+    }
+
+    // MARK: The WWDC24 scenario
+
+    /// The widget confirms a living accommodation; the app fetches what the widget changed since
+    /// its saved JSON token, finds exactly that trip, and keeps the new token. A trip deleted
+    /// later is seen through its tombstone's preserved values.
+    @Test func widgetChangesAreFoundAfterTheAppsSavedToken() throws {
+        let fileSystem = SimulatedFileSystem()
+        let (container, store) = try Self.open(fileSystem)
+        let app = ModelContext(container)
+        let paris = Trip(name: "Paris", destination: "France", startDate: day(10), endDate: day(14))
+        paris.livingAccommodation = LivingAccommodation(address: "1 Rue de Rivoli", placeName: "Hôtel")
+        let rome = Trip(name: "Rome", destination: "Italy", startDate: day(20), endDate: day(25))
+        rome.livingAccommodation = LivingAccommodation(address: "Via del Corso 2", placeName: "Albergo")
+        app.insert(paris)
+        app.insert(rome)
+        try app.save()
+        // The app keeps its token as JSON (in UserDefaults, say).
+        let savedJSON = try JSONEncoder().encode(try #require(store.currentToken))
+
+        // The widget (another context with its own author) confirms Paris's accommodation; the app
+        // itself renames Rome.
+        let widget = ModelContext(container)
+        widget.author = "widget"
+        let widgetParis = try #require(try widget.fetch(FetchDescriptor<Trip>()).first { $0.name == "Paris" })
+        widgetParis.livingAccommodation?.isConfirmed = true
+        try widget.save()
+        rome.destination = "Lazio"
+        try app.save()
+
+        let token = try JSONDecoder().decode(HistoryToken.self, from: savedJSON)
+        let descriptor = HistoryDescriptor<DefaultHistoryTransaction>(
+            predicate: #Predicate { $0.token > token && $0.author == "widget" })
+        let transactions = try app.fetchHistory(descriptor)
+        #expect(transactions.count == 1)
+        let changes = try #require(transactions.first?.changes)
+        #expect(changes.count == 1)
+        guard case let .update(update) = changes.first else {
+            Issue.record("expected an update, got \(changes)")
+            return
+        }
+        #expect(update.changedPersistentIdentifier == paris.livingAccommodation?.persistentModelID)
+        #expect(update.updatedAttributes == ["isConfirmed"])
+        #expect(update[\LivingAccommodation.isConfirmed] == true)
+        #expect(update.updatedAttributes(of: LivingAccommodation.self) == [\LivingAccommodation.isConfirmed])
+        #expect(transactions.first?.author == "widget")
+        #expect(transactions.first?.processIdentifier == LogStore.processIdentifier)
+        #expect(transactions.first?.storeIdentifier == store.identifier)
+        // The app stores the newest token it has seen.
+        let newToken = try #require(transactions.last?.token)
+        #expect(newToken > token)
+
+        // Rome is deleted; history keeps its name and dates (preserveValueOnDeletion), not its
+        // destination. Its accommodation goes with it (cascade), as its own change.
+        app.delete(rome)
+        try app.save()
+        let deletion = try #require(try store.fetchHistory(Self.after(newToken)).last)
+        let tombstones = deletion.changes.compactMap { change -> HistoryDelete? in
+            if case let .delete(delete) = change { return delete }
+            return nil
+        }
+        #expect(tombstones.count == 2)
+        let tripTombstone = try #require(tombstones.first { $0.tombstone.entityName == Trip.entityName }).tombstone
+        #expect(tripTombstone[\Trip.name] == "Rome")
+        #expect(tripTombstone[\Trip.startDate] == day(20))
+        #expect(tripTombstone[\Trip.destination] == nil)
+        #expect(tripTombstone["endDate"] == .date(day(25)))
+        #expect(tombstones.contains { $0.changedPersistentIdentifier.entityName == LivingAccommodation.entityName })
+    }
+
+    // MARK: Fetch semantics
+
+    /// `author != "x"` includes transactions without an author, as Swift says; `== nil` finds
+    /// exactly those; the pushed-down answer equals `Predicate.evaluate` over all history.
+    @Test func authorFiltersFollowSwiftSemantics() throws {
+        let (container, store) = try Self.open(SimulatedFileSystem())
+        let authors: [String?] = [nil, "app", "widget", nil, "widget", "Widget", "app", nil]
+        for (number, author) in authors.enumerated() { try Self.saveTrip(container, number, author: author) }
+        let all = try store.fetchHistory(HistoryDescriptor())
+        #expect(all.map(\.author) == authors)
+        let notWidget = try store.fetchHistory(HistoryDescriptor(predicate: #Predicate { $0.author != "widget" }))
+        #expect(notWidget.map(\.author) == authors.filter { $0 != "widget" })
+        let noAuthor = try store.fetchHistory(HistoryDescriptor(predicate: #Predicate { $0.author == nil }))
+        #expect(noAuthor.count == 3)
+        let someAuthor = try store.fetchHistory(HistoryDescriptor(predicate: #Predicate { $0.author != nil }))
+        #expect(someAuthor.count == 5)
+        let name: String? = "app"
+        let captured = try store.fetchHistory(HistoryDescriptor(predicate: #Predicate { $0.author == name }))
+        #expect(captured.map(\.author) == ["app", "app"])
+        // A term the store does not push down goes through Predicate.evaluate, after the pushed ones.
+        let third = all[2].token
+        let mixed = #Predicate<DefaultHistoryTransaction> {
+            $0.token >= third && $0.author != "app" && $0.changes.count == 1
+        }
+        let expected = try all.filter { try mixed.evaluate($0) }
+        #expect(try store.fetchHistory(HistoryDescriptor(predicate: mixed)) == expected)
+        #expect(expected.map(\.author) == ["widget", nil, "widget", "Widget", nil])
+    }
+
+    /// Limits, sorts, inclusive and exclusive bounds on both sides, bounds written either way round.
+    @Test func tokenBoundsLimitsAndSorts() throws {
+        let (container, store) = try Self.open(SimulatedFileSystem())
+        var tokens: [HistoryToken] = []
+        for number in 0..<10 { tokens.append(try Self.saveTrip(container, number, author: number.isMultiple(of: 2) ? "even" : nil)) }
+        let (low, high) = (tokens[2], tokens[7])
+        #expect(Self.tokens(try store.fetchHistory(HistoryDescriptor(predicate: #Predicate { $0.token > low && $0.token <= high })))
+            == Array(tokens[3...7]))
+        #expect(Self.tokens(try store.fetchHistory(HistoryDescriptor(predicate: #Predicate { low <= $0.token && high > $0.token })))
+            == Array(tokens[2...6]))
+        var limited = HistoryDescriptor<DefaultHistoryTransaction>(predicate: #Predicate { $0.token > low })
+        limited.fetchLimit = 3
+        #expect(Self.tokens(try store.fetchHistory(limited)) == Array(tokens[3...5]))
+        var newestFirst = HistoryDescriptor<DefaultHistoryTransaction>(sortBy: [SortDescriptor(\.transactionIdentifier, order: .reverse)])
+        newestFirst.fetchLimit = 2
+        #expect(Self.tokens(try store.fetchHistory(newestFirst)) == [tokens[9], tokens[8]])
+        #expect(try store.fetchHistory(Self.after(tokens[9])).isEmpty)
+    }
+
+    /// Tokens are checked before anything is evaluated: another store's, one past the end, and
+    /// one whose check does not match each throw their own error.
+    @Test func badTokensThrowTheirOwnErrors() throws {
+        let (container, store) = try Self.open(SimulatedFileSystem())
+        let token = try Self.saveTrip(container, 1)
+        try Self.saveTrip(container, 2)
+        let foreign = HistoryToken(storeIdentifier: UUID(), offset: token.offset, check: token.check)
+        #expect(throws: LogStoreError.historyTokenOfAnotherStore(foreign, store: store.log.storeID)) {
+            try store.fetchHistory(Self.after(foreign))
+        }
+        let beyond = HistoryToken(storeIdentifier: token.storeIdentifier, offset: store.logEndOffset + 10, check: 1)
+        #expect(throws: LogStoreError.historyTokenBeyondEnd(beyond, end: store.logEndOffset)) {
+            try store.fetchHistory(Self.after(beyond))
+        }
+        let wrongCheck = HistoryToken(storeIdentifier: token.storeIdentifier, offset: token.offset, check: token.check ^ 1)
+        do {
+            _ = try store.fetchHistory(Self.after(wrongCheck))
+            Issue.record("a token with the wrong check was accepted")
+        } catch let LogStoreError.historyTokenInvalid(invalid, _) {
+            #expect(invalid == wrongCheck)
+        }
+        let inside = HistoryToken(storeIdentifier: token.storeIdentifier, offset: token.offset + 1, check: token.check)
+        #expect {
+            try store.fetchHistory(HistoryDescriptor(predicate: #Predicate { $0.token < inside }))
+        } throws: { error in
+            if case .historyTokenInvalid = error as? LogStoreError { return true }
+            return false
+        }
+    }
+
+    /// A save lost in a power cut, whose offset a new save then reuses: the old token is invalid.
+    @Test func aTokenFromALostTailIsInvalid() throws {
+        let fileSystem = SimulatedFileSystem()
+        let (container, store) = try Self.open(fileSystem, durability: .none)
+        try Self.saveTrip(container, 1)
+        try store.log.sync()
+        let lost = try Self.saveTrip(container, 2, author: "lost")
+        let cut = fileSystem.powerCut(.nothingUnsynced)
+        try store.close()
+
+        let (reopenedContainer, reopened) = try Self.open(cut, durability: .none)
+        let reused = try Self.saveTrip(reopenedContainer, 3, author: "new")
+        #expect(reused.offset == lost.offset)
+        #expect(reused.check != lost.check)
+        #expect {
+            try reopened.fetchHistory(Self.after(lost))
+        } throws: { error in
+            if case let .historyTokenInvalid(token, _) = error as? LogStoreError { return token == lost }
+            return false
+        }
+        try reopened.close()
+    }
+
+    // MARK: deleteHistory
+
+    /// With no consumers: after deleteHistory(token <= t), `token > t` returns exactly the later
+    /// saves, any older token expires with resumeToken t, the state is untouched — and all of
+    /// that again after reopening.
+    @Test func deletingHistoryExpiresOlderTokens() throws {
+        let fileSystem = SimulatedFileSystem()
+        var (container, store) = try Self.open(fileSystem, segmentByteCountMax: 1024)
+        var tokens: [HistoryToken] = []
+        for number in 0..<40 { tokens.append(try Self.saveTrip(container, number)) }
+        let stateBefore = store.allSnapshots()
+        let segmentsBefore = store.log.segmentBaseOffsets.count
+        let cutoff = tokens[24]
+        let compaction = try store.deleteHistory(HistoryDescriptor(predicate: #Predicate { $0.token <= cutoff }), force: false)
+        #expect(compaction.lowWaterMark == cutoff)
+        #expect(!compaction.deletedSegments.isEmpty)
+        #expect(store.log.segmentBaseOffsets.count == segmentsBefore - compaction.deletedSegments.count)
+        #expect(compaction.reclaimedByteCount > 0)
+
+        for round in 0..<2 {
+            #expect(store.historyLowWaterMark == cutoff, "round \(round)")
+            #expect(Self.tokens(try store.fetchHistory(Self.after(cutoff))) == Array(tokens[25...]), "round \(round)")
+            #expect(Self.tokens(try store.fetchHistory(HistoryDescriptor())) == Array(tokens[25...]), "round \(round)")
+            for older in [tokens[0], tokens[10], tokens[23]] {
+                #expect(throws: LogStoreError.historyTokenExpired(resumeToken: cutoff)) { try store.fetchHistory(Self.after(older)) }
+            }
+            #expect(throws: LogStoreError.historyTokenExpired(resumeToken: cutoff)) {
+                try store.fetchHistory(HistoryDescriptor(predicate: #Predicate { $0.token >= cutoff }))
+            }
+            // The state is untouched.
+            #expect(store.allSnapshots() == stateBefore, "round \(round)")
+            #expect(try ModelContext(container).fetchCount(FetchDescriptor<Trip>()) == 40)
+            try store.close()
+            (container, store) = try Self.open(fileSystem, segmentByteCountMax: 1024)
+        }
+        // Saves after the deletion carry on, and history folds from the checkpoint at L.
+        let later = try Self.saveTrip(container, 100)
+        #expect(Self.tokens(try store.fetchHistory(Self.after(tokens[39]))) == [later])
+        try store.close()
+    }
+
+    /// deleteHistory() with no predicate deletes everything up to the newest transaction but
+    /// never the segment being written; saves after it survive a reopen.
+    @Test func deletingAllHistoryKeepsTheSegmentBeingWritten() throws {
+        let fileSystem = SimulatedFileSystem()
+        let (container, store) = try Self.open(fileSystem, segmentByteCountMax: 1024)
+        for number in 0..<30 { try Self.saveTrip(container, number) }
+        let newest = try #require(store.currentToken)
+        let lastSegment = try #require(store.log.segmentBaseOffsets.last)
+        try ModelContext(container).deleteHistory(HistoryDescriptor<DefaultHistoryTransaction>())
+        #expect(store.historyLowWaterMark == newest)
+        #expect(store.log.segmentBaseOffsets == [lastSegment])
+        #expect(try store.fetchHistory(HistoryDescriptor()).isEmpty)
+        let after = try Self.saveTrip(container, 31)
+        let state = store.allSnapshots()
+        try store.close()
+
+        let (_, reopened) = try Self.open(fileSystem, segmentByteCountMax: 1024)
+        #expect(reopened.allSnapshots() == state)
+        #expect(Self.tokens(try reopened.fetchHistory(Self.after(newest))) == [after])
+        try reopened.close()
+    }
+
+    /// Only upper bounds on token and timestamp (or none) are accepted.
+    @Test func deleteHistoryAcceptsOnlyUpperBounds() throws {
+        let (container, store) = try Self.open(SimulatedFileSystem())
+        let first = try Self.saveTrip(container, 1, author: "a")
+        let second = try Self.saveTrip(container, 2, author: "a")
+        for predicate in [#Predicate<DefaultHistoryTransaction> { $0.author == "a" },
+                          #Predicate<DefaultHistoryTransaction> { $0.token > first },
+                          #Predicate<DefaultHistoryTransaction> { $0.token <= second || $0.author == nil }] {
+            #expect {
+                try store.deleteHistory(HistoryDescriptor(predicate: predicate))
+            } throws: { error in
+                if case .unsupportedFeature = error as? LogStoreError { return true }
+                return false
+            }
+        }
+        #expect(store.historyLowWaterMark == nil)
+        // A timestamp bound (ANDed with a token bound) is accepted: everything saved up to now, but
+        // not past `second`.
+        let now = Date()
+        try store.deleteHistory(HistoryDescriptor(predicate: #Predicate { $0.timestamp <= now && $0.token < second }))
+        #expect(store.historyLowWaterMark == first)
+        try store.deleteHistory(HistoryDescriptor(predicate: #Predicate { $0.timestamp < now }))
+        #expect(store.historyLowWaterMark == second)
+    }
+
+    /// A registered consumer's bookmark older than t holds the deletion back unless forced; once
+    /// forced past it, the consumer's next fetch from its bookmark expires.
+    @Test func consumersHoldHistoryBack() throws {
+        let fileSystem = SimulatedFileSystem()
+        var (container, store) = try Self.open(fileSystem, segmentByteCountMax: 1024)
+        var tokens: [HistoryToken] = []
+        for number in 0..<20 { tokens.append(try Self.saveTrip(container, number)) }
+        try store.registerHistoryConsumer("sync", after: tokens[5])
+        try store.registerHistoryConsumer("widget")
+        try store.acknowledgeHistory("widget", through: tokens[12])
+        #expect(store.historyConsumers.map(\.name) == ["sync", "widget"])
+        let cutoff = tokens[15]
+        let clamped = try store.deleteHistory(HistoryDescriptor(predicate: #Predicate { $0.token <= cutoff }), force: false)
+        #expect(clamped.lowWaterMark == tokens[5])
+        #expect(clamped.heldBackByConsumer == "sync")
+        #expect(Self.tokens(try store.fetchHistory(Self.after(tokens[5]))) == Array(tokens[6...]))
+
+        // Bookmarks are records in the log: they survive a reopen.
+        try store.close()
+        (container, store) = try Self.open(fileSystem, segmentByteCountMax: 1024)
+        #expect(store.historyConsumers.map(\.token) == [tokens[5], tokens[12]])
+        try store.acknowledgeHistory("sync", through: tokens[9])
+        let second = try store.deleteHistory(HistoryDescriptor(predicate: #Predicate { $0.token <= cutoff }))
+        _ = second
+        #expect(store.historyLowWaterMark == tokens[9])
+        try store.deleteHistory(HistoryDescriptor(predicate: #Predicate { $0.token <= cutoff }), force: true)
+        #expect(store.historyLowWaterMark == cutoff)
+        #expect(throws: LogStoreError.historyTokenExpired(resumeToken: cutoff)) {
+            try store.fetchHistory(Self.after(tokens[12]))
+        }
+        try store.unregisterHistoryConsumer("sync")
+        #expect(throws: LogStoreError.unknownConsumer("sync")) { try store.acknowledgeHistory("sync", through: tokens[19]) }
+        try store.close()
+    }
+
+    // MARK: Properties
+
+    /// Random saves (inserts, updates, cascade deletes) by random authors: history after any
+    /// token is exactly the saves made after it, in order; folding all history from an empty
+    /// state gives the current state.
+    @Test(arguments: 0..<6)
+    func historyIsExactlyTheSaves(seed: Int) throws {
+        var random = CheckpointTests.Random(state: UInt64(seed) &* 7919 &+ 11)
+        var names = 0
+        let (container, store) = try Self.open(SimulatedFileSystem(), segmentByteCountMax: 2048)
+        var saves: [HistoryToken] = []
+        for _ in 0..<30 {
+            let before = store.currentToken
+            try CheckpointTests.randomSaves(container, count: 1, random: &random, names: &names)
+            if let token = store.currentToken, token != before { saves.append(token) }
+        }
+        #expect(Self.tokens(try store.fetchHistory(HistoryDescriptor())) == saves)
+        for (index, token) in saves.enumerated() {
+            #expect(Self.tokens(try store.fetchHistory(Self.after(token))) == Array(saves[(index + 1)...]))
+        }
+        var folded = FoldState()
+        for transaction in try store.fetchHistory(HistoryDescriptor()) {
+            for change in transaction.changes { folded.apply(change.resolved) }
+        }
+        #expect(Self.snapshots(folded, store: store) == store.allSnapshots())
+    }
+
+    static func snapshots(_ state: FoldState, store: LogStore) -> [String: [DefaultSnapshot]] {
+        var result: [String: [DefaultSnapshot]] = [:]
+        for entity in store.schema.entities {
+            result[entity.name] = state.rows(of: entity.name).map {
+                DefaultSnapshot(persistentIdentifier: .identifier(for: store.identifier, entityName: entity.name, primaryKey: $0.0),
+                                values: $0.1.values)
+            }
+        }
+        return result
+    }
+
+    // MARK: Crash-safe compaction
+
+    /// A fault at each step of a compaction (checkpoint write, rename, directory syncs, each
+    /// pruned checkpoint and deleted segment) stops it there; a power cut then leaves a store that
+    /// opens with the same state and L either the old or the new one — the new one whenever the
+    /// deletion returned — and later history intact.
+    @Test(arguments: 0..<16)
+    func aPowerCutAtAnyStepOfCompactionLosesNothing(point: Int) throws {
+        for seed in 0..<3 {
+            let fileSystem = SimulatedFileSystem()
+            let (container, store) = try Self.open(fileSystem, segmentByteCountMax: 1024)
+            var tokens: [HistoryToken] = []
+            for number in 0..<30 { tokens.append(try Self.saveTrip(container, number)) }
+            _ = try store.checkpoint()
+            for number in 30..<40 { tokens.append(try Self.saveTrip(container, number)) }
+            let expected = store.allSnapshots()
+            let cutoff = tokens[33]
+            let directory = SimulatedFileSystem.PathFilter.exactly(Self.directory)
+            switch point {
+            case 0: fileSystem.failOpen(path: .suffix(".ckpt.tmp"))
+            case 1: fileSystem.failWrite(after: 1, path: .suffix(".ckpt.tmp"))
+            case 2: fileSystem.failSync(path: .suffix(".ckpt.tmp"))
+            case 3: fileSystem.failRename(path: .suffix(".ckpt"))
+            case 4...12: fileSystem.failSyncDirectory(after: point - 4, path: directory)
+            case 13...14: fileSystem.failRemove(after: point - 13, path: .suffix(".log"))
+            default: break
+            }
+            var completed = false
+            do {
+                try store.deleteHistory(HistoryDescriptor(predicate: #Predicate { $0.token <= cutoff }), force: false)
+                completed = true
+            } catch {}
+            let cut = fileSystem.powerCut(seed: UInt64(point * 10 + seed))
+            fileSystem.clearFaults()
+            try? store.close()
+
+            let (_, reopened) = try Self.open(cut, segmentByteCountMax: 1024)
+            #expect(reopened.allSnapshots() == expected, "point \(point) seed \(seed)")
+            let mark = reopened.historyLowWaterMark
+            #expect(mark == nil || mark == cutoff, "point \(point) seed \(seed)")
+            if completed { #expect(mark == cutoff, "point \(point) seed \(seed)") }
+            #expect(Self.tokens(try reopened.fetchHistory(Self.after(cutoff))) == Array(tokens[34...]), "point \(point)")
+            if mark == cutoff {
+                // The reopen finished the deletion: no segment wholly at or below L is left.
+                let bases = reopened.log.segmentBaseOffsets
+                #expect(bases.count == 1 || bases[1] > cutoff.offset, "point \(point) seed \(seed): \(bases)")
+            }
+            try reopened.close()
+        }
+    }
+}
