@@ -12,6 +12,7 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         // liblz4 from the system (Debian: liblz4-dev).
@@ -30,7 +31,7 @@ let package = Package(
         // Layers Model, Store, History, Context.
         .target(
             name: "LogStore",
-            dependencies: ["LogStoreEngine"]
+            dependencies: ["LogStoreEngine", .product(name: "Logging", package: "swift-log")]
         ),
         // The WWDC24 SampleTrips model, shared by the tool's demo and the tests.
         .target(

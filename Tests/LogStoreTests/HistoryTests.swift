@@ -419,3 +419,162 @@ import Testing
         }
     }
 }
+
+/// The live tail (D10), retention (D7) and the seek cost of a token bound.
+@Suite struct HistoryTailAndRetentionTests {
+    typealias H = HistoryTests
+
+    /// The tail yields what is retained after its token, then each new save as it happens.
+    @Test func theTailYieldsNewSavesAsTheyHappen() async throws {
+        let (container, store) = try H.open(SimulatedFileSystem())
+        let first = try H.saveTrip(container, 0)
+        let second = try H.saveTrip(container, 1)
+        let received = Task { () -> [HistoryToken] in
+            var tokens: [HistoryToken] = []
+            for try await transaction in store.historyTail(after: first) {
+                tokens.append(transaction.token)
+                if tokens.count == 3 { break }
+            }
+            return tokens
+        }
+        try await Task.sleep(for: .milliseconds(50))
+        let third = try H.saveTrip(container, 2)
+        try await Task.sleep(for: .milliseconds(20))
+        let fourth = try H.saveTrip(container, 3)
+        #expect(try await received.value == [second, third, fourth])
+        try store.close()
+    }
+
+    /// Cancelling the task ends the tail; closing the store ends it too.
+    @Test func theTailEndsOnCancellationAndClose() async throws {
+        let (container, store) = try H.open(SimulatedFileSystem())
+        try H.saveTrip(container, 0)
+        let waiting = Task { () -> Int in
+            var count = 0
+            for try await _ in store.historyTail() { count += 1 }
+            return count
+        }
+        try await Task.sleep(for: .milliseconds(50))
+        waiting.cancel()
+        #expect(try await waiting.value == 1)
+
+        let untilClose = Task { () -> Int in
+            var count = 0
+            for try await _ in store.historyTail(after: store.currentToken) { count += 1 }
+            return count
+        }
+        try await Task.sleep(for: .milliseconds(50))
+        try store.close()
+        #expect(try await untilClose.value == 0)
+    }
+
+    /// A tail whose position history deletion passes throws historyTokenExpired with L.
+    @Test func theTailExpiresWhenDeletionPassesIt() async throws {
+        let (container, store) = try H.open(SimulatedFileSystem())
+        var tokens: [HistoryToken] = []
+        for number in 0..<4 { tokens.append(try H.saveTrip(container, number)) }
+        var iterator = store.historyTail(after: tokens[0]).makeAsyncIterator()
+        #expect(try await iterator.next()?.token == tokens[1])
+        let cutoff = tokens[2]
+        try store.deleteHistory(HistoryDescriptor(predicate: #Predicate { $0.token <= cutoff }))
+        await #expect(throws: LogStoreError.historyTokenExpired(resumeToken: cutoff)) { _ = try await iterator.next() }
+        // A tail from L itself reads on.
+        var resumed = store.historyTail(after: cutoff).makeAsyncIterator()
+        #expect(try await resumed.next()?.token == tokens[3])
+        try store.close()
+    }
+
+    /// The byte limit keeps about that much history (plus at most a segment); the age limit
+    /// deletes what is older; a consumer holds both back until it lags or idles too long, and
+    /// is then dropped (its next fetch from its bookmark expires).
+    @Test func retentionLimitsHistoryAndDropsLaggingConsumers() throws {
+        let (container, store) = try H.open(SimulatedFileSystem(), segmentByteCountMax: 1024)
+        var tokens: [HistoryToken] = []
+        for number in 0..<60 { tokens.append(try H.saveTrip(container, number)) }
+        try store.registerHistoryConsumer("laggard", after: tokens[3])
+        let byBytes = HistoryRetention(historyByteCountMax: 2048)
+        let heldBack = try store.applyRetention(byBytes)
+        #expect(heldBack.lowWaterMark == tokens[3])
+        #expect(heldBack.heldBackByConsumer == "laggard")
+
+        let dropping = HistoryRetention(historyByteCountMax: 2048, consumerLagByteCountMax: 4096)
+        let compaction = try store.applyRetention(dropping)
+        #expect(compaction.droppedConsumers == ["laggard"])
+        #expect(store.historyConsumers.isEmpty)
+        let mark = try #require(compaction.lowWaterMark)
+        #expect(store.logEndOffset - mark.offset <= 2048 + 300)
+        #expect(store.logEndOffset - store.log.startOffset <= 2048 + 1024 + 300)
+        #expect(throws: LogStoreError.historyTokenExpired(resumeToken: mark)) { try store.fetchHistory(H.after(tokens[3])) }
+        let retained = try store.fetchHistory(HistoryDescriptor())
+        #expect(retained.first.map { $0.token.offset >= store.logEndOffset - 2048 } == true)
+        #expect(H.tokens(retained) == tokens.filter { $0 > mark })
+
+        // Age: what was saved before the pause goes, what was saved after stays.
+        Thread.sleep(forTimeInterval: 0.4)
+        let recent = try H.saveTrip(container, 100)
+        try store.applyRetention(HistoryRetention(historyAgeMax: .milliseconds(200)))
+        #expect(store.historyLowWaterMark == tokens[59])
+        #expect(H.tokens(try store.fetchHistory(HistoryDescriptor())) == [recent])
+        try store.close()
+    }
+
+    /// With limits in the configuration, retention runs by itself after saves, off the save path.
+    @Test func retentionRunsInTheBackground() throws {
+        let fileSystem = SimulatedFileSystem()
+        var configuration = LogStoreConfiguration(directory: H.directory, segmentByteCountMax: 1024,
+                                                  checkpointIntervalByteCount: 0, fileSystem: fileSystem)
+        configuration.historyRetention = HistoryRetention(historyByteCountMax: 2048)
+        let container = try ModelContainer(for: sampleTripsModels, configuration: configuration)
+        let store = try #require(container.dataStore(as: LogStore.self))
+        for number in 0..<40 { try H.saveTrip(container, number) }
+        let deadline = Date().addingTimeInterval(10)
+        while store.log.startOffset == 0 || store.logEndOffset - store.log.startOffset > 2048 + 1024 + 300 {
+            guard Date() < deadline else { break }
+            try H.saveTrip(container, 1000 + Int(store.logEndOffset % 1000))
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        #expect(store.log.startOffset > 0)
+        #expect(store.logEndOffset - store.log.startOffset <= 2048 + 1024 + 300)
+        try store.close()
+    }
+
+    /// Fetching 1,000 transactions after a token near the end reads about 1,000 records whatever
+    /// the log's length: the seek goes through the segment list and the sparse index.
+    @Test func seekCostDoesNotGrowWithTheLog() throws {
+        let long = ProcessInfo.processInfo.environment["LOGSTORE_LONG"] != nil
+        var reads: [Int: Int] = [:]
+        for count in [10_000, long ? 1_000_000 : 200_000] {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("seek-\(UUID().uuidString)").path
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let configuration = LogStoreConfiguration(directory: directory, durability: .none, checkpointIntervalByteCount: 0)
+            let container = try ModelContainer(for: sampleTripsModels, configuration: configuration)
+            let store = try #require(container.dataStore(as: LogStore.self))
+            try H.saveTrip(container, 0, author: "seed")
+            // The same encoded save, appended `count` times straight to the log (fast; history
+            // reading does not care that the changes repeat).
+            let seed = try #require(store.currentToken)
+            let payload = try #require(try store.log.firstRecord(atOrAfter: seed.offset)).payload
+            var positions: [LogPosition] = []
+            positions.reserveCapacity(count)
+            for _ in 0..<count { positions.append(try store.log.write(payload, type: .transaction)) }
+            let near = positions[count - 1_001]
+            let token = HistoryToken(storeIdentifier: store.log.storeID, offset: near.offset, check: near.payloadCRC)
+            var descriptor = H.after(token)
+            descriptor.fetchLimit = 1_000
+            let fetched = try store.fetchHistoryCounting(descriptor)
+            #expect(fetched.transactions.count == 1_000)
+            #expect(fetched.transactions.first?.token.offset == positions[count - 1_000].offset)
+            let byAuthor = try store.fetchHistoryCounting(HistoryDescriptor(predicate: #Predicate {
+                $0.token > token && $0.author == "seed"
+            }))
+            #expect(byAuthor.transactions.count == 1_000)
+            reads[count] = fetched.recordsRead
+            // The index keeps a record start every indexIntervalByteCount bytes.
+            let perInterval = Int(FormatConstants.indexIntervalByteCount) / payload.count + 2
+            #expect(fetched.recordsRead <= 1_000 + perInterval + 1, "\(count) transactions: \(fetched.recordsRead) records read")
+            #expect(byAuthor.recordsRead <= 1_000 + perInterval + 1)
+            try store.close()
+        }
+        print("records read for 1,000 transactions after a token near the end:", reads.sorted { $0.key < $1.key })
+    }
+}

@@ -82,7 +82,6 @@ struct HistoryReader {
         var fetched = Fetched<Transaction>(transactions: [], recordsRead: 0)
         if limit == 0 { return fetched }
         var records = try iterator(from: startOffset(for: query))
-        defer { fetched.recordsRead = records.recordsRead }
         while let record = try records.next() {
             if query.isPastUpperBound(record.offset) { break }
             guard record.type == .transaction else { continue }
@@ -100,6 +99,7 @@ struct HistoryReader {
             fetched.transactions.append(transaction)
             if let limit, fetched.transactions.count >= limit { break }
         }
+        fetched.recordsRead = records.recordsRead
         if !descriptor.sortBy.isEmpty {
             fetched.transactions.sort(using: descriptor.sortBy)
             if let limit = descriptor.fetchLimit { fetched.transactions = Array(fetched.transactions.prefix(max(0, limit))) }

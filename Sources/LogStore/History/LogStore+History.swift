@@ -13,6 +13,8 @@ public struct HistoryCompaction: Sendable, Equatable {
     public var reclaimedByteCount: UInt64 = 0
     /// The consumer whose bookmark held the deletion back, if one did.
     public var heldBackByConsumer: String?
+    /// Consumers retention dropped (past the lag or idle limit).
+    public var droppedConsumers: [String] = []
 }
 
 extension LogStore: HistoryProviding {
@@ -101,6 +103,8 @@ extension LogStore: HistoryProviding {
             try writeLowWaterMarkCheckpoint(target.token, end: target.end)
             compaction.lowWaterMark = target.token
         }
+        // Live tails behind the new L must throw historyTokenExpired now, not at the next save.
+        tailSignal.signal()
         let startBefore = log.startOffset
         compaction.deletedSegments = try deleteSegmentsCoveredByLowWaterMark()
         compaction.reclaimedByteCount = log.startOffset - startBefore
@@ -135,15 +139,24 @@ extension LogStore: HistoryProviding {
             // Validated: the record at the token is a transaction with this check.
             return (bound.value, try recordEnd(of: bound.value))
         }
-        // Token and timestamp both only grow along the log: the first transaction past either
-        // bound ends the run.
+        return try newestTransaction(
+            offsetBound: query.tokenUpperBound.map { HistoryQuery.Bound(value: $0.value.offset, inclusive: $0.inclusive) },
+            timestampBound: query.timestampUpperBound)
+    }
+
+    /// The newest visible transaction after L starting before (or at, if inclusive) the offset
+    /// bound, with a timestamp before (or at) the timestamp bound. Offsets and timestamps only
+    /// grow along the log, so the first transaction past either bound ends the scan.
+    func newestTransaction(offsetBound: HistoryQuery.Bound<UInt64>?, timestampBound: HistoryQuery.Bound<Date>?)
+        throws(LogStoreError) -> (token: HistoryToken, end: UInt64)? {
+        let reader = historyReader()
         var newest: (token: HistoryToken, end: UInt64)?
         do {
             var records = try reader.iterator(from: reader.startOffset(for: HistoryQuery()))
             while let record = try records.next() {
-                if query.isPastUpperBound(record.offset) { break }
+                if let bound = offsetBound, bound.inclusive ? record.offset > bound.value : record.offset >= bound.value { break }
                 guard record.type == .transaction else { continue }
-                if let bound = query.timestampUpperBound {
+                if let bound = timestampBound {
                     let timestamp: Int64
                     do { timestamp = try TransactionRecord.decodePrefix(record.payload).timestampMicroseconds } catch {
                         throw LogStoreError.corruptRecord(offset: record.offset, reason: "transaction record: \(error)")
@@ -296,7 +309,7 @@ extension LogStore: HistoryProviding {
     }
 
     /// The consumer with the oldest bookmark (`nil` token = holds everything), if any.
-    private func oldestBookmark() -> (String, HistoryToken?)? {
+    func oldestBookmark() -> (String, HistoryToken?)? {
         inner.withLock { inner in
             inner.bookmarks.values.min { lhs, rhs in
                 switch (lhs.token, rhs.token) {

@@ -47,6 +47,9 @@ extension LogStore {
         -> (LogPosition?, DataStoreSaveChangesResult<DefaultSnapshot>) {
         let written = try inner.withLock { inner throws(LogStoreError) -> (LogPosition?, SaveResolver.Resolution) in
             guard !inner.closed else { throw .log(LogError(.closed, "The store is closed.")) }
+            guard !usesStoredSchema else {
+                throw .unsupportedFeature("This store was opened without a schema in code (for tools): it does not save.")
+            }
             let resolution = try SaveResolver(schema: schema, storeIdentifier: identifier, state: inner.working,
                                               uniqueIndex: inner.uniqueIndex).resolve(request)
             guard !resolution.changes.isEmpty else { return (nil, resolution) }

@@ -15,6 +15,8 @@ public final class LogStore: DataStore, @unchecked Sendable {
 
     public let configuration: LogStoreConfiguration
     public let schema: Schema
+    /// Opened without a schema in code (tools): the stored schema, and saves are refused.
+    public var usesStoredSchema: Bool { configuration.schema == nil }
     public let identifier: String
     let log: Log
     let inner: Mutex<Inner>
@@ -22,6 +24,10 @@ public final class LogStore: DataStore, @unchecked Sendable {
     let checkpoints: CheckpointState
     /// One history deletion (or retention pass) at a time (History/LogStore+History.swift).
     let compactionLock = NSLock()
+    /// Background retention passes (History/LogStore+Retention.swift).
+    let retentionSchedule = RetentionSchedule()
+    /// Wakes live history tails after saves (History/HistoryTail.swift).
+    let tailSignal = TailSignal()
 
     struct Inner: @unchecked Sendable {
         // @unchecked: only touched inside the Mutex.
@@ -55,10 +61,10 @@ public final class LogStore: DataStore, @unchecked Sendable {
         return "\(info.processIdentifier)@\(info.hostName) \(UUID().uuidString)"
     }()
 
+    /// Opens (or creates) the store the configuration describes and checks its schema against
+    /// the stored one. A configuration without a schema opens an existing store with the schema
+    /// it stores, for tools without the model types (history, compaction): saves are then refused.
     public init(_ configuration: LogStoreConfiguration, migrationPlan: (any SchemaMigrationPlan.Type)? = nil) throws {
-        guard let schema = configuration.schema else {
-            throw LogStoreError.schemaMismatch(entity: "", attribute: nil, reason: "the configuration has no schema")
-        }
         let log: Log
         do { log = try Log.open(directory: configuration.directory, options: configuration.logOptions) } catch {
             throw LogStoreError.log(error)
@@ -81,7 +87,11 @@ public final class LogStore: DataStore, @unchecked Sendable {
             let replayed = try Replay(log: log, storeIdentifier: log.storeID.uuidString)
                 .run(from: start, startOffset: loaded.newest?.header.offset)
             var table = replayed.table
-            if let extended = try table.extended(toCover: schema) {
+            guard let schema = configuration.schema ?? table.storedSchema else {
+                throw LogStoreError.schemaMismatch(entity: "", attribute: nil, reason: "the configuration has no "
+                    + "schema and the store stores none yet (open it once with its models)")
+            }
+            if configuration.schema != nil, let extended = try table.extended(toCover: schema) {
                 table = extended
                 try Self.append(table.encoded(), type: .schema, to: log)
             }
@@ -116,6 +126,7 @@ public final class LogStore: DataStore, @unchecked Sendable {
     /// Syncs and closes the log. Further calls throw.
     public func close() throws {
         inner.withLock { $0.closed = true }
+        tailSignal.close()
         checkpoints.close() // cancels a running checkpoint and waits for it
         do { try log.close() } catch { throw LogStoreError.log(error) }
     }

@@ -22,6 +22,8 @@ public struct LogStoreConfiguration: DataStoreConfiguration {
     /// of log since the last one; 0 turns automatic checkpoints off (``LogStore/checkpoint()``
     /// still writes one on demand).
     public var checkpointIntervalByteCount: UInt64
+    /// How much history to keep (default: all of it, until ``LogStore/deleteHistory(_:)``).
+    public var historyRetention = HistoryRetention()
     /// The file system (tests pass a simulated one); not part of equality.
     public var fileSystem: any FileSystem
 
@@ -49,6 +51,7 @@ public struct LogStoreConfiguration: DataStoreConfiguration {
         lhs.name == rhs.name && lhs.schema == rhs.schema && lhs.directory == rhs.directory
             && lhs.durability == rhs.durability && lhs.segmentByteCountMax == rhs.segmentByteCountMax
             && lhs.checkpointIntervalByteCount == rhs.checkpointIntervalByteCount
+            && lhs.historyRetention == rhs.historyRetention
     }
 
     public func hash(into hasher: inout Hasher) {

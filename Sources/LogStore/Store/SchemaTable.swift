@@ -164,3 +164,28 @@ struct SchemaTable: Sendable, Equatable {
         }
     }
 }
+
+extension SchemaTable {
+    /// The schema this table stores — names and value types; references become relationships
+    /// with the nullify rule — or `nil` when it stores none. Options, unique constraints and
+    /// delete rules live in code, not in the store (D5): tools that open a store without its
+    /// model types read and compact with this, and never save.
+    var storedSchema: Schema? {
+        guard !entities.isEmpty else { return nil }
+        return Schema(entities.map { entity in
+            var attributes: [Schema.Attribute] = []
+            var relationships: [Schema.Relationship] = []
+            for attribute in entity.attributes {
+                switch attribute.valueType {
+                case let .reference(destination):
+                    relationships.append(Schema.Relationship(attribute.name, destination: destination))
+                case let .array(.reference(destination)):
+                    relationships.append(Schema.Relationship(attribute.name, destination: destination, isToMany: true))
+                default:
+                    attributes.append(Schema.Attribute(attribute.name, attribute.valueType, isOptional: attribute.isOptional))
+                }
+            }
+            return Schema.Entity(entity.name, attributes: attributes, relationships: relationships)
+        })
+    }
+}

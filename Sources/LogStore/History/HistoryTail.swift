@@ -1,0 +1,132 @@
+import Foundation
+import LogStoreEngine
+import Synchronization
+
+/// New transactions as they are saved: an `AsyncSequence` that starts after a token and then
+/// waits for more (DECISIONS.md D10).
+///
+/// ```swift
+/// for try await transaction in store.historyTail(after: savedToken) {
+///     ship(transaction.changes)
+///     savedToken = transaction.token
+/// }
+/// ```
+///
+/// It buffers nothing: the iterator holds a log offset and reads forward from the log when a
+/// save wakes it, yielding only transactions up to the visible end (durable ones, in
+/// synchronous mode). It throws ``LogStoreError/historyTokenExpired(resumeToken:)`` if history
+/// deletion passes its position, ends when its task is cancelled or the store is closed. In this
+/// version it sees the saves of this process (another process's saves: a later version).
+public struct HistoryTail: AsyncSequence, Sendable {
+    public typealias Element = DefaultHistoryTransaction
+
+    let store: LogStore
+    let token: HistoryToken?
+
+    public func makeAsyncIterator() -> Iterator {
+        Iterator(store: store, token: token)
+    }
+
+    public struct Iterator: AsyncIteratorProtocol {
+        let store: LogStore
+        let token: HistoryToken?
+        /// The next transaction starts at or after this offset; `nil` until the first call.
+        var position: UInt64?
+
+        init(store: LogStore, token: HistoryToken?) {
+            self.store = store
+            self.token = token
+        }
+
+        public mutating func next() async throws -> DefaultHistoryTransaction? {
+            // Bounded per wake-up: each pass yields, throws, ends, or waits for the next save.
+            while true {
+                if Task.isCancelled { return nil }
+                let generation = store.tailSignal.generation
+                guard let generation else { return nil } // the store was closed
+                let reader = store.historyReader()
+                if position == nil {
+                    var query = HistoryQuery()
+                    if let token {
+                        query.tokenLiterals = [token]
+                        query.tokenLowerBound = .init(value: token, inclusive: false)
+                    }
+                    try reader.validate(query)
+                    position = reader.startOffset(for: query)
+                }
+                if let mark = reader.lowWaterMark, position! <= mark.offset {
+                    throw LogStoreError.historyTokenExpired(resumeToken: mark)
+                }
+                var records = try reader.iterator(from: Swift.max(position!, store.log.startOffset))
+                while let record = try records.next() {
+                    position = record.endOffset
+                    if record.type == RecordType.transaction { return try reader.decode(record) }
+                }
+                await store.tailSignal.wait(after: generation)
+            }
+        }
+    }
+}
+
+extension LogStore {
+    /// The transactions after `token` (all retained history when `nil`), then each new one as
+    /// it is saved, until the task is cancelled or the store closes.
+    public func historyTail(after token: HistoryToken? = nil) -> HistoryTail {
+        HistoryTail(store: self, token: token)
+    }
+}
+
+/// Wakes live tails when saves publish (or history is deleted): a generation counter and the
+/// continuations of the tails waiting for it to move.
+final class TailSignal: Sendable {
+    private struct State {
+        var generation: UInt64 = 0
+        var isClosed = false
+        var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
+        var nextWaiterID: UInt64 = 0
+    }
+
+    private let state = Mutex(State())
+
+    /// The current generation, or `nil` once closed.
+    var generation: UInt64? {
+        state.withLock { $0.isClosed ? nil : $0.generation }
+    }
+
+    /// Moves the generation on and resumes every waiter.
+    func signal() {
+        let resumed = state.withLock { state in
+            state.generation += 1
+            defer { state.waiters.removeAll() }
+            return Array(state.waiters.values)
+        }
+        for waiter in resumed { waiter.resume() }
+    }
+
+    /// Wakes every waiter for good: their next pass sees `generation == nil` and ends.
+    func close() {
+        state.withLock { $0.isClosed = true }
+        signal()
+    }
+
+    /// Returns once the generation is past `generation`, the signal is closed, or the task is
+    /// cancelled.
+    func wait(after generation: UInt64) async {
+        let id = state.withLock { state in
+            defer { state.nextWaiterID += 1 }
+            return state.nextWaiterID
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let waits = state.withLock { state in
+                    guard !state.isClosed, state.generation == generation, !Task.isCancelled else { return false }
+                    state.waiters[id] = continuation
+                    return true
+                }
+                if !waits { continuation.resume() }
+            }
+        } onCancel: {
+            state.withLock { $0.waiters.removeValue(forKey: id) }?.resume()
+        }
+    }
+}

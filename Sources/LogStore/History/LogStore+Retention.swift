@@ -1,0 +1,152 @@
+import Foundation
+import Logging
+import LogStoreEngine
+
+/// How much history a store keeps (DECISIONS.md D7). Every limit is off by default: history is
+/// kept until deleted. Retention runs off the save path, on a background thread, once a limit is
+/// exceeded; ``LogStore/applyRetention(_:force:)`` runs one pass now.
+public struct HistoryRetention: Sendable, Hashable {
+    /// Keep at most about this many bytes of history (whole segments are deleted, so up to one
+    /// segment more stays).
+    public var historyByteCountMax: UInt64?
+    /// Delete transactions older than this.
+    public var historyAgeMax: Duration?
+    /// A registered consumer more than this many bytes of log behind is dropped.
+    public var consumerLagByteCountMax: UInt64?
+    /// A registered consumer that has not acknowledged for this long is dropped.
+    public var consumerIdleMax: Duration?
+
+    public init(historyByteCountMax: UInt64? = nil, historyAgeMax: Duration? = nil,
+                consumerLagByteCountMax: UInt64? = nil, consumerIdleMax: Duration? = nil) {
+        self.historyByteCountMax = historyByteCountMax
+        self.historyAgeMax = historyAgeMax
+        self.consumerLagByteCountMax = consumerLagByteCountMax
+        self.consumerIdleMax = consumerIdleMax
+    }
+
+    var limitsHistory: Bool { historyByteCountMax != nil || historyAgeMax != nil }
+}
+
+let logger = Logger(label: "LogStore")
+
+extension LogStore {
+    /// Runs one retention pass with `retention` (the configuration's when `nil`): drops consumers
+    /// past the lag or idle limits, then deletes history beyond the byte and age limits, held
+    /// back by the remaining consumers' bookmarks unless `force` is set.
+    @discardableResult
+    public func applyRetention(_ retention: HistoryRetention? = nil, force: Bool = false) throws -> HistoryCompaction {
+        let retention = retention ?? configuration.historyRetention
+        compactionLock.lock()
+        defer { compactionLock.unlock() }
+        let dropped = try dropConsumers(retention)
+        var target = try retentionTarget(retention)
+        var heldBack: String?
+        if !force, let candidate = target, let (name, bookmark) = oldestBookmark(),
+           bookmark.map({ $0 < candidate.token }) ?? true {
+            heldBack = name
+            target = try bookmark.map { token throws(LogStoreError) in (token, try recordEnd(of: token)) }
+        }
+        var compaction = try compact(to: target)
+        compaction.heldBackByConsumer = heldBack
+        compaction.droppedConsumers = dropped
+        return compaction
+    }
+
+    /// The newest transaction the byte and age limits let go, if any.
+    private func retentionTarget(_ retention: HistoryRetention) throws(LogStoreError) -> (token: HistoryToken, end: UInt64)? {
+        var offsetBound: UInt64?
+        if let byteCountMax = retention.historyByteCountMax {
+            let end = log.visibleEnd
+            // Keep the records starting at or after end - max.
+            if end > byteCountMax { offsetBound = end - byteCountMax }
+        }
+        var dateBound: Date?
+        if let ageMax = retention.historyAgeMax {
+            dateBound = Date(timeIntervalSince1970: Date().timeIntervalSince1970 - Double(ageMax.microseconds) / 1e6)
+        }
+        // Either limit exceeded deletes: the later of the two targets.
+        let byBytes = try offsetBound.flatMap { bound throws(LogStoreError) in
+            try newestTransaction(offsetBound: .init(value: bound, inclusive: false), timestampBound: nil)
+        }
+        let byAge = try dateBound.flatMap { bound throws(LogStoreError) in try newestTransaction(offsetBound: nil, timestampBound: .init(value: bound, inclusive: false)) }
+        switch (byBytes, byAge) {
+        case let (bytes?, age?): return bytes.token.offset >= age.token.offset ? bytes : age
+        case let (bytes, age): return bytes ?? age
+        }
+    }
+
+    /// Drops the consumers past the lag or idle limit (a bookmark-remove record each, logged).
+    private func dropConsumers(_ retention: HistoryRetention) throws(LogStoreError) -> [String] {
+        guard retention.consumerLagByteCountMax != nil || retention.consumerIdleMax != nil else { return [] }
+        let end = log.visibleEnd
+        let now = Int64(Date().timeIntervalSince1970 * 1_000_000)
+        let start = log.startOffset
+        var dropped: [String] = []
+        for bookmark in inner.withLock({ $0.bookmarkList }) {
+            let lag = end - min(end, bookmark.token.map { $0.offset } ?? start)
+            let idle = now - bookmark.lastActivityMicroseconds
+            var reason: String?
+            if let max = retention.consumerLagByteCountMax, lag > max {
+                reason = "it is \(lag) bytes of log behind (the limit is \(max))"
+            } else if let max = retention.consumerIdleMax, idle > max.microseconds {
+                reason = "it has not acknowledged for \(idle / 1_000_000) s (the limit is \(max))"
+            }
+            guard let reason else { continue }
+            try writeBookmark(.remove, name: bookmark.name, token: bookmark.token)
+            let message = "History consumer \"\(bookmark.name)\" dropped: \(reason). Its next fetch from its "
+                + "bookmark throws historyTokenExpired once history past it is deleted."
+            logger.warning("\(message)")
+            dropped.append(bookmark.name)
+        }
+        return dropped
+    }
+
+    /// After a save: starts a retention pass on a background thread when a limit is set and
+    /// none is running. Passes are at least a second apart; one that finds nothing to delete is
+    /// cheap (it reads the records after L up to the bounds).
+    func retainIfDue() {
+        let retention = configuration.historyRetention
+        guard retention.limitsHistory || retention.consumerLagByteCountMax != nil || retention.consumerIdleMax != nil,
+              retentionSchedule.claim(intervalNanoseconds: 1_000_000_000) else { return }
+        let thread = Thread { [self] in
+            defer { retentionSchedule.release() }
+            do { try applyRetention() } catch {
+                logger.error("History retention failed: \(error)")
+            }
+        }
+        thread.name = "LogStore retention"
+        thread.start()
+    }
+}
+
+/// At most one background retention pass at a time, and not more often than an interval.
+final class RetentionSchedule: @unchecked Sendable {
+    // @unchecked: the fields are only touched with `lock` held.
+    private let lock = NSLock()
+    private var running = false
+    private var lastStartNanoseconds: UInt64 = 0
+
+    func claim(intervalNanoseconds: UInt64) -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        let now = DispatchTime.now().uptimeNanoseconds
+        guard !running, lastStartNanoseconds == 0 || now - lastStartNanoseconds >= intervalNanoseconds else { return false }
+        running = true
+        lastStartNanoseconds = now
+        return true
+    }
+
+    func release() {
+        lock.lock()
+        running = false
+        lock.unlock()
+    }
+}
+
+extension Duration {
+    /// Whole microseconds (negative durations count as zero).
+    var microseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return max(0, seconds) * 1_000_000 + max(0, attoseconds) / 1_000_000_000_000
+    }
+}
