@@ -126,3 +126,56 @@ struct HistoryReader {
             changes: transaction.changes.map(HistoryChange.init))
     }
 }
+
+extension LogStore {
+    /// Reads the history of the store in `directory` without its model types and without the
+    /// writer's lock (what `logstore history` prints): the log is opened read-only, L and the
+    /// intern table come from the checkpoints and the schema records after the newest one.
+    /// Same semantics as ``fetchHistory(_:)``.
+    public static func fetchHistory(directory: String, fileSystem: any FileSystem = PosixFileSystem(),
+                                    _ descriptor: HistoryDescriptor<DefaultHistoryTransaction>) throws
+        -> [DefaultHistoryTransaction] {
+        let log: Log
+        do { log = try Log.openReadOnly(directory: directory, fileSystem: fileSystem) } catch { throw LogStoreError.log(error) }
+        defer { try? log.close() }
+        let reader = try readOnlyHistoryReader(log: log, configuration: LogStoreConfiguration(directory: directory,
+                                                                                              fileSystem: fileSystem))
+        return try reader.fetch(descriptor) { $0 }.transactions
+    }
+
+    /// A history reader over a read-only log: L is the highest any checkpoint records; the
+    /// table is the newest checkpoint's, extended by the schema records after it.
+    static func readOnlyHistoryReader(log: Log, configuration: LogStoreConfiguration) throws(LogStoreError) -> HistoryReader {
+        let fileSystem = configuration.fileSystem
+        let names: [String]
+        do throws(FileSystemError) { names = try fileSystem.contentsOfDirectory(configuration.directory) } catch {
+            throw .log(LogError(.ioError, "Listing \(configuration.directory): \(error).", file: configuration.directory,
+                                underlying: error))
+        }
+        var lowWaterMark: HistoryToken?
+        var table = SchemaTable()
+        var scanFrom = log.startOffset
+        for offset in names.compactMap(CheckpointFileName.offset).sorted() where offset <= log.visibleEnd {
+            let (header, _) = try readCheckpoint(CheckpointFileName.name(offset: offset), offset: offset, log: log,
+                                                 configuration: configuration, decodesRows: false)
+            if let mark = header.lowWaterMark, lowWaterMark.map({ mark.offset > $0.offset }) ?? true { lowWaterMark = mark }
+            if offset >= scanFrom || table.entities.isEmpty {
+                table = header.table
+                scanFrom = max(offset, log.startOffset)
+            }
+        }
+        do throws(LogError) {
+            var records = try log.records(from: scanFrom)
+            while let record = try records.next() {
+                guard record.type == .schema else { continue }
+                do { table = try SchemaTable.decode(record.payload) } catch {
+                    throw LogError(.corruption, "The schema record at offset \(record.offset) does not decode: \(error).",
+                                   offset: record.offset)
+                }
+            }
+        } catch {
+            throw .log(error)
+        }
+        return HistoryReader(log: log, table: table, lowWaterMark: lowWaterMark)
+    }
+}
