@@ -19,8 +19,7 @@ import LogStoreEngine
 //                       per value: varint attribute id, value (ValueCodec)
 //     trailer (0x12): u8 version (1) · varint entity count · varint row count · varint chunk count
 
-/// A consumer bookmark as a checkpoint keeps it (retention, DECISIONS.md D7). Written empty until
-/// the History work registers consumers; the field exists so that needs no format change.
+/// A consumer bookmark as a checkpoint (and a bookmark record) keeps it (retention, DECISIONS.md D7).
 struct CheckpointBookmark: Sendable, Equatable {
     var name: String
     var token: HistoryToken?
