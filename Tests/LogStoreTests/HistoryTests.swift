@@ -248,6 +248,30 @@ import Testing
         try store.close()
     }
 
+    /// A compacted store verifies clean; without the checkpoint at L, verify reports corruption
+    /// and the open refuses instead of folding a partial log; replay and history read-only work.
+    @Test func aCompactedStoreVerifiesAndNeedsItsCheckpoint() throws {
+        let fileSystem = SimulatedFileSystem()
+        let (container, store) = try Self.open(fileSystem, segmentByteCountMax: 1024)
+        var tokens: [HistoryToken] = []
+        for number in 0..<30 { tokens.append(try Self.saveTrip(container, number)) }
+        let cutoff = tokens[20]
+        try store.deleteHistory(HistoryDescriptor(predicate: #Predicate { $0.token <= cutoff }))
+        try store.close()
+        #expect(try Log.verify(directory: Self.directory, fileSystem: fileSystem).problems == [])
+        let readOnly = try LogStore.fetchHistory(directory: Self.directory, fileSystem: fileSystem, HistoryDescriptor())
+        #expect(Self.tokens(readOnly) == Array(tokens[21...]))
+        #expect(throws: LogStoreError.historyTokenExpired(resumeToken: cutoff)) {
+            try LogStore.fetchHistory(directory: Self.directory, fileSystem: fileSystem, Self.after(tokens[3]))
+        }
+
+        for name in try fileSystem.contentsOfDirectory(Self.directory) where CheckpointFileName.offset(name) != nil {
+            try fileSystem.removeFile(Self.directory + "/" + name)
+        }
+        #expect(try Log.verify(directory: Self.directory, fileSystem: fileSystem).hasCorruption)
+        #expect(throws: LogStoreError.self) { _ = try Self.open(fileSystem, segmentByteCountMax: 1024) }
+    }
+
     /// deleteHistory() with no predicate deletes everything up to the newest transaction but
     /// never the segment being written; saves after it survive a reopen.
     @Test func deletingAllHistoryKeepsTheSegmentBeingWritten() throws {

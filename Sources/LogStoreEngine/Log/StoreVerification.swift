@@ -200,6 +200,13 @@ struct StoreVerifier {
                 report.unknownFiles.append(name)
             }
         }
+        // A log that starts above 0 had its oldest segments deleted by history compaction, which
+        // writes a checkpoint at or after the first kept record first (FORMAT.md §12.5).
+        let checkpoints = names.compactMap(LogFileNames.checkpointOffset)
+        if let firstBase = results.keys.min(), firstBase > 0, !checkpoints.contains(where: { $0 >= firstBase }) {
+            add(LogFileNames.segment(firstBase), 0, .corruption, "the log starts at offset \(firstBase) (older history "
+                + "was deleted) but no checkpoint at or after it holds the state of the deleted records")
+        }
     }
 
     /// A checkpoint's framing (file header, every record, nothing after the last), its store and
