@@ -272,6 +272,34 @@ import Testing
         #expect(throws: LogStoreError.self) { _ = try Self.open(fileSystem, segmentByteCountMax: 1024) }
     }
 
+    /// On a full disk a save fails; once a checkpoint records L, compaction writes no file (it
+    /// only deletes segments), so it completes and frees space: the next save works (D7).
+    @Test func compactionFreesSpaceOnAFullDisk() throws {
+        let fileSystem = SimulatedFileSystem()
+        let (container, store) = try Self.open(fileSystem, segmentByteCountMax: 1024)
+        var tokens: [HistoryToken] = []
+        for number in 0..<30 { tokens.append(try Self.saveTrip(container, number)) }
+        let cutoff = tokens[20]
+        // The first attempt records L (checkpoint written) but cannot delete the segments.
+        fileSystem.failRemove(path: .suffix(".log"))
+        #expect(throws: (any Error).self) {
+            try store.deleteHistory(HistoryDescriptor(predicate: #Predicate { $0.token <= cutoff }))
+        }
+        fileSystem.clearFaults()
+        #expect(store.historyLowWaterMark == cutoff)
+        // The disk fills up.
+        fileSystem.setCapacity(byteCount: fileSystem.usedByteCount)
+        #expect(throws: (any Error).self) {
+            for number in 100..<140 { try Self.saveTrip(container, number) }
+        }
+        let used = fileSystem.usedByteCount
+        let compaction = try store.deleteHistory(HistoryDescriptor(predicate: #Predicate { $0.token <= cutoff }), force: false)
+        #expect(!compaction.deletedSegments.isEmpty)
+        #expect(fileSystem.usedByteCount < used)
+        try Self.saveTrip(container, 200)
+        try store.close()
+    }
+
     /// deleteHistory() with no predicate deletes everything up to the newest transaction but
     /// never the segment being written; saves after it survive a reopen.
     @Test func deletingAllHistoryKeepsTheSegmentBeingWritten() throws {

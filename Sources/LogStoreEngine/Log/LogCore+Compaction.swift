@@ -23,13 +23,18 @@ extension LogCore {
             return doomed
         }
         var deleted: [UInt64] = []
-        for segment in doomed {
+        for (position, segment) in doomed.enumerated() {
             do throws(FileSystemError) {
                 let indexPath = path(LogFileNames.index(segment.baseOffset))
                 if (try? fileSystem.kind(of: indexPath)) != nil { try fileSystem.removeFile(indexPath) }
-                try fileSystem.removeFile(segment.path)
+                // Already gone when an earlier attempt's directory fsync failed after the unlink.
+                if (try? fileSystem.kind(of: segment.path)) != nil { try fileSystem.removeFile(segment.path) }
                 try fileSystem.syncDirectory(directory)
             } catch {
+                // Not deleted (or its deletion not durable): the log still starts there, and the
+                // next compaction (or open) tries again. Rolls only append, so the front is ours.
+                let kept = Array(doomed[position...])
+                conditionLock.withLock { state.segments.insert(contentsOf: kept, at: 0) }
                 throw LogError.io(error, "Deleting segment \(segment.path) (history compaction; the segments before "
                     + "it are deleted, it and later ones are kept until the next compaction or open)")
             }
