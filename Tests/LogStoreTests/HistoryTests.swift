@@ -630,3 +630,50 @@ import Testing
         print("records read for 1,000 transactions after a token near the end:", reads.sorted { $0.key < $1.key })
     }
 }
+
+/// History push-down against `Predicate.evaluate`: random authors (nil, mixed case, composed and
+/// decomposed "é"), a catalogue of predicate shapes with random token constants, limits.
+@Suite struct HistoryPushDownTests {
+    @Test(arguments: 0..<4)
+    func pushedDownEqualsEvaluate(seed: Int) throws {
+        var random = CheckpointTests.Random(state: UInt64(seed) &+ 77)
+        let (container, store) = try HistoryTests.open(SimulatedFileSystem())
+        let authors: [String?] = [nil, "app", "App", "widget", "caf\u{e9}", "cafe\u{301}", ""]
+        var tokens: [HistoryToken] = []
+        for number in 0..<24 {
+            tokens.append(try HistoryTests.saveTrip(container, number, author: authors.randomElement(using: &random)!))
+        }
+        let all = try store.fetchHistory(HistoryDescriptor())
+        #expect(HistoryTests.tokens(all) == tokens)
+        for _ in 0..<40 {
+            let low = tokens.randomElement(using: &random)!
+            let high = tokens.randomElement(using: &random)!
+            let name = authors.randomElement(using: &random)!
+            let catalogue: [Predicate<DefaultHistoryTransaction>] = [
+                #Predicate { $0.token > low },
+                #Predicate { $0.token >= low && $0.token < high },
+                #Predicate { low < $0.token && high >= $0.token },
+                #Predicate { $0.author == name },
+                #Predicate { $0.author != name },
+                #Predicate { name == $0.author && $0.token > low },
+                #Predicate { $0.author == nil || $0.token <= high },
+                #Predicate { !($0.author == name) },
+                #Predicate { $0.token > low && $0.author != nil && $0.author != "app" },
+                #Predicate { $0.token > low && ($0.author ?? "") == "caf\u{e9}" },
+                #Predicate { $0.token > low && $0.token > high && $0.author != name },
+            ]
+            // Shapes 0–5 and 8 are answered without Predicate.evaluate; the others need it.
+            #expect(catalogue.map { HistoryQuery($0).needsEvaluation }
+                == [false, false, false, false, false, false, true, true, false, true, false])
+            for (index, predicate) in catalogue.enumerated() {
+                let expected = try all.filter { try predicate.evaluate($0) }
+                var descriptor = HistoryDescriptor<DefaultHistoryTransaction>(predicate: predicate)
+                #expect(try store.fetchHistory(descriptor) == expected, "shape \(index)")
+                let limit = Int.random(in: 0...5, using: &random)
+                descriptor.fetchLimit = limit
+                #expect(try store.fetchHistory(descriptor) == Array(expected.prefix(limit)), "shape \(index) limit \(limit)")
+            }
+        }
+        try store.close()
+    }
+}
