@@ -2,6 +2,9 @@
 /// write it on an instance through its key path.
 public struct ModelProperty<Model: PersistentModel>: Sendable {
     public let name: String
+    /// The key path the property was declared with (predicate and sort push-down map a key path
+    /// in a `#Predicate` or `SortDescriptor` to the property through it).
+    let keyPath: AnyKeyPath & Sendable
     let attribute: Schema.Attribute?
     let relationship: Schema.Relationship?
     /// Reads the property as a value; references are the related models' identifiers.
@@ -16,7 +19,7 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Value> & Sendable, options: Schema.Attribute.Options = []
     ) -> ModelProperty {
         ModelProperty(
-            name: name,
+            name: name, keyPath: keyPath,
             attribute: Schema.Attribute(name, Value.valueType, isOptional: Value.isOptional, options: options),
             relationship: nil,
             read: { $0[keyPath: keyPath].attributeValue },
@@ -35,7 +38,7 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
         deleteRule: Schema.Relationship.DeleteRule = .nullify, options: Schema.Attribute.Options = []
     ) -> ModelProperty {
         ModelProperty(
-            name: name, attribute: nil,
+            name: name, keyPath: keyPath, attribute: nil,
             relationship: Schema.Relationship(name, destination: Destination.entityName, deleteRule: deleteRule, options: options),
             read: { model in model[keyPath: keyPath].map { .reference($0.persistentModelID) } ?? .null },
             write: { model, value, resolve in
@@ -58,7 +61,7 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
         deleteRule: Schema.Relationship.DeleteRule = .nullify, options: Schema.Attribute.Options = []
     ) -> ModelProperty {
         ModelProperty(
-            name: name, attribute: nil,
+            name: name, keyPath: keyPath, attribute: nil,
             relationship: Schema.Relationship(name, destination: Destination.entityName, isToMany: true,
                                               deleteRule: deleteRule, options: options),
             read: { model in .array(model[keyPath: keyPath].map { .reference($0.persistentModelID) }) },
