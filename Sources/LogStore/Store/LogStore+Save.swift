@@ -48,7 +48,8 @@ extension LogStore {
         let written = try inner.withLock { inner throws(LogStoreError) -> (LogPosition?, SaveResolver.Resolution) in
             guard !inner.closed else { throw .log(LogError(.closed, "The store is closed.")) }
             let resolution = try SaveResolver(schema: schema, storeIdentifier: identifier, state: inner.working,
-                                              uniqueIndex: inner.uniqueIndex).resolve(request)
+                                              uniqueIndex: inner.uniqueIndex,
+                                              collisionPolicy: configuration.uniqueCollisionPolicy).resolve(request)
             guard !resolution.changes.isEmpty else { return (nil, resolution) }
             let now = Int64(Date().timeIntervalSince1970 * 1_000_000)
             let timestamp = max(now, inner.lastTimestampMicroseconds)

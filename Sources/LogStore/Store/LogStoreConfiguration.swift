@@ -22,6 +22,9 @@ public struct LogStoreConfiguration: DataStoreConfiguration {
     /// of log since the last one; 0 turns automatic checkpoints off (``LogStore/checkpoint()``
     /// still writes one on demand).
     public var checkpointIntervalByteCount: UInt64
+    /// What an insert colliding with a unique constraint does: update the existing model
+    /// (`.upsert`, SwiftData's behaviour, the default) or fail the save (`.throw`).
+    public var uniqueCollisionPolicy: UniqueCollisionPolicy = .upsert
     /// The file system (tests pass a simulated one); not part of equality.
     public var fileSystem: any FileSystem
 
@@ -49,6 +52,7 @@ public struct LogStoreConfiguration: DataStoreConfiguration {
         lhs.name == rhs.name && lhs.schema == rhs.schema && lhs.directory == rhs.directory
             && lhs.durability == rhs.durability && lhs.segmentByteCountMax == rhs.segmentByteCountMax
             && lhs.checkpointIntervalByteCount == rhs.checkpointIntervalByteCount
+            && lhs.uniqueCollisionPolicy == rhs.uniqueCollisionPolicy
     }
 
     public func hash(into hasher: inout Hasher) {
