@@ -59,7 +59,7 @@ let package = Package(
         ),
         .testTarget(
             name: "LogStoreTests",
-            dependencies: ["LogStore", "LogStoreEngine", "LogStoreTestSupport", "SampleTrips"]
+            dependencies: ["LogStore", "LogStoreEngine", "LogStoreTestSupport", "SampleTrips", "logstore"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -1,3 +1,4 @@
+import Foundation
 import LogStoreEngine
 
 /// Why a store refused an operation. A refused save writes nothing and leaves the state as it was.
@@ -25,6 +26,15 @@ public enum LogStoreError: Error, Sendable, Equatable, CustomStringConvertible {
     case corruptRecord(offset: UInt64, reason: String)
     /// The log below refused.
     case log(LogError)
+    /// A history position (time travel) names another store.
+    case historyTokenOfAnotherStore(HistoryToken, store: UUID)
+    /// A history token's check does not match the record at its offset (a token from a
+    /// crash-lost tail, or from a restored backup) — DECISIONS.md D6.
+    case historyTokenInvalid(HistoryToken, found: UInt32)
+    /// A history position past the visible end of the log.
+    case historyPositionPastEnd(offset: UInt64, end: UInt64)
+    /// A history position that is not the start of a transaction record.
+    case historyPositionNotATransaction(offset: UInt64, reason: String)
 
     public var description: String {
         switch self {
@@ -49,6 +59,15 @@ public enum LogStoreError: Error, Sendable, Equatable, CustomStringConvertible {
             "The save encodes to \(byteCount) bytes; one save is one record of at most \(limit) bytes. Save in smaller batches."
         case let .corruptRecord(offset, reason): "The record at offset \(offset) cannot be decoded: \(reason)."
         case let .log(error): error.description
+        case let .historyTokenOfAnotherStore(token, store):
+            "The history token names store \(token.storeIdentifier), not this store \(store)."
+        case let .historyTokenInvalid(token, found):
+            "The history token at offset \(token.offset) has check \(token.check), but the transaction there has "
+                + "check \(found): the token comes from a tail lost in a crash or from another copy of the store."
+        case let .historyPositionPastEnd(offset, end):
+            "Offset \(offset) is past the end of the log (\(end))."
+        case let .historyPositionNotATransaction(offset, reason):
+            "Offset \(offset) is not the start of a transaction record: \(reason)."
         }
     }
 }
