@@ -60,7 +60,10 @@ let package = Package(
         ),
         .testTarget(
             name: "LogStoreTests",
-            dependencies: ["LogStore", "LogStoreEngine", "LogStoreTestSupport", "SampleTrips"]
+            dependencies: [
+                "LogStore", "LogStoreEngine", "LogStoreTestSupport", "SampleTrips", "logstore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]

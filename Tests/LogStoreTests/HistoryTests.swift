@@ -257,7 +257,18 @@ import Testing
         for number in 0..<30 { tokens.append(try Self.saveTrip(container, number)) }
         let cutoff = tokens[20]
         try store.deleteHistory(HistoryDescriptor(predicate: #Predicate { $0.token <= cutoff }))
+        let trips = store.allSnapshots()[Trip.entityName]
         try store.close()
+        // Replay and time travel fold from the checkpoint at L; positions at or below L expired.
+        let replayed = try LogStore.replay(directory: Self.directory, fileSystem: fileSystem)
+        #expect(replayed.entity(named: Trip.entityName)?.rows == trips)
+        let asOf = try LogStore.replay(directory: Self.directory, fileSystem: fileSystem, until: .token(tokens[25]))
+        #expect(asOf.entity(named: Trip.entityName)?.rows.count == 26)
+        for expired in [tokens[3], cutoff] {
+            #expect(throws: LogStoreError.historyTokenExpired(resumeToken: cutoff)) {
+                try LogStore.replay(directory: Self.directory, fileSystem: fileSystem, until: .token(expired))
+            }
+        }
         #expect(try Log.verify(directory: Self.directory, fileSystem: fileSystem).problems == [])
         let readOnly = try LogStore.fetchHistory(directory: Self.directory, fileSystem: fileSystem, HistoryDescriptor())
         #expect(Self.tokens(readOnly) == Array(tokens[21...]))

@@ -3,7 +3,8 @@ import Foundation
 import LogStore
 import LogStoreEngine
 
-/// `logstore replay <dir> [--json]`: the models a store's log folds to.
+/// `logstore replay <dir> [--until <position>] [--json]`: the models a store's log folds to, now
+/// or (time travel) right after the transaction at a position.
 struct ReplayCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "replay",
@@ -16,6 +17,12 @@ struct ReplayCommand: ParsableCommand {
             "entities": {"<Entity>": [{"id": "<primary key>", "values": {"<attribute>": <value>}}]}}, \
             models in insertion order, each value in its typed JSON form ({"string": "Lisbon"}, \
             {"date": <seconds since 2001>}, {"reference": {…}}, {"array": […]}, {"null": true}).
+
+            --until <position> shows the models exactly as they were right after the transaction \
+            at that position (inclusive), folding from the newest checkpoint at or before it. The \
+            position is a history token's JSON form {"v":1,"store":"<UUID>","offset":"<decimal>","check":<u32>} \
+            (its store and check are verified) or a bare log offset; it must start a transaction \
+            record within the log, else the command says why and exits with code 2.
             """
     )
 
@@ -25,8 +32,12 @@ struct ReplayCommand: ParsableCommand {
     @Flag(help: "Print JSON (the default when standard output is not a terminal).")
     var json = false
 
+    @Option(help: ArgumentHelp("Show the models right after the transaction at this position (inclusive): "
+                               + "a history token's JSON form or a bare log offset.", valueName: "position"))
+    var until: String?
+
     func run() throws {
-        let state = try reportingErrors { try LogStore.replay(directory: directory) }
+        let state = try reportingErrors { try Self.state(directory: directory, until: until) }
         guard state.schemaVersion != nil else {
             printError("logstore: " + Self.noSchemaSentence(directory))
             throw storeErrorExitCode
@@ -37,6 +48,20 @@ struct ReplayCommand: ParsableCommand {
             print(Self.text(state))
         }
         warnAboutUnreadTail(state.unreadTail, directory: directory)
+    }
+
+    /// What the command shows: the whole log folded, or the state as of `--until`.
+    static func state(directory: String, until: String?, fileSystem: any FileSystem = PosixFileSystem()) throws -> StoreState {
+        guard let until else { return try LogStore.replay(directory: directory, fileSystem: fileSystem) }
+        guard let position = HistoryPosition(parsing: until) else {
+            throw ValidationFailure(description: "--until takes a history token's JSON form "
+                + #"({"v":1,"store":"<UUID>","offset":"<decimal>","check":<u32>}) or a bare log offset, not \#(until)."#)
+        }
+        return try LogStore.replay(directory: directory, fileSystem: fileSystem, until: position)
+    }
+
+    struct ValidationFailure: Error, CustomStringConvertible {
+        var description: String
     }
 
     /// Why a store without a schema record has no models, in one sentence.
@@ -56,6 +81,7 @@ struct ReplayCommand: ParsableCommand {
         var lines = [
             "Store         \(state.directory) (\(state.storeIdentifier))",
             "Transactions  \(Format.grouped(state.transactionCount))"
+                + (state.checkpointOffset.map { " after the checkpoint at log offset \(Format.grouped($0))" } ?? "")
                 + (state.lastToken.map { ", the last at log offset \(Format.grouped($0.offset))" } ?? ""),
             "Schema        version \(state.schemaVersion ?? 0), \(state.entities.count) entit"
                 + (state.entities.count == 1 ? "y" : "ies"),
@@ -157,6 +183,8 @@ struct ReplayJSON: Encodable {
     var schemaVersion: UInt32?
     var transactions: Int
     var lastToken: HistoryToken?
+    /// The checkpoint the fold started from (time travel), if any.
+    var checkpoint: String?
     /// Attribute names per entity, in the stored schema's order.
     var attributes: [String: [String]]
     var entities: [String: [Model]]
@@ -167,6 +195,7 @@ struct ReplayJSON: Encodable {
         schemaVersion = state.schemaVersion
         transactions = state.transactionCount
         lastToken = state.lastToken
+        checkpoint = state.checkpointOffset.map(String.init)
         attributes = Dictionary(uniqueKeysWithValues: state.entities.map { ($0.name, $0.attributeNames) })
         entities = Dictionary(uniqueKeysWithValues: state.entities.map { entity in
             (entity.name, entity.rows.map { Model(id: $0.persistentIdentifier.primaryKey.uuidString, values: $0.values) })

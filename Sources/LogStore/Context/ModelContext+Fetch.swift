@@ -1,13 +1,16 @@
 import Foundation
 
 extension ModelContext {
-    /// The models matching `descriptor`. When the store declines the predicate or sort, the
-    /// context evaluates predicate, sort, offset and limit itself (DECISIONS.md D9). With
-    /// `includePendingChanges`, unsaved inserts take part and unsaved deletes do not.
+    /// The models matching `descriptor`. The store evaluates predicate, sort, offset and limit
+    /// when it recognises them (push-down, DECISIONS.md D9); when it declines the predicate or
+    /// sort, the context evaluates predicate, sort, offset and limit itself with
+    /// `Predicate.evaluate` and `SortDescriptor`. With `includePendingChanges`, unsaved inserts
+    /// take part, unsaved deletes do not, and unsaved changes of registered models count (the
+    /// context then evaluates in memory, over the models as they are).
     public func fetch<T: PersistentModel>(_ descriptor: FetchDescriptor<T>) throws -> [T] {
         let pendingInserts = descriptor.includePendingChanges ? inserted.compactMap { $0 as? T } : []
         let pendingDeletes = descriptor.includePendingChanges ? deleted.filter { $0.key.entityName == T.entityName } : [:]
-        let mustFilterHere = !pendingInserts.isEmpty || !pendingDeletes.isEmpty
+        let mustFilterHere = mustEvaluateInMemory(descriptor)
         var evaluatesHere = mustFilterHere
         var result: DataStoreFetchResult<T, DefaultSnapshot>
         do {
@@ -28,11 +31,21 @@ extension ModelContext {
         return Array(models[start..<end])
     }
 
+    /// Whether unsaved inserts, deletes or changes of `T` take part in the fetch, so the store's
+    /// view (saved values only) is not enough.
+    func mustEvaluateInMemory<T: PersistentModel>(_ descriptor: FetchDescriptor<T>) -> Bool {
+        guard descriptor.includePendingChanges else { return false }
+        if inserted.contains(where: { $0 is T }) || deleted.keys.contains(where: { $0.entityName == T.entityName }) { return true }
+        // Only a predicate or a sort reads values: without them, changed values do not matter.
+        guard descriptor.predicate != nil || !descriptor.sortBy.isEmpty else { return false }
+        return registered.contains { identifier, model in
+            identifier.entityName == T.entityName && !identifier.isTemporary && encode(model) != savedValues[identifier]
+        }
+    }
+
     /// How many models match; the same rules as ``fetch(_:)``.
     public func fetchCount<T: PersistentModel>(_ descriptor: FetchDescriptor<T>) throws -> Int {
-        if descriptor.includePendingChanges && (inserted.contains { $0 is T } || deleted.keys.contains { $0.entityName == T.entityName }) {
-            return try fetch(descriptor).count
-        }
+        if mustEvaluateInMemory(descriptor) { return try fetch(descriptor).count }
         do { return try container.store.fetchCount(DataStoreFetchRequest(descriptor: descriptor)) } catch let error as DataStoreError
             where error == .preferInMemoryFilter || error == .preferInMemorySort {
             return try fetch(descriptor).count
@@ -41,12 +54,51 @@ extension ModelContext {
 
     /// The identifiers of the matching models; the same rules as ``fetch(_:)``.
     public func fetchIdentifiers<T: PersistentModel>(_ descriptor: FetchDescriptor<T>) throws -> [PersistentIdentifier] {
-        if descriptor.includePendingChanges && (inserted.contains { $0 is T } || deleted.keys.contains { $0.entityName == T.entityName }) {
-            return try fetch(descriptor).map(\.persistentModelID)
-        }
+        if mustEvaluateInMemory(descriptor) { return try fetch(descriptor).map(\.persistentModelID) }
         do { return try container.store.fetchIdentifiers(DataStoreFetchRequest(descriptor: descriptor)) } catch let error as DataStoreError
             where error == .preferInMemoryFilter || error == .preferInMemorySort {
             return try fetch(descriptor).map(\.persistentModelID)
+        }
+    }
+
+    /// Calls `block` with each matching model, materialising `batchSize` models at a time
+    /// (SwiftData's `enumerate(_:batchSize:block:)`): the store finds the matching identifiers
+    /// (predicate, sort, offset and limit pushed down), then each batch is fetched, handed to
+    /// `block`, and — when `block` changed none of it — dropped from the context again, so memory
+    /// stays bounded by the batch. A batch that was changed stays registered for the next save.
+    /// A model deleted by another save between batches is skipped. When the fetch must be
+    /// evaluated in memory (unsaved changes of `T`, or a predicate or sort the store declines),
+    /// this is ``fetch(_:)`` followed by a loop.
+    public func enumerate<T: PersistentModel>(_ descriptor: FetchDescriptor<T>, batchSize: Int = 5000,
+                                              block: (T) throws -> Void) throws {
+        let identifiers: [PersistentIdentifier]
+        do {
+            guard !mustEvaluateInMemory(descriptor) else { throw DataStoreError.preferInMemoryFilter }
+            identifiers = try container.store.fetchIdentifiers(DataStoreFetchRequest(descriptor: descriptor))
+        } catch let error as DataStoreError where error == .preferInMemoryFilter || error == .preferInMemorySort {
+            for model in try fetch(descriptor) { try block(model) }
+            return
+        }
+        let batchSize = max(1, batchSize)
+        var start = 0
+        while start < identifiers.count {
+            let batch = Array(identifiers[start..<min(identifiers.count, start + batchSize)])
+            start += batch.count
+            let (fetched, related) = try container.store.snapshots(of: T.self, batch)
+            let before = Set(registered.keys)
+            let models: [T] = try materialize(fetched, related: related)
+            for model in models { try block(model) }
+            // Drop what this batch registered, unless the block changed any of it.
+            let fresh = registered.keys.filter { !before.contains($0) }
+            let changed = fresh.contains { identifier in
+                registered[identifier].map { encode($0) != savedValues[identifier] } ?? true
+            }
+            guard !changed else { continue }
+            for identifier in fresh {
+                registered[identifier]?.modelState.context = nil
+                registered[identifier] = nil
+                savedValues[identifier] = nil
+            }
         }
     }
 

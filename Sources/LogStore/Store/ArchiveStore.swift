@@ -80,21 +80,18 @@ public final class ArchiveStore: DataStore, Sendable {
 
     // MARK: Fetch
 
-    /// The entity's snapshots in insertion order. A predicate or sort is declined
-    /// (`preferInMemoryFilter`/`preferInMemorySort`), as LogStore does (DECISIONS.md D9).
+    /// The entity's snapshots: recognised predicates and sorts are evaluated here, others are
+    /// declined (`preferInMemoryFilter`/`preferInMemorySort`), as LogStore does (DECISIONS.md D9).
     public func fetch<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> DataStoreFetchResult<T, DefaultSnapshot> {
-        try StoreFetching.declineUnsupported(request.descriptor)
-        return try stateForFetch(of: T.entityName).fetchResult(request, storeIdentifier: identifier)
+        try stateForFetch(of: T.entityName).fetchResult(request, storeIdentifier: identifier)
     }
 
     public func fetchCount<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> Int {
-        try StoreFetching.declineUnsupported(request.descriptor)
-        return try stateForFetch(of: T.entityName).fetchCount(request)
+        try stateForFetch(of: T.entityName).fetchCount(request)
     }
 
     public func fetchIdentifiers<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> [PersistentIdentifier] {
-        try StoreFetching.declineUnsupported(request.descriptor)
-        return try stateForFetch(of: T.entityName).fetchIdentifiers(request, storeIdentifier: identifier)
+        try stateForFetch(of: T.entityName).fetchIdentifiers(request, storeIdentifier: identifier)
     }
 
     /// The stored snapshot of one model, or `nil`.
@@ -123,7 +120,8 @@ public final class ArchiveStore: DataStore, Sendable {
         try saveLock.mutex.withLock { _ throws -> DataStoreSaveChangesResult<DefaultSnapshot> in
             var state = try loadState()
             let resolution = try SaveResolver(schema: schema, storeIdentifier: identifier, state: state,
-                                              uniqueIndex: uniqueIndex(of: state)).resolve(request)
+                                              uniqueIndex: uniqueIndex(of: state),
+                                              collisionPolicy: configuration.uniqueCollisionPolicy).resolve(request)
             if !resolution.changes.isEmpty {
                 for change in resolution.changes { state.apply(change) }
                 try ArchiveFile.replace(path, with: try Self.encode(document(of: state)), durable: configuration.isDurable)

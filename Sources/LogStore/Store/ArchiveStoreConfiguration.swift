@@ -18,6 +18,8 @@ public struct ArchiveStoreConfiguration: DataStoreConfiguration {
     /// still atomic (temporary file + rename), but a power cut may lose it — like the WWDC24
     /// sample's `Data.write(to:)`.
     public var isDurable: Bool
+    /// What an insert colliding with a unique constraint does (see ``UniqueCollisionPolicy``).
+    public var uniqueCollisionPolicy: UniqueCollisionPolicy = .upsert
 
     public init(name: String = "default", schema: Schema? = nil, fileURL: URL, isDurable: Bool = true) {
         self.name = name

@@ -1,35 +1,98 @@
 import Foundation
 
-/// What both stores do for a fetch once they hold a ``FoldState``: decline predicates and sorts
-/// (the context then evaluates them, and applies limit and offset too — DECISIONS.md D9), return
-/// rows in insertion order within the descriptor's window, and load relationships eagerly.
+/// What both stores do for a fetch once they hold a ``FoldState``: evaluate the predicate and the
+/// sort themselves when they recognise them (``PredicatePushDown``; sorts on attributes through
+/// `SortDescriptor.compare`), and otherwise decline them — then the context evaluates predicate,
+/// sort, limit and offset itself (DECISIONS.md D9). Rows come in insertion order unless sorted;
+/// relationships are loaded eagerly.
 enum StoreFetching {
-    /// Throws `preferInMemoryFilter` / `preferInMemorySort` for what the stores do not push down.
-    static func declineUnsupported<T>(_ descriptor: FetchDescriptor<T>) throws {
-        if descriptor.predicate != nil { throw DataStoreError.preferInMemoryFilter }
-        if !descriptor.sortBy.isEmpty { throw DataStoreError.preferInMemorySort }
+    /// How a store runs one descriptor.
+    struct Plan<T: PersistentModel> {
+        var filter: PredicatePushDown.Filter?
+        var sortBy: [SortDescriptor<T>]
+        /// The attribute properties the sort reads, to fill the stand-in instances it compares.
+        var sortProperties: [ModelProperty<T>]
+        var offset: Int
+        var limit: Int?
+    }
+
+    /// The plan for `descriptor`, or `preferInMemoryFilter` / `preferInMemorySort` for a
+    /// predicate or sort the store does not recognise.
+    static func plan<T: PersistentModel>(_ descriptor: FetchDescriptor<T>) throws -> Plan<T> {
+        var filter: PredicatePushDown.Filter?
+        if let predicate = descriptor.predicate {
+            guard let compiled = PredicatePushDown.compile(predicate) else { throw DataStoreError.preferInMemoryFilter }
+            filter = compiled
+        }
+        var sortProperties: [ModelProperty<T>] = []
+        for sort in descriptor.sortBy {
+            guard let keyPath = sort.keyPath,
+                  let property = T.schemaProperties.first(where: { $0.attribute != nil && ($0.keyPath as AnyKeyPath) == keyPath as AnyKeyPath })
+            else { throw DataStoreError.preferInMemorySort }
+            sortProperties.append(property)
+        }
+        return Plan(filter: filter, sortBy: descriptor.sortBy, sortProperties: sortProperties,
+                    offset: max(0, descriptor.fetchOffset ?? 0), limit: descriptor.fetchLimit.map { max(0, $0) })
     }
 
     /// The rows inside `fetchOffset` and `fetchLimit`.
-    static func window<T, Element>(_ rows: [Element], _ descriptor: FetchDescriptor<T>) -> ArraySlice<Element> {
-        let start = min(rows.count, max(0, descriptor.fetchOffset ?? 0))
-        let end = descriptor.fetchLimit.map { min(rows.count, start + max(0, $0)) } ?? rows.count
+    static func window<Element>(_ rows: [Element], offset: Int, limit: Int?) -> ArraySlice<Element> {
+        let start = min(rows.count, offset)
+        let end = limit.map { min(rows.count, start + $0) } ?? rows.count
         return rows[start..<end]
     }
 
     /// How many rows the window holds out of `count`.
-    static func windowCount<T>(_ count: Int, _ descriptor: FetchDescriptor<T>) -> Int {
-        let afterOffset = max(0, count - max(0, descriptor.fetchOffset ?? 0))
-        return min(afterOffset, descriptor.fetchLimit.map { max(0, $0) } ?? afterOffset)
+    static func windowCount(_ count: Int, offset: Int, limit: Int?) -> Int {
+        let afterOffset = max(0, count - offset)
+        return min(afterOffset, limit ?? afterOffset)
     }
 }
 
 extension FoldState {
-    /// A store's fetch over this state: snapshots of the entity in insertion order within the
-    /// window, with everything they reach (the caller has declined predicates and sorts).
-    func fetchResult<T: PersistentModel>(_ request: DataStoreFetchRequest<T>, storeIdentifier: String)
+    /// The matching rows of `T`'s entity, sorted, within the window.
+    func fetchRows<T: PersistentModel>(_ plan: StoreFetching.Plan<T>, storeIdentifier: String) -> [(UUID, Row)] {
+        let rows = rows(of: T.entityName)
+        let matches = plan.filter.map { $0.makeMatcher() }
+        guard !plan.sortBy.isEmpty else {
+            // Insertion order: stop as soon as the window is full.
+            var result: [(UUID, Row)] = []
+            var skipped = 0
+            if plan.limit == 0 { return [] }
+            for (primaryKey, row) in rows where matches?(row.values) ?? true {
+                if skipped < plan.offset {
+                    skipped += 1
+                    continue
+                }
+                result.append((primaryKey, row))
+                if let limit = plan.limit, result.count >= limit { break }
+            }
+            return result
+        }
+        // Sorted with the descriptors themselves (SortDescriptor.compare): on stand-in instances
+        // holding only the sorted attributes, in insertion order, so ties keep insertion order
+        // exactly as the context's in-memory sort does.
+        var standIns: [T] = []
+        for (primaryKey, row) in rows where matches?(row.values) ?? true {
+            let model = T()
+            model.modelState.assign(.identifier(for: storeIdentifier, entityName: T.entityName, primaryKey: primaryKey))
+            for property in plan.sortProperties {
+                if let value = row.values[property.name] { try? property.write(model, value) { _ in nil } }
+            }
+            standIns.append(model)
+        }
+        standIns.sort(using: plan.sortBy)
+        return StoreFetching.window(standIns, offset: plan.offset, limit: plan.limit).map { model in
+            let primaryKey = model.persistentModelID.primaryKey
+            return (primaryKey, rows[primaryKey]!)
+        }
+    }
+
+    /// A store's fetch over this state.
+    func fetchResult<T: PersistentModel>(_ request: DataStoreFetchRequest<T>, storeIdentifier: String) throws
         -> DataStoreFetchResult<T, DefaultSnapshot> {
-        let snapshots = StoreFetching.window(rows(of: T.entityName), request.descriptor).map { primaryKey, row in
+        let plan = try StoreFetching.plan(request.descriptor)
+        let snapshots = fetchRows(plan, storeIdentifier: storeIdentifier).map { primaryKey, row in
             DefaultSnapshot(persistentIdentifier: .identifier(for: storeIdentifier, entityName: T.entityName,
                                                               primaryKey: primaryKey),
                             values: row.values)
@@ -38,15 +101,24 @@ extension FoldState {
                                     relatedSnapshots: relatedSnapshots(to: snapshots))
     }
 
-    /// A store's `fetchCount` over this state.
-    func fetchCount<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) -> Int {
-        StoreFetching.windowCount(count(of: T.entityName), request.descriptor)
+    /// A store's `fetchCount` over this state (no sort needed to count).
+    func fetchCount<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> Int {
+        let plan = try StoreFetching.plan(request.descriptor)
+        let rows = rows(of: T.entityName)
+        var count = rows.count
+        if let filter = plan.filter {
+            let matches = filter.makeMatcher()
+            count = 0
+            for (_, row) in rows where matches(row.values) { count += 1 }
+        }
+        return StoreFetching.windowCount(count, offset: plan.offset, limit: plan.limit)
     }
 
     /// A store's `fetchIdentifiers` over this state.
-    func fetchIdentifiers<T: PersistentModel>(_ request: DataStoreFetchRequest<T>, storeIdentifier: String)
+    func fetchIdentifiers<T: PersistentModel>(_ request: DataStoreFetchRequest<T>, storeIdentifier: String) throws
         -> [PersistentIdentifier] {
-        StoreFetching.window(rows(of: T.entityName), request.descriptor).map {
+        let plan = try StoreFetching.plan(request.descriptor)
+        return fetchRows(plan, storeIdentifier: storeIdentifier).map {
             .identifier(for: storeIdentifier, entityName: T.entityName, primaryKey: $0.0)
         }
     }

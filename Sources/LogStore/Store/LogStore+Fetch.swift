@@ -2,22 +2,20 @@ import Foundation
 import LogStoreEngine
 
 extension LogStore {
-    /// Fetches the published snapshots of an entity, in insertion order. A predicate or sort is
-    /// declined (`preferInMemoryFilter`/`preferInMemorySort`): the context evaluates it and, as
-    /// then the store ignores them, applies limit and offset too (DECISIONS.md D9).
+    /// Fetches the published snapshots of an entity. Recognised predicates and attribute sorts
+    /// are evaluated here (``PredicatePushDown``), then offset and limit; others are declined
+    /// (`preferInMemoryFilter`/`preferInMemorySort`): the context evaluates them and, as then
+    /// the store ignores them, applies limit and offset too (DECISIONS.md D9).
     public func fetch<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> DataStoreFetchResult<T, DefaultSnapshot> {
-        try StoreFetching.declineUnsupported(request.descriptor)
-        return try publishedState(for: T.entityName).fetchResult(request, storeIdentifier: identifier)
+        try publishedState(for: T.entityName).fetchResult(request, storeIdentifier: identifier)
     }
 
     public func fetchCount<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> Int {
-        try StoreFetching.declineUnsupported(request.descriptor)
-        return try publishedState(for: T.entityName).fetchCount(request)
+        try publishedState(for: T.entityName).fetchCount(request)
     }
 
     public func fetchIdentifiers<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> [PersistentIdentifier] {
-        try StoreFetching.declineUnsupported(request.descriptor)
-        return try publishedState(for: T.entityName).fetchIdentifiers(request, storeIdentifier: identifier)
+        try publishedState(for: T.entityName).fetchIdentifiers(request, storeIdentifier: identifier)
     }
 
     /// The published snapshot of one model, or `nil`.
@@ -44,6 +42,12 @@ extension LogStore {
 
     public func erase() throws {
         throw DataStoreError.unsupportedFeature
+    }
+
+    /// The published state (a copy-on-write value: cheap to take).
+    func publishedStateSnapshot() -> FoldState {
+        refreshAfterLogFailure()
+        return inner.withLock { $0.published }
     }
 
     private func publishedState(for entityName: String) throws -> FoldState {

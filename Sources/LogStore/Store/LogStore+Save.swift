@@ -51,7 +51,8 @@ extension LogStore {
                 throw .unsupportedFeature("This store was opened without a schema in code (for tools): it does not save.")
             }
             let resolution = try SaveResolver(schema: schema, storeIdentifier: identifier, state: inner.working,
-                                              uniqueIndex: inner.uniqueIndex).resolve(request)
+                                              uniqueIndex: inner.uniqueIndex,
+                                              collisionPolicy: configuration.uniqueCollisionPolicy).resolve(request)
             guard !resolution.changes.isEmpty else { return (nil, resolution) }
             let now = Int64(Date().timeIntervalSince1970 * 1_000_000)
             let timestamp = max(now, inner.lastTimestampMicroseconds)

@@ -24,6 +24,9 @@ public struct LogStoreConfiguration: DataStoreConfiguration {
     public var checkpointIntervalByteCount: UInt64
     /// How much history to keep (default: all of it, until ``LogStore/deleteHistory(_:)``).
     public var historyRetention = HistoryRetention()
+    /// What an insert colliding with a unique constraint does: update the existing model
+    /// (`.upsert`, SwiftData's behaviour, the default) or fail the save (`.throw`).
+    public var uniqueCollisionPolicy: UniqueCollisionPolicy = .upsert
     /// The file system (tests pass a simulated one); not part of equality.
     public var fileSystem: any FileSystem
 
@@ -52,6 +55,7 @@ public struct LogStoreConfiguration: DataStoreConfiguration {
             && lhs.durability == rhs.durability && lhs.segmentByteCountMax == rhs.segmentByteCountMax
             && lhs.checkpointIntervalByteCount == rhs.checkpointIntervalByteCount
             && lhs.historyRetention == rhs.historyRetention
+            && lhs.uniqueCollisionPolicy == rhs.uniqueCollisionPolicy
     }
 
     public func hash(into hasher: inout Hasher) {

@@ -40,6 +40,10 @@ public enum LogStoreError: Error, Sendable, Equatable, CustomStringConvertible {
     case unsupportedFeature(String)
     /// No consumer is registered under this name.
     case unknownConsumer(String)
+    /// A history position past the visible end of the log (time travel to a bare offset).
+    case historyPositionPastEnd(offset: UInt64, end: UInt64)
+    /// A history position that is not the start of a transaction record.
+    case historyPositionNotATransaction(offset: UInt64, reason: String)
 
     public var description: String {
         switch self {
@@ -75,6 +79,10 @@ public enum LogStoreError: Error, Sendable, Equatable, CustomStringConvertible {
             "The history token \(token) lies past the end of the log at offset \(end)."
         case let .unsupportedFeature(what): what
         case let .unknownConsumer(name): "No history consumer named \"\(name)\" is registered."
+        case let .historyPositionPastEnd(offset, end):
+            "Offset \(offset) is past the end of the log (\(end))."
+        case let .historyPositionNotATransaction(offset, reason):
+            "Offset \(offset) is not the start of a transaction record: \(reason)."
         }
     }
 }

@@ -10,6 +10,7 @@ struct SaveResolver {
     let storeIdentifier: String
     let state: FoldState
     let uniqueIndex: UniqueIndex
+    var collisionPolicy: UniqueCollisionPolicy = .upsert
     /// Bound on cascaded deletes in one save (a named limit on the worklist).
     static let cascadeCountMax = 1_000_000
 
@@ -48,6 +49,9 @@ struct SaveResolver {
             for key in uniqueIndex.keys(entity: entity.name, values: values) {
                 if let owner = keysOfThisSave[entity.name]?[key]
                     ?? uniqueIndex.owner(entity: entity.name, key: key).flatMap({ deleted.contains($0) ? nil : $0 }) {
+                    if collisionPolicy == .throw {
+                        throw .uniqueConstraintViolation(entity: entity.name, constraint: key.constraint, values: key.values)
+                    }
                     target = owner
                     break
                 }

@@ -38,6 +38,9 @@ public struct StoreState: Sendable, Hashable {
     /// Non-zero bytes after the last good record, which the replay stopped at (see
     /// `RecoveryReport.unreadTail`); `logstore verify` tells whether they are a torn tail or damage.
     public var unreadTail: RecoveryReport.DroppedRecord?
+    /// The checkpoint a time-travel replay started from (``transactionCount`` then counts only
+    /// the transactions after it), or `nil` when it folded from the log's start.
+    public var checkpointOffset: UInt64? = nil
 
     /// The entity with this name, if the stored schema has it.
     public func entity(named name: String) -> Entity? {
@@ -64,22 +67,26 @@ extension LogStore {
         let log: Log
         do { log = try Log.openReadOnly(directory: directory, fileSystem: fileSystem) } catch { throw .log(error) }
         defer { try? log.close() }
-        let storeIdentifier = log.storeID.uuidString
-        let result = try Replay(log: log, storeIdentifier: storeIdentifier, throughOffset: offset).run()
-        let hasSchema = result.table.version > 0 || !result.table.entities.isEmpty
-        let entities = result.table.entities.map { entity in
-            StoreState.Entity(
-                name: entity.name,
-                attributeNames: entity.attributes.map(\.name),
-                rows: result.state.rows(of: entity.name).map { primaryKey, row in
-                    DefaultSnapshot(persistentIdentifier: .identifier(for: storeIdentifier, entityName: entity.name,
-                                                                      primaryKey: primaryKey),
-                                    values: row.values)
-                })
+        // Start from the newest checkpoint holding nothing past the offset: after history
+        // deletion the log alone no longer holds the oldest records' effects.
+        let configuration = LogStoreConfiguration(directory: directory, fileSystem: fileSystem)
+        let limit = offset.map { $0 == .max ? $0 : $0 + 1 } ?? log.visibleEnd
+        var start = Replay.Result()
+        var checkpointOffset: UInt64?
+        if let base = try timeTravelBase(atOrBefore: limit, log: log, configuration: configuration) {
+            start.table = base.header.table
+            start.state = base.state
+            start.lastToken = base.header.lastToken
+            start.lastTimestampMicroseconds = base.header.lastTimestampMicroseconds
+            checkpointOffset = base.header.offset
+        } else if log.startOffset > 0 {
+            throw .log(LogError(.corruption, "The log of \(directory) starts at offset \(log.startOffset) (older "
+                + "history was deleted) but no checkpoint at or before \(limit) holds the state there.", file: directory))
         }
-        return StoreState(directory: directory, storeIdentifier: log.storeID,
-                          schemaVersion: hasSchema ? result.table.version : nil, entities: entities,
-                          transactionCount: result.transactionCount, lastToken: result.lastToken,
-                          unreadTail: log.recoveryReport.unreadTail)
+        let result = try Replay(log: log, storeIdentifier: log.storeID.uuidString, throughOffset: offset)
+            .run(from: start, startOffset: checkpointOffset)
+        var state = storeState(result, directory: directory, log: log)
+        state.checkpointOffset = checkpointOffset
+        return state
     }
 }
