@@ -434,18 +434,21 @@ import Testing
     // MARK: Crash-safe compaction
 
     /// A fault at each step of a compaction (checkpoint write, rename, directory syncs, each
-    /// pruned checkpoint and deleted segment) stops it there; a power cut then leaves a store that
-    /// opens with the same state and L either the old or the new one — the new one whenever the
-    /// deletion returned — and later history intact.
-    @Test(arguments: 0..<16)
+    /// pruned checkpoint, index and segment unlink) stops it there; a power cut then leaves a
+    /// store that opens with the same state and L either the old or the new one — the new one
+    /// whenever the deletion returned — with later history intact, and a second compaction from
+    /// there works. Seeds vary the path: the state after L folded from the log start (no
+    /// checkpoint), from a checkpoint, or copied (L is the newest transaction).
+    @Test(arguments: 0..<19)
     func aPowerCutAtAnyStepOfCompactionLosesNothing(point: Int) throws {
         for seed in 0..<3 {
             let fileSystem = SimulatedFileSystem()
             let (container, store) = try Self.open(fileSystem, segmentByteCountMax: 1024)
             var tokens: [HistoryToken] = []
             for number in 0..<30 { tokens.append(try Self.saveTrip(container, number)) }
-            _ = try store.checkpoint()
-            for number in 30..<40 { tokens.append(try Self.saveTrip(container, number)) }
+            if seed == 1 { _ = try store.checkpoint() }
+            let count = seed == 2 ? 34 : 40
+            for number in 30..<count { tokens.append(try Self.saveTrip(container, number)) }
             let expected = store.allSnapshots()
             let cutoff = tokens[33]
             let directory = SimulatedFileSystem.PathFilter.exactly(Self.directory)
@@ -456,6 +459,8 @@ import Testing
             case 3: fileSystem.failRename(path: .suffix(".ckpt"))
             case 4...12: fileSystem.failSyncDirectory(after: point - 4, path: directory)
             case 13...14: fileSystem.failRemove(after: point - 13, path: .suffix(".log"))
+            case 15: fileSystem.failRemove(after: 1, path: .suffix(".index"))
+            case 16: fileSystem.failRemove(path: .suffix(".ckpt"))
             default: break
             }
             var completed = false
@@ -467,18 +472,29 @@ import Testing
             fileSystem.clearFaults()
             try? store.close()
 
-            let (_, reopened) = try Self.open(cut, segmentByteCountMax: 1024)
-            #expect(reopened.allSnapshots() == expected, "point \(point) seed \(seed)")
+            let (reopenedContainer, reopened) = try Self.open(cut, segmentByteCountMax: 1024)
+            let context = "point \(point) seed \(seed)"
+            #expect(reopened.allSnapshots() == expected, "\(context)")
             let mark = reopened.historyLowWaterMark
-            #expect(mark == nil || mark == cutoff, "point \(point) seed \(seed)")
-            if completed { #expect(mark == cutoff, "point \(point) seed \(seed)") }
-            #expect(Self.tokens(try reopened.fetchHistory(Self.after(cutoff))) == Array(tokens[34...]), "point \(point)")
+            #expect(mark == nil || mark == cutoff, "\(context)")
+            if completed { #expect(mark == cutoff, "\(context)") }
+            #expect(Self.tokens(try reopened.fetchHistory(Self.after(cutoff))) == Array(tokens[34...]), "\(context)")
             if mark == cutoff {
                 // The reopen finished the deletion: no segment wholly at or below L is left.
                 let bases = reopened.log.segmentBaseOffsets
-                #expect(bases.count == 1 || bases[1] > cutoff.offset, "point \(point) seed \(seed): \(bases)")
+                #expect(bases.count == 1 || bases[1] > cutoff.offset, "\(context): \(bases)")
             }
+            // And the next compaction, folding from whatever the cut left, agrees.
+            let later = try Self.saveTrip(reopenedContainer, 99)
+            let second = tokens[count - 1]
+            try reopened.deleteHistory(HistoryDescriptor(predicate: #Predicate { $0.token <= second }))
+            #expect(reopened.historyLowWaterMark == second, "\(context)")
+            #expect(Self.tokens(try reopened.fetchHistory(HistoryDescriptor())) == [later], "\(context)")
+            let state = reopened.allSnapshots()
             try reopened.close()
+            let (_, third) = try Self.open(cut, segmentByteCountMax: 1024)
+            #expect(third.allSnapshots() == state, "\(context)")
+            try third.close()
         }
     }
 }

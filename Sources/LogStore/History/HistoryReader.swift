@@ -11,6 +11,17 @@ struct HistoryReader {
     let table: SchemaTable
     /// L: transactions at or below it are invisible; tokens below it have expired.
     let lowWaterMark: HistoryToken?
+    /// The log's first offset, read *before* L: a compaction publishes L before it deletes
+    /// segments, so every record before this offset is at or below L. (Reading the log's start
+    /// later could skip records a concurrent compaction deleted after this L was read.)
+    let logStartOffset: UInt64
+
+    init(log: Log, table: SchemaTable, lowWaterMark: HistoryToken?, logStartOffset: UInt64) {
+        self.log = log
+        self.table = table
+        self.lowWaterMark = lowWaterMark
+        self.logStartOffset = logStartOffset
+    }
 
     var storeIdentifier: String { log.storeID.uuidString }
 
@@ -50,7 +61,11 @@ struct HistoryReader {
             }
             return
         }
-        guard token.offset >= log.startOffset, lowWaterMark.map({ token.offset > $0.offset }) ?? true else { return }
+        if let mark = lowWaterMark, token.offset > mark.offset, token.offset < logStartOffset {
+            // Inside L's record (the records after it start at the log's start): no transaction.
+            throw .historyTokenInvalid(token, reason: "no transaction starts at offset \(token.offset)")
+        }
+        guard token.offset >= logStartOffset, lowWaterMark.map({ token.offset > $0.offset }) ?? true else { return }
         let record: LogRecord?
         do throws(LogError) { record = try log.firstRecord(atOrAfter: token.offset) } catch { throw .log(error) }
         guard let record, record.offset == token.offset, record.type == .transaction else {
@@ -64,7 +79,7 @@ struct HistoryReader {
 
     /// Where reading starts: just after L, or at the lower bound, whichever is later.
     func startOffset(for query: HistoryQuery) -> UInt64 {
-        var start = log.startOffset
+        var start = logStartOffset
         if let mark = lowWaterMark { start = max(start, mark.offset + 1) }
         if let bound = query.tokenLowerBound {
             start = max(start, bound.inclusive ? bound.value.offset : bound.value.offset + 1)
@@ -176,6 +191,6 @@ extension LogStore {
         } catch {
             throw .log(error)
         }
-        return HistoryReader(log: log, table: table, lowWaterMark: lowWaterMark)
+        return HistoryReader(log: log, table: table, lowWaterMark: lowWaterMark, logStartOffset: log.startOffset)
     }
 }

@@ -57,7 +57,17 @@ public struct HistoryTail: AsyncSequence, Sendable {
                 if let mark = reader.lowWaterMark, position! <= mark.offset {
                     throw LogStoreError.historyTokenExpired(resumeToken: mark)
                 }
-                var records = try reader.iterator(from: Swift.max(position!, store.log.startOffset))
+                // Records before the reader's log start are at or below its L, which the check
+                // above passed; a compaction since then makes the iterator refuse the offset,
+                // and the next pass sees its L.
+                var records: LogIterator
+                do throws(LogError) {
+                    records = try store.log.records(from: Swift.max(position!, reader.logStartOffset))
+                } catch where error.code == .offsetOutOfRange {
+                    continue
+                } catch {
+                    throw LogStoreError.log(error)
+                }
                 while let record = try records.next() {
                     position = record.endOffset
                     if record.type == RecordType.transaction { return try reader.decode(record) }

@@ -46,7 +46,8 @@ extension LogStore: HistoryProviding {
     }
 
     func historyReader() -> HistoryReader {
-        inner.withLock { HistoryReader(log: log, table: $0.table, lowWaterMark: $0.lowWaterMark) }
+        let start = log.startOffset // before L: see HistoryReader.logStartOffset
+        return inner.withLock { HistoryReader(log: log, table: $0.table, lowWaterMark: $0.lowWaterMark, logStartOffset: start) }
     }
 
     /// L: the newest deleted transaction, or `nil` while no history was deleted. `token > L`
@@ -83,15 +84,22 @@ extension LogStore: HistoryProviding {
         try reader.validate(query)
         var target = try newestTransaction(upTo: query, reader: reader)
         var heldBack: String?
-        if !force, let candidate = target, let (name, bookmark) = oldestBookmark(), bookmark.map({ $0 < candidate.token }) ?? true {
-            heldBack = name
-            target = try bookmark.map { token throws(LogStoreError) in
-                (token, try recordEnd(of: token))
-            }
-        }
+        if !force { (target, heldBack) = try clampToConsumers(target) }
         var compaction = try compact(to: target)
         compaction.heldBackByConsumer = heldBack
         return compaction
+    }
+
+    /// `target`, or the oldest consumer's bookmark when that is older (D7), with the consumer's
+    /// name. A bookmark at or behind L (a forced deletion passed it) holds nothing back any more
+    /// than L does: the target is then L itself, which deletes nothing new.
+    func clampToConsumers(_ target: (token: HistoryToken, end: UInt64)?) throws(LogStoreError)
+        -> ((token: HistoryToken, end: UInt64)?, String?) {
+        guard let candidate = target, let (name, bookmark) = oldestBookmark(),
+              bookmark.map({ $0 < candidate.token }) ?? true else { return (target, nil) }
+        guard let bookmark else { return (nil, name) }
+        if let mark = historyLowWaterMark, bookmark.offset <= mark.offset { return (nil, name) }
+        return ((bookmark, try recordEnd(of: bookmark)), name)
     }
 
     /// Makes `target` the low-water mark (if it moves L forward) and deletes what it covers.
@@ -271,9 +279,14 @@ extension LogStore: HistoryProviding {
 
     /// Registers (or re-registers) a consumer of history: until it acknowledges, deletions keep
     /// everything after `token` (all retained history when `nil`). Stored as a record in the log.
+    ///
+    /// Unlike an acknowledgement, a registration is made durable before this returns: losing it
+    /// would let a deletion remove history the consumer was promised. A token at or before the
+    /// low-water mark throws ``LogStoreError/historyTokenExpired(resumeToken:)``.
     public func registerHistoryConsumer(_ name: String, after token: HistoryToken? = nil) throws {
-        if let token { try historyReader().validate(tokenOnly(token)) }
-        try writeBookmark(.set, name: name, token: token)
+        if let token { try historyReader().validate(tokenOnly(token, asLowerBound: true)) }
+        let position = try writeBookmark(.set, name: name, token: token)
+        do throws(LogError) { try log.waitUntilDurable(position) } catch { throw LogStoreError.log(error) }
     }
 
     /// Records that `name` has processed everything up to `token`. Costs one small record and no
@@ -281,7 +294,7 @@ extension LogStore: HistoryProviding {
     /// only makes retention keep more).
     public func acknowledgeHistory(_ name: String, through token: HistoryToken) throws {
         guard inner.withLock({ $0.bookmarks[name] != nil }) else { throw LogStoreError.unknownConsumer(name) }
-        try historyReader().validate(tokenOnly(token))
+        try historyReader().validate(tokenOnly(token, asLowerBound: true))
         try writeBookmark(.set, name: name, token: token)
     }
 
@@ -291,20 +304,26 @@ extension LogStore: HistoryProviding {
         try writeBookmark(.remove, name: name, token: bookmark.token)
     }
 
-    private func tokenOnly(_ token: HistoryToken) -> HistoryQuery {
+    /// A query holding just this token (as `token > it` when `asLowerBound`, so an expired one throws).
+    private func tokenOnly(_ token: HistoryToken, asLowerBound: Bool) -> HistoryQuery {
         var query = HistoryQuery()
         query.tokenLiterals = [token]
+        if asLowerBound { query.tokenLowerBound = .init(value: token, inclusive: false) }
         return query
     }
 
-    func writeBookmark(_ operation: BookmarkRecord.Operation, name: String, token: HistoryToken?) throws(LogStoreError) {
-        try inner.withLock { inner throws(LogStoreError) in
+    @discardableResult
+    func writeBookmark(_ operation: BookmarkRecord.Operation, name: String, token: HistoryToken?) throws(LogStoreError)
+        -> LogPosition {
+        try inner.withLock { inner throws(LogStoreError) -> LogPosition in
             guard !inner.closed else { throw .log(LogError(.closed, "The store is closed.")) }
             let now = max(Int64(Date().timeIntervalSince1970 * 1_000_000), inner.lastTimestampMicroseconds)
             let record = BookmarkRecord(operation: operation,
                                         bookmark: CheckpointBookmark(name: name, token: token, lastActivityMicroseconds: now))
-            do throws(LogError) { _ = try log.write(record.encoded(), type: .bookmark) } catch { throw .log(error) }
+            let position: LogPosition
+            do throws(LogError) { position = try log.write(record.encoded(), type: .bookmark) } catch { throw .log(error) }
             record.apply(to: &inner.bookmarks)
+            return position
         }
     }
 

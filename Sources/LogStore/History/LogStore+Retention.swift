@@ -41,11 +41,7 @@ extension LogStore {
         let dropped = try dropConsumers(retention)
         var target = try retentionTarget(retention)
         var heldBack: String?
-        if !force, let candidate = target, let (name, bookmark) = oldestBookmark(),
-           bookmark.map({ $0 < candidate.token }) ?? true {
-            heldBack = name
-            target = try bookmark.map { token throws(LogStoreError) in (token, try recordEnd(of: token)) }
-        }
+        if !force { (target, heldBack) = try clampToConsumers(target) }
         var compaction = try compact(to: target)
         compaction.heldBackByConsumer = heldBack
         compaction.droppedConsumers = dropped

@@ -47,4 +47,10 @@ public struct HistoryToken: Hashable, Comparable, Sendable, Codable, CustomStrin
     }
 
     public var description: String { "token@\(offset)" }
+
+    /// The documented JSON form, keys in the documented order:
+    /// `{"v":1,"store":"<UUID>","offset":"<decimal string>","check":<u32>}`.
+    public var jsonString: String {
+        "{\"v\":1,\"store\":\"\(storeIdentifier.uuidString)\",\"offset\":\"\(offset)\",\"check\":\(check)}"
+    }
 }

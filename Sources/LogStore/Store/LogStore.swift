@@ -128,6 +128,10 @@ public final class LogStore: DataStore, @unchecked Sendable {
         inner.withLock { $0.closed = true }
         tailSignal.close()
         checkpoints.close() // cancels a running checkpoint and waits for it
+        // A running compaction or retention pass (its checkpoint just failed, or it is deleting
+        // segments) finishes before the log closes and the lock is released (D8).
+        compactionLock.lock()
+        compactionLock.unlock()
         do { try log.close() } catch { throw LogStoreError.log(error) }
     }
 
@@ -142,13 +146,15 @@ public final class LogStore: DataStore, @unchecked Sendable {
     /// has: fold the log again (once) so that everything sees exactly what the log holds.
     func refreshAfterLogFailure() {
         guard log.isReadOnly, !inner.withLock({ $0.refoldedAfterFailure }) else { return }
-        let replayed = try? Replay(log: log, storeIdentifier: identifier).run()
+        // From the newest checkpoint: after history deletion the log alone does not hold the state.
+        let replayed = try? Self.fold(log: log, configuration: configuration, through: .max, endingAt: log.visibleEnd)
         inner.withLock { inner in
             guard !inner.refoldedAfterFailure else { return }
             inner.refoldedAfterFailure = true
             if let replayed {
                 inner.published = replayed.state
                 inner.publishedToken = replayed.lastToken
+                inner.bookmarks = replayed.bookmarks
             }
             inner.working = inner.published
             inner.pending.removeAll()

@@ -47,6 +47,8 @@ public struct LogStoreConfiguration: DataStoreConfiguration {
         options.durability = durability
         options.segmentByteCountMax = segmentByteCountMax
         options.fileSystem = fileSystem
+        // Without a schema (a tool opening an existing store) a missing store is an error, not a new one.
+        options.createsIfMissing = schema != nil
         return options
     }
 

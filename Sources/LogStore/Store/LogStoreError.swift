@@ -69,7 +69,7 @@ public enum LogStoreError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .corruptRecord(offset, reason): "The record at offset \(offset) cannot be decoded: \(reason)."
         case let .log(error): error.description
         case let .historyTokenExpired(resumeToken):
-            "The history token points into deleted history; history is retained after \(resumeToken) "
+            "The history token points into deleted history; history is retained after \(resumeToken.jsonString) "
                 + "(fetch with `token > resumeToken` to resume; changes in between are gone)."
         case let .historyTokenInvalid(token, reason):
             "The history token \(token) is not valid for this store: \(reason)."

@@ -14,8 +14,17 @@ extension LogCore {
                 throw LogError(.readOnly, "The log is open read-only; history cannot be compacted.", file: directory)
             }
             var count = 0
-            // Segment i's records end where segment i + 1 begins.
-            while count + 1 < state.segments.count, state.segments[count + 1].baseOffset <= endOffset { count += 1 }
+            // Bounded: each pass either waits for the syncer's one index write or ends.
+            while true {
+                count = 0
+                // Segment i's records end where segment i + 1 begins.
+                while count + 1 < state.segments.count, state.segments[count + 1].baseOffset <= endOffset { count += 1 }
+                // The syncer writes an index outside the lock: let it finish, or the index it
+                // renames into place after our unlink would outlive its segment.
+                guard let inFlight = state.indexWriteInFlight,
+                      state.segments.prefix(count).contains(where: { $0.baseOffset == inFlight }) else { break }
+                conditionLock.waitWaiter()
+            }
             let doomed = Array(state.segments.prefix(count))
             state.segments.removeFirst(count)
             let bases = Set(doomed.map(\.baseOffset))

@@ -22,9 +22,12 @@ extension LogCore {
             }
             if !state.pendingIndexWrites.isEmpty {
                 let segment = state.pendingIndexWrites.removeFirst()
+                state.indexWriteInFlight = segment.baseOffset
                 conditionLock.unlock()
                 writeIndexFile(of: segment)
                 conditionLock.lock()
+                state.indexWriteInFlight = nil
+                conditionLock.broadcastWaiters() // a compaction may wait to delete this segment
                 continue
             }
             conditionLock.waitSyncer(timeoutNanoseconds: sleepNanoseconds())

@@ -48,6 +48,8 @@ final class LogCore: @unchecked Sendable {
         var lastSyncNanoseconds: UInt64 = 0
         var asyncWaiters: [AsyncWaiter] = []
         var pendingIndexWrites: [SegmentFile] = []
+        /// The base offset of the segment whose index the syncer is writing (outside the lock).
+        var indexWriteInFlight: UInt64?
         var statistics = LogStatistics()
     }
 
