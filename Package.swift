@@ -62,6 +62,11 @@ let package = Package(
             name: "LogStoreTests",
             dependencies: ["LogStore", "LogStoreEngine", "LogStoreTestSupport", "SampleTrips"]
         ),
+        // The `logstore` tool's commands, called as functions (`@testable import logstore`).
+        .testTarget(
+            name: "LogStoreToolTests",
+            dependencies: ["logstore", "LogStore", "LogStoreEngine", "SampleTrips"]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )
