@@ -122,6 +122,8 @@ import Testing
         let store = TemporaryStore()
         _ = try store.saveTrips(["app"])
         let (_, open) = try store.open()
+        // `history` reads beside the writer; `compact` needs the lock.
+        #expect(try HistoryCommand.fetch(directory: store.directory, after: nil, author: "app", limit: nil).count == 1)
         #expect(throws: LogStoreError.self) {
             try CompactCommand.compact(directory: store.directory, mode: .keepBytes(0), force: false)
         }
