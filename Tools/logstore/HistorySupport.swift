@@ -80,9 +80,10 @@ enum HistoryPosition: Equatable, Sendable {
     /// (L itself resolves to L); one that is not the start of a transaction record throws a
     /// ``CommandFailure`` naming the next transaction.
     func resolve(in directory: String) throws -> HistoryToken {
-        guard case let .offset(offset) = self else {
-            if case let .token(token) = self { return token }
-            preconditionFailure()
+        let offset: UInt64
+        switch self {
+        case let .token(token): return token
+        case let .offset(value): offset = value
         }
         let lowWaterMark = try LogStore.historyLowWaterMark(directory: directory)
         if let lowWaterMark {
