@@ -65,6 +65,11 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // The `logstore` tool's commands, called as functions (`@testable import logstore`).
+        .testTarget(
+            name: "LogStoreToolTests",
+            dependencies: ["logstore", "LogStore", "LogStoreEngine", "SampleTrips"]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -102,9 +102,68 @@ struct TripsTour {
         say(meter.step("delete", "\(names.lisbon) + cascade: \(itemsGone) items, \(staysGone) accommodation"
             + (staysGone == 1 ? "" : "s"), author: app))
 
+        // 6. History: the app keeps a token; the widget's changes after it; then history deletion.
+        try historyTour(store: store, container: container, app: app, reykjavik: trips[2], meter: &meter, say: say)
+
         let syncCount = store.logStatistics.syncCount
         try store.close()
         try summarize(round: round, syncCount: syncCount, say: say)
+    }
+
+    /// The WWDC24 history scenario: the app saves its token as JSON, books a stay; the widget
+    /// confirms it; the app fetches the widget's changes after its token; history is deleted
+    /// through the widget's transaction, and the old token has expired.
+    private func historyTour(store: LogStore, container: ModelContainer, app: ModelContext, reykjavik: Trip,
+                             meter: inout SaveMeter, say: (String) -> Void) throws {
+        say("")
+        // The app keeps its token as JSON (in UserDefaults, say).
+        let savedJSON = try JSONEncoder().encode(store.currentToken)
+        let saved = try JSONDecoder().decode(HistoryToken.self, from: savedJSON)
+        say("history the app saves its token: \(saved.json)")
+
+        reykjavik.livingAccommodation = LivingAccommodation(address: "Laugavegur 11", placeName: "Hótel Borg")
+        try app.save()
+        say(meter.step("book", "Hótel Borg for \(reykjavik.name) (unconfirmed)", author: app))
+        let widget = ModelContext(container)
+        widget.author = "widget"
+        let name = reykjavik.name
+        let stay = try widget.fetch(FetchDescriptor<Trip>(predicate: #Predicate { $0.name == name })).first?.livingAccommodation
+        stay?.isConfirmed = true
+        try widget.save()
+        say(meter.step("update", "\(stay?.placeName ?? "-") confirmed (isConfirmed = true)", author: widget))
+
+        let widgetChanges = try app.fetchHistory(HistoryDescriptor<DefaultHistoryTransaction>(
+            predicate: #Predicate { $0.token > saved && $0.author == "widget" }))
+        say("fetchHistory #Predicate { $0.token > saved && $0.author == \"widget\" }: \(widgetChanges.count) transaction"
+            + (widgetChanges.count == 1 ? "" : "s"))
+        for transaction in widgetChanges {
+            for change in transaction.changes {
+                let (kind, values): (String, [String: AttributeValue]) = switch change {
+                case let .insert(insert): ("insert", insert.values)
+                case let .update(update): ("update", update.values)
+                case let .delete(delete): ("delete", delete.tombstone.values)
+                }
+                say("          token@\(transaction.transactionIdentifier) \(kind) \(Self.short(change.changedPersistentIdentifier)) "
+                    + values.sorted { $0.key < $1.key }.map { "\($0.key) = \(ReplayText.text($0.value))" }.joined(separator: ", "))
+            }
+        }
+
+        guard let through = widgetChanges.last?.token else { return }
+        let compaction = try store.deleteHistory(
+            HistoryDescriptor<DefaultHistoryTransaction>(predicate: #Predicate { $0.token <= through }), force: false)
+        let segments = compaction.deletedSegments.count
+        say("deleteHistory #Predicate { $0.token <= token@\(through.offset) }: low-water mark "
+            + "\(compaction.previousLowWaterMark.map { "token@\($0.offset)" } ?? "none") → "
+            + "\(compaction.lowWaterMark.map { "token@\($0.offset)" } ?? "none"), "
+            + (segments == 0 ? "0 segment files deleted (the one being written is kept)"
+                : "\(segments) segment file\(segments == 1 ? "" : "s") deleted, \(Format.bytes(compaction.reclaimedByteCount))"))
+        do {
+            _ = try app.fetchHistory(HistoryDescriptor<DefaultHistoryTransaction>(predicate: #Predicate { $0.token > saved }))
+            say("fetchHistory after the saved token still worked: unexpected, history through it was deleted.")
+        } catch let error as LogStoreError {
+            guard case .historyTokenExpired = error else { throw error }
+            say("fetchHistory after the saved token → historyTokenExpired: \(error)")
+        }
     }
 
     private func describeOpen(_ store: LogStore, tripCount: Int, say: (String) -> Void) {
@@ -140,6 +199,7 @@ struct TripsTour {
         say("  logstore replay \(directory)    # the models, folded from the log; --json for scripts")
         say("  logstore inspect \(directory)   # segments, records, bytes")
         say("  logstore verify \(directory)    # check every record")
+        say("  logstore history \(directory)   # the transactions after the low-water mark")
         say("Run the demo again to add round \(round + 1).")
     }
 

@@ -11,11 +11,12 @@ struct LogStoreCommand: ParsableCommand {
         abstract: "Inspect, verify, replay and try out LogStore store directories.",
         discussion: """
             A store is a directory holding store.meta, segment files named by their 20-digit base \
-            offset, their index files and a LOCK file. `inspect`, `verify` and `replay` take no lock and \
-            change nothing, so they run beside a live writer.
+            offset, their index files and a LOCK file. `inspect`, `verify`, `replay` and `history` take no \
+            lock and change nothing, so they run beside a live writer.
 
             Exit codes: 0 success, 1 verify found corruption, 2 the store could not be read.
             """,
-        subcommands: [InspectCommand.self, VerifyCommand.self, ReplayCommand.self, RepairCommand.self, DemoCommand.self]
+        subcommands: [InspectCommand.self, VerifyCommand.self, ReplayCommand.self, HistoryCommand.self, CompactCommand.self,
+                      RepairCommand.self, DemoCommand.self]
     )
 }

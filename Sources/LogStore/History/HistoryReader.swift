@@ -158,6 +158,18 @@ extension LogStore {
         return try reader.fetch(descriptor) { $0 }.transactions
     }
 
+    /// The low-water mark L of the store in `directory`, read like ``fetchHistory(directory:fileSystem:_:)``
+    /// (read-only, no lock): `nil` while no history was deleted. Tools use it to resolve a bare
+    /// offset at or below L.
+    public static func historyLowWaterMark(directory: String, fileSystem: any FileSystem = PosixFileSystem()) throws
+        -> HistoryToken? {
+        let log: Log
+        do { log = try Log.openReadOnly(directory: directory, fileSystem: fileSystem) } catch { throw LogStoreError.log(error) }
+        defer { try? log.close() }
+        return try readOnlyHistoryReader(log: log, configuration: LogStoreConfiguration(directory: directory,
+                                                                                        fileSystem: fileSystem)).lowWaterMark
+    }
+
     /// A history reader over a read-only log: L is the highest any checkpoint records; the
     /// table is the newest checkpoint's, extended by the schema records after it.
     static func readOnlyHistoryReader(log: Log, configuration: LogStoreConfiguration) throws(LogStoreError) -> HistoryReader {

@@ -1,0 +1,179 @@
+import ArgumentParser
+import Foundation
+import LogStore
+import LogStoreEngine
+
+/// `logstore history <dir> [--after POS] [--author NAME] [--limit N] [--json]`: a store's history,
+/// read without the lock.
+struct HistoryCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "history",
+        abstract: "List a store's history transactions and their changes, oldest first.",
+        discussion: """
+            Read-only: takes no lock, changes nothing, runs beside a live writer; needs no model types. \
+            POS is a history token's JSON form {"v":1,"store":"<UUID>","offset":"<decimal>","check":<u32>} \
+            or a bare log offset where a transaction record starts; --after lists the transactions after \
+            it (token > POS). Prints a listing on a terminal and JSON lines otherwise (or with --json): \
+            one object per transaction, {"token", "transactionIdentifier", "author", "timestamp", \
+            "processIdentifier", "changes": [{"kind", "entity", "id", "values" | "tombstone"}]}, values \
+            in AttributeValue's typed JSON form. A position in deleted history fails (exit code 2) with \
+            the token to resume after.
+            """
+    )
+
+    @Argument(help: "The store directory.")
+    var directory: String
+
+    @Option(help: ArgumentHelp("List the transactions after this position (token > POS).", valueName: "POS"),
+            transform: HistoryPosition.parse)
+    var after: HistoryPosition?
+
+    @Option(help: "List only the transactions saved by this author.")
+    var author: String?
+
+    @Option(help: "List at most this many transactions.")
+    var limit: Int?
+
+    @Flag(help: "Print JSON lines (the default when standard output is not a terminal).")
+    var json = false
+
+    func validate() throws {
+        if let limit, limit < 0 { throw ValidationError("--limit must be 0 or more, not \(limit).") }
+    }
+
+    func run() throws {
+        let transactions = try reportingFailures { try Self.fetch(directory: directory, after: after, author: author, limit: limit) }
+        let lines = json || isatty(STDOUT_FILENO) == 0
+            ? try reportingFailures { try Self.jsonLines(transactions) }
+            : Self.text(transactions, directory: directory, after: after, author: author)
+        for line in lines { print(line) }
+    }
+
+    /// The transactions the options select, read-only. A position in deleted history becomes a
+    /// ``CommandFailure`` naming the resume token.
+    static func fetch(directory: String, after: HistoryPosition?, author: String?, limit: Int?) throws
+        -> [DefaultHistoryTransaction] {
+        do {
+            var descriptor = HistoryDescriptor<DefaultHistoryTransaction>()
+            switch (try after?.resolve(in: directory), author) {
+            case (nil, nil): break
+            case let (token?, nil): descriptor.predicate = #Predicate { $0.token > token }
+            case let (nil, name?): descriptor.predicate = #Predicate { $0.author == name }
+            case let (token?, name?): descriptor.predicate = #Predicate { $0.token > token && $0.author == name }
+            }
+            descriptor.fetchLimit = limit
+            return try LogStore.fetchHistory(directory: directory, descriptor)
+        } catch let LogStoreError.historyTokenExpired(resumeToken) {
+            throw CommandFailure(message: expiredSentence(directory: directory, position: after, resumeToken: resumeToken))
+        }
+    }
+
+    /// What `historyTokenExpired` means here and how to resume, in one sentence.
+    static func expiredSentence(directory: String, position: HistoryPosition?, resumeToken: HistoryToken) -> String {
+        "History up to \(position?.text ?? "that position") has been deleted (historyTokenExpired): the store keeps the "
+            + "transactions after \(resumeToken.json); resume with `logstore history \(directory) --after "
+            + "'\(resumeToken.json)'` (the changes in between are gone)."
+    }
+
+    // MARK: Output
+
+    /// One JSON object per transaction, each on one line.
+    static func jsonLines(_ transactions: [DefaultHistoryTransaction]) throws -> [String] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return try transactions.map { String(decoding: try encoder.encode(HistoryTransactionJSON($0)), as: UTF8.self) }
+    }
+
+    /// A readable listing: one line per transaction, one indented line per change, and the token
+    /// to continue after.
+    static func text(_ transactions: [DefaultHistoryTransaction], directory: String, after: HistoryPosition?,
+                     author: String?) -> [String] {
+        guard let last = transactions.last else {
+            var scope = ""
+            if let after { scope += " after \(after.text)" }
+            if let author { scope += " by \(author)" }
+            return ["No history transactions\(scope) in \(directory)."]
+        }
+        var lines: [String] = []
+        for transaction in transactions {
+            let count = transaction.changes.count
+            lines.append("token@\(transaction.transactionIdentifier)  \(iso8601Microseconds(transaction.timestamp))  "
+                + "\(transaction.author ?? "(no author)")  \(count) change\(count == 1 ? "" : "s")  "
+                + "process \(transaction.processIdentifier)")
+            var rows: [[String]] = []
+            for change in transaction.changes {
+                let identifier = change.changedPersistentIdentifier
+                let (kind, values): (String, [String: AttributeValue]) = switch change {
+                case let .insert(insert): ("insert", insert.values)
+                case let .update(update): ("update", update.values)
+                case let .delete(delete): ("delete", delete.tombstone.values)
+                }
+                let shown = values.sorted { $0.key < $1.key }.map { "\($0.key)=\(ReplayText.cell($0.value))" }
+                rows.append([kind, "\(identifier.entityName)/\(ReplayText.shortID(identifier.primaryKey))",
+                             shown.joined(separator: ", ")])
+            }
+            if !rows.isEmpty { lines.append(ReplayText.table(rows, indent: "    ")) }
+        }
+        lines.append("\(transactions.count) transaction\(transactions.count == 1 ? "" : "s"); the last one's token: "
+            + last.token.json)
+        return lines
+    }
+}
+
+/// The JSON form of one history transaction (`logstore history`, one per line).
+struct HistoryTransactionJSON: Encodable {
+    struct Change: Encodable {
+        /// `insert`, `update` or `delete`.
+        var kind: String
+        var entity: String
+        /// The primary key.
+        var id: String
+        /// Inserts: every value; updates: the changed ones.
+        var values: [String: AttributeValue]?
+        /// Deletes: the preserved values.
+        var tombstone: [String: AttributeValue]?
+
+        init(_ change: HistoryChange) {
+            let identifier = change.changedPersistentIdentifier
+            entity = identifier.entityName
+            id = identifier.primaryKey.uuidString
+            switch change {
+            case let .insert(insert): (kind, values) = ("insert", insert.values)
+            case let .update(update): (kind, values) = ("update", update.values)
+            case let .delete(delete): (kind, tombstone) = ("delete", delete.tombstone.values)
+            }
+        }
+    }
+
+    var token: HistoryToken
+    /// The token's offset, as a decimal string like the token's.
+    var transactionIdentifier: String
+    var author: String?
+    /// ISO 8601 in UTC with microseconds.
+    var timestamp: String
+    var processIdentifier: String
+    var changes: [Change]
+
+    init(_ transaction: DefaultHistoryTransaction) {
+        token = transaction.token
+        transactionIdentifier = String(transaction.transactionIdentifier)
+        author = transaction.author
+        timestamp = iso8601Microseconds(transaction.timestamp)
+        processIdentifier = transaction.processIdentifier
+        changes = transaction.changes.map(Change.init)
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case token, transactionIdentifier, author, timestamp, processIdentifier, changes
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(token, forKey: .token)
+        try container.encode(transactionIdentifier, forKey: .transactionIdentifier)
+        try container.encode(author, forKey: .author) // null when the save had no author
+        try container.encode(timestamp, forKey: .timestamp)
+        try container.encode(processIdentifier, forKey: .processIdentifier)
+        try container.encode(changes, forKey: .changes)
+    }
+}
