@@ -29,17 +29,12 @@ func reportingFailures<Result>(_ body: () throws -> Result) throws(ExitCode) -> 
 
 extension HistoryToken {
     /// The D6 JSON form, keys in its order: `{"v":1,"store":"<UUID>","offset":"<decimal>","check":<u32>}`.
-    var json: String {
-        #"{"v":1,"store":"\#(storeIdentifier.uuidString)","offset":"\#(offset)","check":\#(check)}"#
-    }
+    var json: String { jsonString }
 }
 
-/// `--after`, `--through`: a history token in its JSON form, or a bare log offset (DECISIONS.md D6).
-enum HistoryPosition: Equatable, Sendable {
-    case token(HistoryToken)
-    /// A bare offset: it must be where a transaction record starts (its check is looked up).
-    case offset(UInt64)
-
+/// `--after`, `--through`, `--until`: a history token in its JSON form, or a bare log offset
+/// (DECISIONS.md D6). A bare offset must be where a transaction record starts.
+extension HistoryPosition {
     /// Parses the option's text; a usage error (exit code 64) when it is neither form.
     static func parse(_ text: String) throws -> HistoryPosition {
         let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
