@@ -22,7 +22,7 @@ import Testing
             #expect(mark > token)
             #expect(deletion.contains("→ token@\(mark.offset), 0 segment files deleted"))
             #expect(lines.contains { $0.hasPrefix("fetchHistory after the saved token → historyTokenExpired: ")
-                && $0.contains("retained after token@\(mark.offset)") })
+                && $0.contains("retained after \(mark.jsonString)") })
             #expect(lines.last == "Run the demo again to add round \(round + 1).")
             // The widget's transaction is L: the history left after it is empty, and the token expired.
             #expect(try HistoryCommand.fetch(directory: store.directory, after: nil, author: nil, limit: nil).isEmpty)

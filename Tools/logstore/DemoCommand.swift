@@ -191,8 +191,11 @@ struct TripsTour {
         let logBytes = inspection.endOffset - inspection.startOffset
         let segments = inspection.segments.count
         say("")
-        say("State, folded from the log: " + counts.joined(separator: ", ") + ".")
-        say("Log: \(Format.grouped(state.transactionCount)) transactions in \(Format.grouped(inspection.recordCount)) "
+        let source = state.checkpointOffset.map {
+            "the checkpoint at offset \($0) and the \(Format.grouped(state.transactionCount)) transactions after it"
+        } ?? "the log's \(Format.grouped(state.transactionCount)) transactions"
+        say("State, folded from \(source): " + counts.joined(separator: ", ") + ".")
+        say("Log: \(Format.grouped(inspection.recordCount)) "
             + "records, \(Format.bytes(logBytes)) in \(segments) segment\(segments == 1 ? "" : "s") "
             + "(\(Format.bytes(inspection.fileByteCount)) on disk, preallocated ahead); \(syncCount) fdatasync calls this run.")
         say("Look further (`swift run logstore …` from the package directory):")
