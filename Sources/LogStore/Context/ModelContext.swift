@@ -103,8 +103,10 @@ public final class ModelContext {
     }
 
     private func encodeTyped<M: PersistentModel>(_ model: M) -> [String: AttributeValue] {
+        let properties = M.schemaProperties
         var values: [String: AttributeValue] = [:]
-        for property in M.schemaProperties { values[property.name] = property.read(model) }
+        values.reserveCapacity(properties.count)
+        for property in properties { values[property.name] = property.read(model) }
         return values
     }
 
@@ -113,7 +115,9 @@ public final class ModelContext {
     }
 
     private func relatedTyped<M: PersistentModel>(_ model: M) -> [any PersistentModel] {
-        M.schemaProperties.flatMap { $0.related(model) }
+        var related: [any PersistentModel] = []
+        for property in M.schemaProperties where property.relationship != nil { related += property.related(model) }
+        return related
     }
 
     func fill(_ model: any PersistentModel, with values: [String: AttributeValue]) throws {

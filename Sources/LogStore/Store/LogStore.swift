@@ -17,7 +17,7 @@ public final class LogStore: DataStore, @unchecked Sendable {
     public let schema: Schema
     public let identifier: String
     let log: Log
-    let inner: Mutex<Inner>
+    let inner: SleepingMutex<Inner>
     /// Checkpoint bookkeeping (LogStore+Checkpoint.swift).
     let checkpoints: CheckpointState
 
@@ -82,7 +82,7 @@ public final class LogStore: DataStore, @unchecked Sendable {
             self.identifier = log.storeID.uuidString
             self.log = log
             self.checkpoints = CheckpointState(loaded: loaded, replayedRecordCount: replayed.recordCount)
-            self.inner = Mutex(Inner(table: table, working: replayed.state, published: replayed.state,
+            self.inner = SleepingMutex(Inner(table: table, working: replayed.state, published: replayed.state,
                                      uniqueIndex: uniqueIndex, publishedToken: replayed.lastToken,
                                      lastTimestampMicroseconds: replayed.lastTimestampMicroseconds))
         } catch {

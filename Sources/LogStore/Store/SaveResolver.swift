@@ -26,7 +26,7 @@ struct SaveResolver {
             guard let entity = schema.entity(named: snapshot.persistentIdentifier.entityName) else {
                 throw .unknownEntity(snapshot.persistentIdentifier.entityName)
             }
-            for name in snapshot.values.keys where entity.property(named: name) == nil {
+            for name in snapshot.values.keys where !entity.hasProperty(named: name) {
                 throw .unknownAttribute(entity: entity.name, attribute: name)
             }
         }
@@ -52,11 +52,15 @@ struct SaveResolver {
                     break
                 }
             }
-            let permanent = target ?? .identifier(for: storeIdentifier, entityName: entity.name, primaryKey: UUID())
+            let permanent = target ?? .identifier(for: storeIdentifier, entityName: entity.name, primaryKey: RandomUUID.make())
             // A collision with a stored model is an upsert; with an earlier insert of this save, a merge.
             if let target, state.contains(target) { upserts.insert(target) }
             resolution.remapped[temporary] = permanent
-            insertedValues[permanent] = (insertedValues[permanent] ?? [:]).merging(values) { $1 }
+            if let earlier = insertedValues[permanent] {
+                insertedValues[permanent] = earlier.merging(values) { $1 }
+            } else {
+                insertedValues[permanent] = values
+            }
             for key in uniqueIndex.keys(entity: entity.name, values: values) { keysOfThisSave[entity.name, default: [:]][key] = permanent }
         }
         let remap = { (identifier: PersistentIdentifier) -> PersistentIdentifier? in
@@ -186,6 +190,7 @@ struct SaveResolver {
     /// Fills defaults for missing properties and checks every value's type.
     private func completed(_ values: [String: AttributeValue], entity: Schema.Entity) throws(LogStoreError) -> [String: AttributeValue] {
         var result: [String: AttributeValue] = [:]
+        result.reserveCapacity(entity.attributes.count + entity.relationships.count)
         for property in entity.properties {
             guard let value = values[property.name] ?? property.defaultValue else {
                 throw .missingValue(entity: entity.name, attribute: property.name)
