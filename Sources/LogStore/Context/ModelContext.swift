@@ -103,10 +103,8 @@ public final class ModelContext {
     }
 
     private func encodeTyped<M: PersistentModel>(_ model: M) -> [String: AttributeValue] {
-        let properties = M.schemaProperties
         var values: [String: AttributeValue] = [:]
-        values.reserveCapacity(properties.count)
-        for property in properties { values[property.name] = property.read(model) }
+        for property in M.schemaProperties { values[property.name] = property.read(model) }
         return values
     }
 

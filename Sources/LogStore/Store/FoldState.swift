@@ -44,9 +44,8 @@ struct FoldState: Sendable {
             entities[identifier.entityName, default: [:]][identifier.primaryKey] = Row(sequence: nextSequence, values: values)
             nextSequence += 1
         case let .update(identifier, values):
-            guard var row = entities[identifier.entityName]?[identifier.primaryKey] else { return }
-            for (name, value) in values { row.values[name] = value }
-            entities[identifier.entityName]![identifier.primaryKey] = row
+            // In place: copying the row out and back would copy its values on every update.
+            for (name, value) in values { entities[identifier.entityName]?[identifier.primaryKey]?.values[name] = value }
         case let .delete(identifier, _):
             entities[identifier.entityName]?[identifier.primaryKey] = nil
         }

@@ -190,7 +190,6 @@ struct SaveResolver {
     /// Fills defaults for missing properties and checks every value's type.
     private func completed(_ values: [String: AttributeValue], entity: Schema.Entity) throws(LogStoreError) -> [String: AttributeValue] {
         var result: [String: AttributeValue] = [:]
-        result.reserveCapacity(entity.attributes.count + entity.relationships.count)
         for property in entity.properties {
             guard let value = values[property.name] ?? property.defaultValue else {
                 throw .missingValue(entity: entity.name, attribute: property.name)
