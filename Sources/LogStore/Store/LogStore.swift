@@ -71,9 +71,11 @@ public final class LogStore: DataStore, @unchecked Sendable {
                 try Self.append(table.encoded(), type: .schema, to: log)
             }
             var uniqueIndex = UniqueIndex(schema: schema)
+            let storeIdentifier = log.storeID.uuidString
             for entity in schema.entities where uniqueIndex.constraints[entity.name] != nil {
+                uniqueIndex.reserveCapacity(replayed.state.count(of: entity.name), entity: entity.name)
                 for (primaryKey, row) in replayed.state.rows(of: entity.name) {
-                    uniqueIndex.replace(.identifier(for: log.storeID.uuidString, entityName: entity.name, primaryKey: primaryKey),
+                    uniqueIndex.replace(.identifier(for: storeIdentifier, entityName: entity.name, primaryKey: primaryKey),
                                         old: nil, new: row.values)
                 }
             }
