@@ -53,6 +53,20 @@ let package = Package(
                 .plugin(name: "BenchmarkPlugin", package: "benchmark"),
             ]
         ),
+        // P5, P8: opening large stores (checkpoint + replay) and their resident memory, on
+        // fixtures built once and cached under .cache/fixtures.
+        .executableTarget(
+            name: "StateBenchmarks",
+            dependencies: [
+                "BenchmarkSupport",
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "LogStore", package: "LogStore"),
+            ],
+            path: "Benchmarks/StateBenchmarks",
+            plugins: [
+                .plugin(name: "BenchmarkPlugin", package: "benchmark"),
+            ]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

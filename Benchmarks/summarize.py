@@ -385,6 +385,181 @@ def extra_column(entry):
     return "; ".join(parts)
 
 
+# Saver scaling (the chart): (label, colour, [(savers, id)]).
+SCALING = [
+    ("LogStore, ModelContext (new context per save)", "#1f6feb",
+     [(1, "P1.ctx"), (2, "P2.ctx.2"), (4, "P2.ctx.4"), (8, "P2.ctx")]),
+    ("SQLite+history WAL FULL", "#d1242f",
+     [(1, "sqlite.model.full.1"), (2, "sqlite.model.full.2"), (4, "sqlite.model.full.4"), (8, "sqlite.model.full.8")]),
+]
+
+
+def scaling_svg(results):
+    """An SVG line chart of durable saves per second against the number of savers, or None when
+    no series has two points. Standard library only; the axes start at zero."""
+    series = []
+    for label, colour, points in SCALING:
+        values = [(n, results[i]["opsPerSecond"]) for n, i in points if i in results]
+        if len(values) >= 2:
+            series.append((label, colour, values))
+    if not series:
+        return None
+    width, height, left, right, top, bottom = 640, 360, 70, 20, 30, 80
+    top_value = max(v for _, _, values in series for _, v in values)
+    # The smallest 1-2-5 step that needs at most 6 gridlines above zero.
+    step = 1
+    while top_value / step > 6:
+        step = step * 5 // 2 if str(step)[0] == "2" else step * 2
+    y_max = step * (int(top_value / step) + 1)
+    savers = [1, 2, 4, 8]
+
+    def x(n):
+        return left + savers.index(n) * (width - left - right) / (len(savers) - 1)
+
+    def y(v):
+        return top + (height - top - bottom) * (1 - v / y_max)
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+           'font-family="sans-serif" font-size="12">',
+           f'<rect width="{width}" height="{height}" fill="white"/>',
+           f'<text x="{width / 2}" y="18" text-anchor="middle" font-size="14">Durable saves of one new Trip per second vs savers</text>']
+    tick = 0
+    while tick <= y_max:
+        out.append(f'<line x1="{left}" y1="{y(tick):.1f}" x2="{width - right}" y2="{y(tick):.1f}" stroke="#ddd"/>')
+        out.append(f'<text x="{left - 6}" y="{y(tick) + 4:.1f}" text-anchor="end">{tick:,.0f}</text>')
+        tick += step
+    for n in savers:
+        out.append(f'<text x="{x(n):.1f}" y="{height - bottom + 18}" text-anchor="middle">{n}</text>')
+    out.append(f'<text x="{(left + width - right) / 2}" y="{height - bottom + 36}" text-anchor="middle">'
+               'saving threads (each with its own ModelContext / connection)</text>')
+    out.append(f'<line x1="{left}" y1="{top}" x2="{left}" y2="{height - bottom}" stroke="black"/>')
+    out.append(f'<line x1="{left}" y1="{height - bottom}" x2="{width - right}" y2="{height - bottom}" stroke="black"/>')
+    for index, (label, colour, values) in enumerate(series):
+        path = " ".join(f"{x(n):.1f},{y(v):.1f}" for n, v in values)
+        out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
+        for n, v in values:
+            out.append(f'<circle cx="{x(n):.1f}" cy="{y(v):.1f}" r="3.5" fill="{colour}"><title>{label}, {n} savers: '
+                       f'{v:,.0f}/s</title></circle>')
+            out.append(f'<text x="{x(n):.1f}" y="{y(v) - 8:.1f}" text-anchor="middle" fill="{colour}">{fmt_rate(v)}</text>')
+        legend_y = height - 22 + index * 14 - (len(series) - 1) * 7
+        out.append(f'<line x1="{left}" y1="{legend_y - 4}" x2="{left + 24}" y2="{legend_y - 4}" stroke="{colour}" stroke-width="2"/>')
+        out.append(f'<text x="{left + 30}" y="{legend_y}">{label}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def scaling_section(results, chart_name):
+    out = ["## Saver scaling\n"]
+    rows = []
+    for label, _, points in SCALING:
+        cells = [fmt_rate(results[i]["opsPerSecond"]) if i in results else "–" for _, i in points]
+        rows.append(f"| {label} | " + " | ".join(cells) + " |")
+    ratio_cells = []
+    for (_, own_id), (_, peer_id) in zip(SCALING[0][2], SCALING[1][2]):
+        own, peer = results.get(own_id), results.get(peer_id)
+        ratio_cells.append(f"**{fmt_ratio(own['opsPerSecond'] / peer['opsPerSecond'])}**" if own and peer and peer["opsPerSecond"] else "–")
+    if chart_name:
+        out.append(f"![Durable saves per second against the number of savers]({chart_name})\n")
+    out.append("| saves/s | 1 saver | 2 savers | 4 savers | 8 savers |")
+    out.append("|:--|--:|--:|--:|--:|")
+    out.extend(rows)
+    out.append("| LogStore ÷ SQLite FULL | " + " | ".join(ratio_cells) + " |")
+    out.append("\nEach saver is a thread inserting one new Trip per durable save; 1 saver is P1-ctx, 8 are P2-ctx; "
+               "LogStore's savers share one container (concurrent saves share an fdatasync), SQLite's share a "
+               "`DatabasePool` (one writer at a time).\n")
+    return out
+
+
+def p5_p8_section(results):
+    out = []
+    replay, checkpoint, memory = results.get("P5.replay"), results.get("P5.checkpoint"), results.get("P8.rss")
+    if not (replay or checkpoint or memory):
+        return out
+    out.append("## P5 open (checkpoint + replay) and P8 resident memory\n")
+    if replay:
+        changes = fact_median(replay, "changesPerOpen") or 0
+        records = fact_median(replay, "recordsReplayedPerOpen") or 0
+        rate = replay["opsPerSecond"] * changes
+        log_bytes = fact_median(replay, "logBytes") or 0
+        out.append(f"The fixture: {fact_median(replay, 'entities') or 0:,.0f} Trips inserted (saves of 1,000), then "
+                   f"{fact_median(replay, 'transactions') or 0:,.0f} transactions of one update each (a new "
+                   f"destination) round-robin over them: {log_bytes / 1e6:,.1f} MB of log, built once with durability "
+                   "`.none` and cached under `Benchmarks/.cache/fixtures/format-<format version>/`. An open is "
+                   "`ModelContainer(for:configuration:)` on the store (everything folded, unique index rebuilt) "
+                   "followed by `close()`, with the files in the page cache (one untimed open first).\n")
+        out.append("| Open | opens/s | time per open | records replayed | changes folded per second | floor | |")
+        out.append("|:--|--:|--:|--:|--:|:--|:--|")
+        seconds = 1 / replay["opsPerSecond"] if replay["opsPerSecond"] else 0
+        out.append(f"| full replay, no checkpoint (`P5.replay`) | {replay['opsPerSecond']:.2f} | {seconds * 1e3:,.0f} ms | "
+                   f"{records:,.0f} | **{fmt_rate(rate)}** | ≥ 1 M changes/s | {'met' if rate >= 1e6 else 'missed'} |")
+        if checkpoint:
+            c_seconds = 1 / checkpoint["opsPerSecond"] if checkpoint["opsPerSecond"] else 0
+            share = c_seconds / seconds if seconds else 0
+            out.append(f"| from a checkpoint at the end of the log (`P5.checkpoint`) | {checkpoint['opsPerSecond']:.2f} | "
+                       f"{c_seconds * 1e3:,.1f} ms | {fact_median(checkpoint, 'recordsReplayedPerOpen') or 0:,.0f} | | "
+                       f"≤ 10 % of the full replay: **{share * 100:.1f} %** | {'met' if share <= 0.10 else 'missed'} |")
+            out.append(f"\nThe checkpoint holds {fact_median(checkpoint, 'entities') or 0:,.0f} Trips in "
+                       f"{fact_median(checkpoint, 'checkpointFileBytes') or 0:,.0f} bytes "
+                       f"({fact_median(checkpoint, 'checkpointUncompressedBytes') or 0:,.0f} uncompressed).")
+        out.append("")
+    if memory:
+        baseline = fact_median(memory, "rssBaselineBytes") or 0
+        opened = fact_median(memory, "rssOpenBytes") or 0
+        peak = fact_median(memory, "rssPeakBytes") or 0
+        uncompressed = fact_median(memory, "checkpointUncompressedBytes") or 0
+        entities = fact_median(memory, "entities") or 0
+        growth = opened - baseline
+        ratio = growth / uncompressed if uncompressed else 0
+        out.append(f"P8: a store of {entities:,.0f} live Trips (inserted in saves of 1,000, then a checkpoint at the "
+                   "end of the log), opened from that checkpoint. Resident set (`VmRSS`) read before the open (after "
+                   "`malloc_trim`) and right after it; the peak is `VmHWM`, reset before the open.\n")
+        out.append("| | bytes | per Trip | ÷ checkpoint uncompressed |")
+        out.append("|:--|--:|--:|--:|")
+        out.append(f"| checkpoint file | {fact_median(memory, 'checkpointFileBytes') or 0:,.0f} | "
+                   f"{(fact_median(memory, 'checkpointFileBytes') or 0) / max(entities, 1):,.1f} | |")
+        out.append(f"| checkpoint, uncompressed payloads | {uncompressed:,.0f} | {uncompressed / max(entities, 1):,.1f} | 1 |")
+        out.append(f"| resident set growth from the open | {growth:,.0f} | {growth / max(entities, 1):,.1f} | **{fmt_ratio(ratio)}** |")
+        out.append(f"| peak resident growth during the open | {peak - baseline:,.0f} | {(peak - baseline) / max(entities, 1):,.1f} | "
+                   f"{fmt_ratio((peak - baseline) / uncompressed) if uncompressed else '–'} |")
+        out.append(f"| process resident set after the open | {opened:,.0f} | | |")
+        out.append(f"\nFloor: resident growth ≤ 3 × the checkpoint's uncompressed bytes — {'met' if ratio <= 3 else 'missed'}.\n")
+    return out
+
+
+def floors_section(results):
+    """The issue's floors, each with this run's figure."""
+    def ratio(own_id, peer_id, rows=1):
+        own, peer = results.get(own_id), results.get(peer_id)
+        if not own or not peer or not peer["opsPerSecond"]:
+            return None
+        return own["opsPerSecond"] * rows / (peer["opsPerSecond"] * rows)
+    lines = []
+    checks = [
+        ("P2-ctx: 8 savers, saves/s ÷ SQLite+history FULL (8 threads)", ratio("P2.ctx", "sqlite.model.full.8"), 4, "≥"),
+        ("P3-ctx: durability none, saves/s ÷ SQLite+history NORMAL (1 thread)", ratio("P3.ctx", "sqlite.model.normal.1"), 5, "≥"),
+        ("P4-ctx: 100 Trips per save, rows/s ÷ SQLite+history FULL", ratio("P4.ctx", "sqlite.model.full.100"), 2, "≥"),
+    ]
+    replay = results.get("P5.replay")
+    if replay:
+        checks.append(("P5: changes folded per second, full replay (millions)",
+                       replay["opsPerSecond"] * (fact_median(replay, "changesPerOpen") or 0) / 1e6, 1, "≥"))
+        checkpoint = results.get("P5.checkpoint")
+        if checkpoint and checkpoint["opsPerSecond"]:
+            checks.append(("P5: open from a checkpoint ÷ full replay (time)", replay["opsPerSecond"] / checkpoint["opsPerSecond"], 0.10, "≤"))
+    memory = results.get("P8.rss")
+    if memory and fact_median(memory, "checkpointUncompressedBytes"):
+        growth = (fact_median(memory, "rssOpenBytes") or 0) - (fact_median(memory, "rssBaselineBytes") or 0)
+        checks.append(("P8: resident growth ÷ checkpoint uncompressed bytes", growth / fact_median(memory, "checkpointUncompressedBytes"), 3, "≤"))
+    for label, value, floor, sense in checks:
+        if value is None:
+            continue
+        met = value >= floor if sense == "≥" else value <= floor
+        lines.append(f"| {label} | **{fmt_ratio(value)}** | {sense} {floor:g} | {'met' if met else 'missed'} |")
+    if not lines:
+        return []
+    return ["## Floors (issue #6)\n", "| Figure | this run | floor | |", "|:--|--:|--:|:--|"] + lines + [""]
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--summary", required=True)
@@ -413,7 +588,8 @@ def main():
                f"{' with uncommitted changes under Sources/' if dirty and dirty != 'unknown' else ''}).\n")
     out.append(f"The suite ran {passes} time{'s' if passes != 1 else ''} in a row; every figure is the median over the "
                "passes (ops/s ranges give the spread). In each pass each benchmark runs in its own process, one after "
-               "the other, for a fixed time (4 s for fdatasync-bound ones, 3 s for the others). Ops/s is operations "
+               "the other, for a fixed time (4 s for fdatasync-bound ones, 3 s for the others; P5 opens for 6 s and 3 s, "
+               "P8 opens once). Ops/s is operations "
                "over the measured time; latencies are per operation (with several threads: each append's own "
                "latency). Payloads: 200 pseudo-random (incompressible) bytes; a LogStore record adds a 32-byte "
                "header. Files live in the benchmark directory below, on the same disk as the checkout. The 2 cores "
@@ -432,6 +608,7 @@ def main():
         out.append(f"| SQLite (GRDB 7.10.0, system libsqlite3) | {sqlite_version} |")
     out.append("")
 
+    out.extend(floors_section(results))
     out.append("## Ratios (LogStore ops/s ÷ peer ops/s; above 1 = LogStore faster)\n")
     for title, own_id, peers, note in FIGURES:
         own = results.get(own_id)
@@ -463,7 +640,16 @@ def main():
         out.append(f"\n{note} The range pairs the extremes of both sides over the passes (worst and best case).\n")
 
     out.extend(model_sections(results))
+    chart = scaling_svg(results)
+    chart_name = None
+    if chart:
+        stem = os.path.splitext(os.path.basename(args.output))[0]
+        chart_name = "savers.svg" if stem == "RESULTS" else f"{stem}-savers.svg"
+        with open(os.path.join(os.path.dirname(os.path.abspath(args.output)), chart_name), "w") as handle:
+            handle.write(chart)
+    out.extend(scaling_section(results, chart_name))
     out.extend(bytes_section(results))
+    out.extend(p5_p8_section(results))
 
     out.append("## Absolute figures\n")
     out.append("| Benchmark | id | threads | ops/s | ops/s range | p50 µs | p90 µs | p99 µs | max µs | tail ≥ 20×p50: ops, share of time | framework p50 ops/s | notes |")

@@ -27,7 +27,7 @@ enum ModelSuite {
     static let archiveSeedModels = 100
     static let recordsPerSync = DerivedMetric.ratio("records per fdatasync (x100)", "records", per: "fdatasyncs")
 
-    static var specs: [WorkloadSpec] { p1 + p2 + p3 + p4 }
+    static var specs: [WorkloadSpec] { p1 + p2 + scaling + p3 + p4 }
 
     static func logStore(_ durability: Durability, _ layer: SaveLayer, threads: Int = 1, inserts: Int = 1)
         -> @Sendable (WorkloadContext) throws -> any Workload {
@@ -82,6 +82,21 @@ enum ModelSuite {
             WorkloadSpec(id: "sqlite.model.normal.8", name: "P2-ctx SQLite+history WAL NORMAL 8 threads", threads: saverThreads,
                          operationsPerIteration: .kilo, warmupOperations: 2_000, make: sqlite(.normal, threads: saverThreads)),
         ]
+    }
+
+    /// Saver scaling (the chart in RESULTS.md): durable saves of one new Trip from 2 and 4 threads,
+    /// a new context per save, against SQLite+history FULL; 1 and 8 threads are P1 and P2.
+    static var scaling: [WorkloadSpec] {
+        [2, 4].flatMap { threads in
+            [
+                WorkloadSpec(id: "P2.ctx.\(threads)", name: "P2-ctx LogStore context per save synchronous \(threads) threads",
+                             threads: threads, operationsPerIteration: .kilo, warmupOperations: 200, derivedMetrics: [recordsPerSync],
+                             make: logStore(.synchronous, .contextPerSave, threads: threads)),
+                WorkloadSpec(id: "sqlite.model.full.\(threads)", name: "P2-ctx SQLite+history WAL FULL \(threads) threads",
+                             threads: threads, operationsPerIteration: .kilo, warmupOperations: 200,
+                             make: sqlite(.full, threads: threads)),
+            ]
+        }
     }
 
     /// P3: saves of one new Trip with durability `.none` (its SQLite peer is P1's NORMAL one).

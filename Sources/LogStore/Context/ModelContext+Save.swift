@@ -51,7 +51,20 @@ extension ModelContext {
             // An upsert maps onto an existing model: the instance just saved becomes the registered one.
             registered[permanent] = model
         }
-        for model in inserted { savedValues[model.persistentModelID] = encode(model) }
+        // The saved values of an inserted model are what the request carried, with the permanent
+        // identifiers of this save's inserts in its references (encoding each model again cost as
+        // much as the rest of this function). `inserted` and `request.inserted` are in one order.
+        if inserted.count == request.inserted.count {
+            for (model, snapshot) in zip(inserted, request.inserted) {
+                var values = snapshot.values
+                if values.values.contains(where: { !$0.referencedIdentifiers.isEmpty }) {
+                    values = values.mapValues { $0.mapReferences { result.remappedIdentifiers[$0] ?? $0 } }
+                }
+                savedValues[model.persistentModelID] = values
+            }
+        } else {
+            for model in inserted { savedValues[model.persistentModelID] = encode(model) }
+        }
         inserted.removeAll()
         for (identifier, model) in deleted {
             savedValues[identifier] = nil

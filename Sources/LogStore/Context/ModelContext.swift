@@ -113,7 +113,9 @@ public final class ModelContext {
     }
 
     private func relatedTyped<M: PersistentModel>(_ model: M) -> [any PersistentModel] {
-        M.schemaProperties.flatMap { $0.related(model) }
+        var related: [any PersistentModel] = []
+        for property in M.schemaProperties where property.relationship != nil { related += property.related(model) }
+        return related
     }
 
     func fill(_ model: any PersistentModel, with values: [String: AttributeValue]) throws {

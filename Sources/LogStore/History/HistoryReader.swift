@@ -16,11 +16,15 @@ struct HistoryReader {
     /// later could skip records a concurrent compaction deleted after this L was read.)
     let logStartOffset: UInt64
 
+    /// The table's lookups, built once per reader (not per record).
+    let decoder: TransactionRecord.Decoder
+
     init(log: Log, table: SchemaTable, lowWaterMark: HistoryToken?, logStartOffset: UInt64) {
         self.log = log
         self.table = table
         self.lowWaterMark = lowWaterMark
         self.logStartOffset = logStartOffset
+        decoder = TransactionRecord.Decoder(table: table, storeIdentifier: log.storeID.uuidString)
     }
 
     var storeIdentifier: String { log.storeID.uuidString }
@@ -129,7 +133,7 @@ struct HistoryReader {
     func decode(_ record: LogRecord) throws(LogStoreError) -> DefaultHistoryTransaction {
         let transaction: TransactionRecord
         do {
-            transaction = try TransactionRecord.decode(record.payload, table: table, storeIdentifier: storeIdentifier)
+            transaction = try decoder.decode(record.payload)
         } catch {
             throw .corruptRecord(offset: record.offset, reason: "transaction record: \(error)")
         }

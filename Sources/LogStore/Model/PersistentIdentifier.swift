@@ -24,7 +24,7 @@ public struct PersistentIdentifier: Hashable, Comparable, Codable, Sendable, Cus
 
     /// A new temporary identifier for a model about to be inserted.
     public static func temporary(entityName: String) -> PersistentIdentifier {
-        PersistentIdentifier(storeIdentifier: nil, entityName: entityName, primaryKey: UUID())
+        PersistentIdentifier(storeIdentifier: nil, entityName: entityName, primaryKey: RandomUUID.make())
     }
 
     init(storeIdentifier: String?, entityName: String, primaryKey: UUID) {

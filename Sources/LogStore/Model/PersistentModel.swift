@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// A model class stored through a ``ModelContext`` — SwiftData's `PersistentModel`, without the
 /// `@Model` macro: the class declares its entity and its properties by key path.
@@ -36,7 +37,7 @@ public protocol PersistentModel: AnyObject, SendableMetatype {
 }
 
 extension PersistentModel {
-    public static var entityName: String { String(describing: Self.self) }
+    public static var entityName: String { EntityNameCache.name(of: Self.self) }
     public static var uniquenessConstraints: [[String]] { [] }
 
     /// The model's identifier: temporary until its first save, then permanent.
@@ -68,14 +69,27 @@ public final class ModelState: @unchecked Sendable {
 
     public init() {}
 
-    func identifier(entityName: String) -> PersistentIdentifier {
+    func identifier(entityName: @autoclosure () -> String) -> PersistentIdentifier {
         if let storedIdentifier { return storedIdentifier }
-        let identifier = PersistentIdentifier.temporary(entityName: entityName)
+        let identifier = PersistentIdentifier.temporary(entityName: entityName())
         storedIdentifier = identifier
         return identifier
     }
 
     func assign(_ identifier: PersistentIdentifier) {
         storedIdentifier = identifier
+    }
+}
+
+/// The default entity names (the type's name), made once per type: `String(describing:)` of a
+/// metatype costs microseconds, and a save asked for it several times per model.
+enum EntityNameCache {
+    private static let names = Mutex<[ObjectIdentifier: String]>([:])
+
+    static func name(of type: Any.Type) -> String {
+        if let name = names.withLock({ $0[ObjectIdentifier(type)] }) { return name }
+        let name = String(describing: type)
+        names.withLock { $0[ObjectIdentifier(type)] = name }
+        return name
     }
 }

@@ -49,8 +49,19 @@ public struct Schema: Hashable, Sendable, Codable {
                                                options: $0.options, defaultValue: $0.isToMany ? .array([]) : .null) }
         }
 
+        func hasProperty(named name: String) -> Bool {
+            attributes.contains { $0.name == name } || relationships.contains { $0.name == name }
+        }
+
+        /// Looks the name up without building `properties` (called per value on every save).
         public func property(named name: String) -> Property? {
-            properties.first { $0.name == name }
+            if let attribute = attributes.first(where: { $0.name == name }) {
+                return Property(name: attribute.name, valueType: attribute.valueType, isOptional: attribute.isOptional,
+                                options: attribute.options, defaultValue: attribute.defaultValue)
+            }
+            guard let relationship = relationships.first(where: { $0.name == name }) else { return nil }
+            return Property(name: relationship.name, valueType: relationship.valueType, isOptional: !relationship.isToMany,
+                            options: relationship.options, defaultValue: relationship.isToMany ? .array([]) : .null)
         }
 
         public func relationship(named name: String) -> Relationship? {

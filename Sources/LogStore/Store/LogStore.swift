@@ -19,7 +19,7 @@ public final class LogStore: DataStore, @unchecked Sendable {
     public var usesStoredSchema: Bool { configuration.schema == nil }
     public let identifier: String
     let log: Log
-    let inner: Mutex<Inner>
+    let inner: SleepingMutex<Inner>
     /// Checkpoint bookkeeping (LogStore+Checkpoint.swift).
     let checkpoints: CheckpointState
     /// One history deletion (or retention pass) at a time (History/LogStore+History.swift).
@@ -96,9 +96,11 @@ public final class LogStore: DataStore, @unchecked Sendable {
                 try Self.append(table.encoded(), type: .schema, to: log)
             }
             var uniqueIndex = UniqueIndex(schema: schema)
+            let storeIdentifier = log.storeID.uuidString
             for entity in schema.entities where uniqueIndex.constraints[entity.name] != nil {
+                uniqueIndex.reserveCapacity(replayed.state.count(of: entity.name), entity: entity.name)
                 for (primaryKey, row) in replayed.state.rows(of: entity.name) {
-                    uniqueIndex.replace(.identifier(for: log.storeID.uuidString, entityName: entity.name, primaryKey: primaryKey),
+                    uniqueIndex.replace(.identifier(for: storeIdentifier, entityName: entity.name, primaryKey: primaryKey),
                                         old: nil, new: row.values)
                 }
             }
@@ -107,7 +109,7 @@ public final class LogStore: DataStore, @unchecked Sendable {
             self.identifier = log.storeID.uuidString
             self.log = log
             self.checkpoints = CheckpointState(loaded: loaded, replayedRecordCount: replayed.recordCount)
-            self.inner = Mutex(Inner(table: table, working: replayed.state, published: replayed.state,
+            self.inner = SleepingMutex(Inner(table: table, working: replayed.state, published: replayed.state,
                                      uniqueIndex: uniqueIndex, publishedToken: replayed.lastToken,
                                      lastTimestampMicroseconds: replayed.lastTimestampMicroseconds,
                                      lowWaterMark: loaded.lowWaterMark,

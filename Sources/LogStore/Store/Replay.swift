@@ -31,10 +31,15 @@ struct Replay {
         var result = start
         do {
             var records = try log.records(from: startOffset ?? log.startOffset)
+            var decoder = TransactionRecord.Decoder(table: result.table, storeIdentifier: storeIdentifier)
             while let record = try records.next() {
                 if let throughOffset, record.offset > throughOffset { break }
                 result.recordCount += 1
-                try apply(record, to: &result)
+                // A schema record changes the table (and its version): decode with the new one.
+                if decoder.table.version != result.table.version || decoder.table.entities.count != result.table.entities.count {
+                    decoder = TransactionRecord.Decoder(table: result.table, storeIdentifier: storeIdentifier)
+                }
+                try apply(record, to: &result, decoder: decoder)
             }
         } catch let error as LogError {
             throw .log(error)
@@ -47,6 +52,11 @@ struct Replay {
     }
 
     func apply(_ record: LogRecord, to result: inout Result) throws(LogStoreError) {
+        try apply(record, to: &result, decoder: TransactionRecord.Decoder(table: result.table, storeIdentifier: storeIdentifier))
+    }
+
+    /// `decoder` must have been made with `result.table`.
+    func apply(_ record: LogRecord, to result: inout Result, decoder: TransactionRecord.Decoder) throws(LogStoreError) {
         switch record.type {
         case .schema:
             do { result.table = try SchemaTable.decode(record.payload) } catch {
@@ -55,7 +65,7 @@ struct Replay {
         case .transaction:
             let transaction: TransactionRecord
             do {
-                transaction = try TransactionRecord.decode(record.payload, table: result.table, storeIdentifier: storeIdentifier)
+                transaction = try decoder.decode(record.payload)
             } catch {
                 throw .corruptRecord(offset: record.offset, reason: "transaction record: \(error)")
             }

@@ -27,7 +27,7 @@ struct SaveResolver {
             guard let entity = schema.entity(named: snapshot.persistentIdentifier.entityName) else {
                 throw .unknownEntity(snapshot.persistentIdentifier.entityName)
             }
-            for name in snapshot.values.keys where entity.property(named: name) == nil {
+            for name in snapshot.values.keys where !entity.hasProperty(named: name) {
                 throw .unknownAttribute(entity: entity.name, attribute: name)
             }
         }
@@ -56,11 +56,15 @@ struct SaveResolver {
                     break
                 }
             }
-            let permanent = target ?? .identifier(for: storeIdentifier, entityName: entity.name, primaryKey: UUID())
+            let permanent = target ?? .identifier(for: storeIdentifier, entityName: entity.name, primaryKey: RandomUUID.make())
             // A collision with a stored model is an upsert; with an earlier insert of this save, a merge.
             if let target, state.contains(target) { upserts.insert(target) }
             resolution.remapped[temporary] = permanent
-            insertedValues[permanent] = (insertedValues[permanent] ?? [:]).merging(values) { $1 }
+            if let earlier = insertedValues[permanent] {
+                insertedValues[permanent] = earlier.merging(values) { $1 }
+            } else {
+                insertedValues[permanent] = values
+            }
             for key in uniqueIndex.keys(entity: entity.name, values: values) { keysOfThisSave[entity.name, default: [:]][key] = permanent }
         }
         let remap = { (identifier: PersistentIdentifier) -> PersistentIdentifier? in

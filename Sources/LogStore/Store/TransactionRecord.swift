@@ -63,47 +63,66 @@ struct TransactionRecord: Sendable, Equatable {
     }
 
     static func decode(_ bytes: [UInt8], table: SchemaTable, storeIdentifier: String) throws(ByteReaderError) -> TransactionRecord {
-        let entityNames = Dictionary(uniqueKeysWithValues: table.entities.map { ($0.id, $0.name) })
-        let entitiesByID = Dictionary(uniqueKeysWithValues: table.entities.map { ($0.id, $0) })
-        return try ByteReader.read(bytes) { reader throws(ByteReaderError) in
-            guard try reader.readByte() == 1 else { throw .malformed("unknown transaction payload version") }
-            let schemaVersion = UInt32(truncatingIfNeeded: try reader.readVarint())
-            guard schemaVersion <= table.version else {
-                throw .malformed("encoded with schema table version \(schemaVersion), newer than \(table.version)")
-            }
-            let author = try reader.readByte() == 1 ? try ValueCodec.readString(&reader) : nil
-            let timestamp: Int64 = try reader.read()
-            let process = try ValueCodec.readString(&reader)
-            let changeCount = try reader.readVarint()
-            guard changeCount <= UInt64(reader.remainingByteCount) else { throw .malformed("change count \(changeCount)") }
-            var changes: [ResolvedChange] = []
-            changes.reserveCapacity(Int(changeCount))
-            for _ in 0..<changeCount {
-                let kind = try reader.readByte()
-                let entityID = UInt32(truncatingIfNeeded: try reader.readVarint())
-                guard let entity = entitiesByID[entityID] else { throw .malformed("unknown entity id \(entityID)") }
-                let identifier = PersistentIdentifier.identifier(for: storeIdentifier, entityName: entity.name,
-                                                                 primaryKey: UUID(bytes: try reader.readBytes(16)))
-                let valueCount = try reader.readVarint()
-                guard valueCount <= UInt64(reader.remainingByteCount) else { throw .malformed("value count \(valueCount)") }
-                var values: [String: AttributeValue] = [:]
-                for _ in 0..<valueCount {
-                    let attributeID = UInt32(truncatingIfNeeded: try reader.readVarint())
-                    guard let attribute = entity.attributes.first(where: { $0.id == attributeID }) else {
-                        throw .malformed("unknown attribute id \(attributeID) of \(entity.name)")
+        try Decoder(table: table, storeIdentifier: storeIdentifier).decode(bytes)
+    }
+
+    /// Decodes transaction records of one schema table: its lookups are built once, not per
+    /// record (replay decodes a million records with the same table).
+    struct Decoder {
+        let table: SchemaTable
+        let storeIdentifier: String
+        let entityNames: [UInt32: String]
+        let entitiesByID: [UInt32: SchemaTable.Entity]
+
+        init(table: SchemaTable, storeIdentifier: String) {
+            self.table = table
+            self.storeIdentifier = storeIdentifier
+            entityNames = Dictionary(uniqueKeysWithValues: table.entities.map { ($0.id, $0.name) })
+            entitiesByID = Dictionary(uniqueKeysWithValues: table.entities.map { ($0.id, $0) })
+        }
+
+        func decode(_ bytes: [UInt8]) throws(ByteReaderError) -> TransactionRecord {
+            let table = table, storeIdentifier = storeIdentifier, entityNames = entityNames, entitiesByID = entitiesByID
+            return try ByteReader.read(bytes) { reader throws(ByteReaderError) in
+                guard try reader.readByte() == 1 else { throw .malformed("unknown transaction payload version") }
+                let schemaVersion = UInt32(truncatingIfNeeded: try reader.readVarint())
+                guard schemaVersion <= table.version else {
+                    throw .malformed("encoded with schema table version \(schemaVersion), newer than \(table.version)")
+                }
+                let author = try reader.readByte() == 1 ? try ValueCodec.readString(&reader) : nil
+                let timestamp: Int64 = try reader.read()
+                let process = try ValueCodec.readString(&reader)
+                let changeCount = try reader.readVarint()
+                guard changeCount <= UInt64(reader.remainingByteCount) else { throw .malformed("change count \(changeCount)") }
+                var changes: [ResolvedChange] = []
+                changes.reserveCapacity(Int(changeCount))
+                for _ in 0..<changeCount {
+                    let kind = try reader.readByte()
+                    let entityID = UInt32(truncatingIfNeeded: try reader.readVarint())
+                    guard let entity = entitiesByID[entityID] else { throw .malformed("unknown entity id \(entityID)") }
+                    let identifier = PersistentIdentifier.identifier(for: storeIdentifier, entityName: entity.name,
+                                                                     primaryKey: UUID(bytes: try reader.readBytes(16)))
+                    let valueCount = try reader.readVarint()
+                    guard valueCount <= UInt64(reader.remainingByteCount) else { throw .malformed("value count \(valueCount)") }
+                    var values: [String: AttributeValue] = [:]
+                    for _ in 0..<valueCount {
+                        let attributeID = UInt32(truncatingIfNeeded: try reader.readVarint())
+                        guard let attribute = entity.attributes.first(where: { $0.id == attributeID }) else {
+                            throw .malformed("unknown attribute id \(attributeID) of \(entity.name)")
+                        }
+                        values[attribute.name] = try ValueCodec.read(&reader, entityNames: entityNames, storeIdentifier: storeIdentifier)
                     }
-                    values[attribute.name] = try ValueCodec.read(&reader, entityNames: entityNames, storeIdentifier: storeIdentifier)
+                    switch kind {
+                    case 1: changes.append(.insert(identifier, values))
+                    case 2: changes.append(.update(identifier, values))
+                    case 3: changes.append(.delete(identifier, tombstone: values))
+                    default: throw .malformed("unknown change kind \(kind)")
+                    }
                 }
-                switch kind {
-                case 1: changes.append(.insert(identifier, values))
-                case 2: changes.append(.update(identifier, values))
-                case 3: changes.append(.delete(identifier, tombstone: values))
-                default: throw .malformed("unknown change kind \(kind)")
-                }
+                guard reader.isAtEnd else { throw .malformed("\(reader.remainingByteCount) bytes after the last change") }
+                return TransactionRecord(schemaVersion: schemaVersion, author: author, timestampMicroseconds: timestamp,
+                                         processIdentifier: process, changes: changes)
             }
-            guard reader.isAtEnd else { throw .malformed("\(reader.remainingByteCount) bytes after the last change") }
-            return TransactionRecord(schemaVersion: schemaVersion, author: author, timestampMicroseconds: timestamp,
-                                     processIdentifier: process, changes: changes)
         }
     }
 }

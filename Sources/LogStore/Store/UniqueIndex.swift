@@ -5,6 +5,12 @@ struct UniqueIndex: Sendable {
     struct Key: Hashable, Sendable {
         var constraint: [String]
         var values: [AttributeValue]
+
+        /// The values only: an entity's keys share a few constraints, and hashing their names
+        /// too doubled the cost of every lookup. Equality still compares both.
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(values)
+        }
     }
 
     private var owners: [String: [Key: PersistentIdentifier]] = [:]
@@ -23,6 +29,12 @@ struct UniqueIndex: Sendable {
             let keyValues = constraint.map { values[$0] ?? .null }
             return keyValues.contains(where: \.isNull) ? nil : Key(constraint: constraint, values: keyValues)
         }
+    }
+
+    /// Room for `count` keys of `entity` (building the index at open grows it once, not 20 times).
+    mutating func reserveCapacity(_ count: Int, entity: String) {
+        guard let constraints = constraints[entity] else { return }
+        owners[entity, default: [:]].reserveCapacity(count * constraints.count)
     }
 
     func owner(entity: String, key: Key) -> PersistentIdentifier? {

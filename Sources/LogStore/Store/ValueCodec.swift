@@ -82,6 +82,10 @@ enum ValueCodec {
 
     static func readString(_ reader: inout ByteReader) throws(ByteReaderError) -> String {
         let bytes = try reader.readLengthPrefixed()
+        // ASCII (nearly every stored string) is valid UTF-8 as it stands: decode it without the
+        // validating initializer, which is not specialised here and looked up generic metadata on
+        // every call (8 % of a replay). Anything else is validated.
+        if bytes.allSatisfy({ $0 < 0x80 }) { return String(decoding: bytes, as: UTF8.self) }
         guard let text = String(validating: bytes, as: UTF8.self) else { throw .malformed("string is not UTF-8") }
         return text
     }
