@@ -53,6 +53,19 @@ let package = Package(
                 .plugin(name: "BenchmarkPlugin", package: "benchmark"),
             ]
         ),
+        // P6: history fetches after a token near the end of large logs, with SQLite's history table.
+        .executableTarget(
+            name: "HistoryBenchmarks",
+            dependencies: [
+                "BenchmarkSupport",
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "LogStore", package: "LogStore"),
+            ],
+            path: "Benchmarks/HistoryBenchmarks",
+            plugins: [
+                .plugin(name: "BenchmarkPlugin", package: "benchmark"),
+            ]
+        ),
         // P5, P8: opening large stores (checkpoint + replay) and their resident memory, on
         // fixtures built once and cached under .cache/fixtures.
         .executableTarget(

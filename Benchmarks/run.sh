@@ -2,8 +2,8 @@
 # LogStore benchmarks: builds and runs every suite with package-benchmark, then writes the figures
 # and their ratios to the peers measured in the same run.
 #
-#   Benchmarks/run.sh                     full profile: both suites (EngineBenchmarks, then
-#                                         ModelBenchmarks) 3 times in a row (about 3 min a pass here,
+#   Benchmarks/run.sh                     full profile: every suite (EngineBenchmarks, HistoryBenchmarks,
+#                                         ModelBenchmarks, StateBenchmarks) 3 times in a row (about 3 min a pass here,
 #                                         plus the build); writes Benchmarks/RESULTS.md with the
 #                                         median of the passes
 #   BENCHMARKS_SMOKE=1 Benchmarks/run.sh  smoke profile for CI: one tiny iteration of each benchmark;

@@ -526,6 +526,51 @@ def p5_p8_section(results):
     return out
 
 
+def p6_section(results):
+    """P6: 1,000 transactions after a token near the end, LogStore vs SQLite, 10k / 100k / 1M."""
+    sizes = ["10k", "100k", "1M"]
+    rows = []
+    for filter_name, label in (("token", "token only"), ("author", "author == \"widget\"")):
+        for size in sizes:
+            own = results.get(f"P6.logstore.{filter_name}.{size}")
+            peer = results.get(f"P6.sqlite.{filter_name}.{size}")
+            if not own:
+                continue
+            own_ms = 1e3 / own["opsPerSecond"] if own["opsPerSecond"] else None
+            peer_ms = 1e3 / peer["opsPerSecond"] if peer and peer["opsPerSecond"] else None
+            ratio = own_ms / peer_ms if own_ms and peer_ms else None
+            rows.append((filter_name, label, size, own_ms, peer_ms, ratio))
+    if not rows:
+        return []
+    out = ["## P6 history: 1,000 transactions after a token near the end\n",
+           "LogStore: `fetchHistory` with `#Predicate { $0.token > t }` (or `$0.token > t && $0.author == \"widget\"`, "
+           "every 10th save being the widget's) and `fetchLimit = 1,000`, each transaction decoded with its changes "
+           "and values; the token bound seeks through the segment list and the sparse index, the author test reads "
+           "each record's first bytes. SQLite: `SELECT … FROM history WHERE id > ? [AND author = 'widget'] ORDER BY id "
+           "LIMIT 1000` on the peer's history table (one row per change, no values), rows read into Swift values. "
+           "Fixtures: one Trip inserted per save, built once and cached; files in the page cache.\n",
+           "| Filter | transactions | LogStore per fetch | SQLite per fetch | LogStore ÷ SQLite (time) |",
+           "|:--|--:|--:|--:|--:|"]
+    for filter_name, label, size, own_ms, peer_ms, ratio in rows:
+        out.append(f"| {label} | {size} | {own_ms:.3f} ms | {f'{peer_ms:.3f} ms' if peer_ms else '–'} | "
+                   f"{f'**{fmt_ratio(ratio)}**' if ratio else '–'} |")
+    out.append("")
+    return out
+
+
+def p6_floor_checks(results):
+    checks = []
+    for filter_name in ("token", "author"):
+        own = results.get(f"P6.logstore.{filter_name}.1M")
+        peer = results.get(f"P6.sqlite.{filter_name}.1M")
+        small = results.get(f"P6.logstore.{filter_name}.10k")
+        if own and peer and own["opsPerSecond"]:
+            checks.append((f"P6 ({filter_name}): fetch time at 1M ÷ SQLite's", peer["opsPerSecond"] / own["opsPerSecond"], 0.5, "≤"))
+        if own and small and own["opsPerSecond"]:
+            checks.append((f"P6 ({filter_name}): fetch time at 1M ÷ at 10k", small["opsPerSecond"] / own["opsPerSecond"], 1.2, "≤"))
+    return checks
+
+
 def floors_section(results):
     """The issue's floors, each with this run's figure."""
     def ratio(own_id, peer_id, rows=1):
@@ -546,6 +591,7 @@ def floors_section(results):
         checkpoint = results.get("P5.checkpoint")
         if checkpoint and checkpoint["opsPerSecond"]:
             checks.append(("P5: open from a checkpoint ÷ full replay (time)", replay["opsPerSecond"] / checkpoint["opsPerSecond"], 0.10, "≤"))
+    checks += p6_floor_checks(results)
     memory = results.get("P8.rss")
     if memory and fact_median(memory, "checkpointUncompressedBytes"):
         growth = (fact_median(memory, "rssOpenBytes") or 0) - (fact_median(memory, "rssBaselineBytes") or 0)
@@ -650,6 +696,7 @@ def main():
     out.extend(scaling_section(results, chart_name))
     out.extend(bytes_section(results))
     out.extend(p5_p8_section(results))
+    out.extend(p6_section(results))
 
     out.append("## Absolute figures\n")
     out.append("| Benchmark | id | threads | ops/s | ops/s range | p50 µs | p90 µs | p99 µs | max µs | tail ≥ 20×p50: ops, share of time | framework p50 ops/s | notes |")
