@@ -154,8 +154,7 @@ extension LogStore {
     public static func fetchHistory(directory: String, fileSystem: any FileSystem = PosixFileSystem(),
                                     _ descriptor: HistoryDescriptor<DefaultHistoryTransaction>) throws
         -> [DefaultHistoryTransaction] {
-        let log: Log
-        do { log = try Log.openReadOnly(directory: directory, fileSystem: fileSystem) } catch { throw LogStoreError.log(error) }
+        let log = try openReadOnlyLog(directory: directory, fileSystem: fileSystem)
         defer { try? log.close() }
         let reader = try readOnlyHistoryReader(log: log, configuration: LogStoreConfiguration(directory: directory,
                                                                                               fileSystem: fileSystem))
@@ -167,8 +166,7 @@ extension LogStore {
     /// offset at or below L.
     public static func historyLowWaterMark(directory: String, fileSystem: any FileSystem = PosixFileSystem()) throws
         -> HistoryToken? {
-        let log: Log
-        do { log = try Log.openReadOnly(directory: directory, fileSystem: fileSystem) } catch { throw LogStoreError.log(error) }
+        let log = try openReadOnlyLog(directory: directory, fileSystem: fileSystem)
         defer { try? log.close() }
         return try readOnlyHistoryReader(log: log, configuration: LogStoreConfiguration(directory: directory,
                                                                                         fileSystem: fileSystem)).lowWaterMark

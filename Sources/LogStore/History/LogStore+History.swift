@@ -257,11 +257,7 @@ extension LogStore: HistoryProviding {
         if let base {
             let (header, state) = try readCheckpoint(CheckpointFileName.name(offset: base), offset: base, log: log,
                                                      configuration: configuration, decodesRows: true)
-            start.table = header.table
-            start.state = state ?? FoldState()
-            start.lastToken = header.lastToken
-            start.lastTimestampMicroseconds = header.lastTimestampMicroseconds
-            start.bookmarks = Dictionary(header.bookmarks.map { ($0.name, $0) }, uniquingKeysWith: { $1 })
+            start = Replay.Result(checkpoint: header, state: state ?? FoldState())
         } else if log.startOffset > 0 {
             throw .log(LogError(.corruption, "The log starts at offset \(log.startOffset) (older history was deleted) "
                 + "but no checkpoint at or before \(end) holds the state there.", file: configuration.directory))

@@ -74,11 +74,7 @@ public final class LogStore: DataStore, @unchecked Sendable {
             let loaded = try Self.loadCheckpoints(log: log, configuration: configuration)
             var start = Replay.Result()
             if let newest = loaded.newest {
-                start.table = newest.header.table
-                start.state = newest.state
-                start.lastToken = newest.header.lastToken
-                start.lastTimestampMicroseconds = newest.header.lastTimestampMicroseconds
-                start.bookmarks = Dictionary(newest.header.bookmarks.map { ($0.name, $0) }, uniquingKeysWith: { $1 })
+                start = Replay.Result(checkpoint: newest.header, state: newest.state)
             } else if log.startOffset > 0 {
                 throw LogStoreError.log(LogError(.corruption, "The log of \(configuration.directory) starts at offset "
                     + "\(log.startOffset) (older history was deleted) but no checkpoint holds the state before it.",

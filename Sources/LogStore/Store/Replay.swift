@@ -25,6 +25,18 @@ struct Replay {
         var transactionCount = 0
         /// Records of any type this run read (opening from a checkpoint reads only those after it).
         var recordCount = 0
+
+        init() {}
+
+        /// Where a replay from a checkpoint starts: its table, state, last token and timestamp,
+        /// and consumer bookmarks.
+        init(checkpoint header: CheckpointHeader, state: FoldState) {
+            table = header.table
+            self.state = state
+            lastToken = header.lastToken
+            lastTimestampMicroseconds = header.lastTimestampMicroseconds
+            bookmarks = Dictionary(header.bookmarks.map { ($0.name, $0) }, uniquingKeysWith: { $1 })
+        }
     }
 
     func run(from start: Result = Result(), startOffset: UInt64? = nil) throws(LogStoreError) -> Result {

@@ -60,32 +60,40 @@ extension LogStore {
     ///   ``LogStoreError/corruptRecord(offset:reason:)`` when a record does not decode.
     public static func replay(directory: String, fileSystem: any FileSystem = PosixFileSystem(),
                               through offset: UInt64? = nil) throws(LogStoreError) -> StoreState {
+        let log = try openReadOnlyLog(directory: directory, fileSystem: fileSystem)
+        defer { try? log.close() }
+        let limit = offset.map { $0 == .max ? $0 : $0 + 1 } ?? log.visibleEnd
+        return try foldReadOnly(log, configuration: LogStoreConfiguration(directory: directory, fileSystem: fileSystem),
+                                through: offset, checkpointAtOrBefore: limit)
+    }
+
+    /// Opens a store's log read-only (no lock, nothing changes on disk).
+    static func openReadOnlyLog(directory: String, fileSystem: any FileSystem) throws(LogStoreError) -> Log {
         // Log.openReadOnly says "does not exist" for a regular file; say what it is instead.
         if let kind = try? fileSystem.kind(of: directory), kind != .directory {
             throw .log(LogError(.notAStore, "\(directory) is a file, not a store directory.", file: directory))
         }
-        let log: Log
-        do { log = try Log.openReadOnly(directory: directory, fileSystem: fileSystem) } catch { throw .log(error) }
-        defer { try? log.close() }
-        // Start from the newest checkpoint holding nothing past the offset: after history
-        // deletion the log alone no longer holds the oldest records' effects.
-        let configuration = LogStoreConfiguration(directory: directory, fileSystem: fileSystem)
-        let limit = offset.map { $0 == .max ? $0 : $0 + 1 } ?? log.visibleEnd
+        do { return try Log.openReadOnly(directory: directory, fileSystem: fileSystem) } catch { throw .log(error) }
+    }
+
+    /// Folds a read-only log through `offset` (inclusive; `nil`: everything), starting from the
+    /// newest checkpoint at or before `limit`: after history deletion the log alone no longer
+    /// holds the oldest records' effects.
+    static func foldReadOnly(_ log: Log, configuration: LogStoreConfiguration, through offset: UInt64?,
+                             checkpointAtOrBefore limit: UInt64) throws(LogStoreError) -> StoreState {
         var start = Replay.Result()
         var checkpointOffset: UInt64?
         if let base = try timeTravelBase(atOrBefore: limit, log: log, configuration: configuration) {
-            start.table = base.header.table
-            start.state = base.state
-            start.lastToken = base.header.lastToken
-            start.lastTimestampMicroseconds = base.header.lastTimestampMicroseconds
+            start = Replay.Result(checkpoint: base.header, state: base.state)
             checkpointOffset = base.header.offset
         } else if log.startOffset > 0 {
-            throw .log(LogError(.corruption, "The log of \(directory) starts at offset \(log.startOffset) (older "
-                + "history was deleted) but no checkpoint at or before \(limit) holds the state there.", file: directory))
+            throw .log(LogError(.corruption, "The log of \(configuration.directory) starts at offset \(log.startOffset) "
+                + "(older history was deleted) but no checkpoint at or before \(limit) holds the state there.",
+                file: configuration.directory))
         }
         let result = try Replay(log: log, storeIdentifier: log.storeID.uuidString, throughOffset: offset)
             .run(from: start, startOffset: checkpointOffset)
-        var state = storeState(result, directory: directory, log: log)
+        var state = storeState(result, directory: configuration.directory, log: log)
         state.checkpointOffset = checkpointOffset
         return state
     }

@@ -59,11 +59,7 @@ extension LogStore {
     ///   ``LogStoreError/log(_:)`` when the store cannot be read.
     public static func replay(directory: String, fileSystem: any FileSystem = PosixFileSystem(),
                               until position: HistoryPosition) throws(LogStoreError) -> StoreState {
-        if let kind = try? fileSystem.kind(of: directory), kind != .directory {
-            throw .log(LogError(.notAStore, "\(directory) is a file, not a store directory.", file: directory))
-        }
-        let log: Log
-        do { log = try Log.openReadOnly(directory: directory, fileSystem: fileSystem) } catch { throw .log(error) }
+        let log = try openReadOnlyLog(directory: directory, fileSystem: fileSystem)
         defer { try? log.close() }
         let configuration = LogStoreConfiguration(directory: directory, fileSystem: fileSystem)
         // Transactions at or below the low-water mark are invisible everywhere, time travel
@@ -72,21 +68,8 @@ extension LogStore {
             throw .historyTokenExpired(resumeToken: mark)
         }
         let record = try transactionRecord(at: position, in: log)
-        var start = Replay.Result()
-        var checkpointOffset: UInt64?
-        if let base = try timeTravelBase(atOrBefore: record.endOffset, log: log, configuration: configuration) {
-            start.table = base.header.table
-            start.state = base.state
-            start.lastToken = base.header.lastToken
-            start.lastTimestampMicroseconds = base.header.lastTimestampMicroseconds
-            checkpointOffset = base.header.offset
-        }
-        let storeIdentifier = log.storeID.uuidString
-        let result = try Replay(log: log, storeIdentifier: storeIdentifier, throughOffset: record.offset)
-            .run(from: start, startOffset: checkpointOffset)
-        var state = storeState(result, directory: directory, log: log)
-        state.checkpointOffset = checkpointOffset
-        return state
+        return try foldReadOnly(log, configuration: configuration, through: record.offset,
+                                checkpointAtOrBefore: record.endOffset)
     }
 
     /// The transaction record at `position`, after every check of DECISIONS.md D6.
