@@ -24,10 +24,14 @@ struct HistoryReader {
         self.table = table
         self.lowWaterMark = lowWaterMark
         self.logStartOffset = logStartOffset
-        decoder = TransactionRecord.Decoder(table: table, storeIdentifier: log.storeID.uuidString)
+        storeID = log.storeID
+        storeIdentifier = storeID.uuidString
+        decoder = TransactionRecord.Decoder(table: table, storeIdentifier: storeIdentifier)
     }
 
-    var storeIdentifier: String { log.storeID.uuidString }
+    /// The store's UUID as a string, made once (every transaction carries it).
+    let storeIdentifier: String
+    let storeID: UUID
 
     struct Fetched<Transaction> {
         var transactions: [Transaction]
@@ -130,19 +134,22 @@ struct HistoryReader {
         do throws(LogError) { return try log.records(from: min(offset, log.visibleEnd)) } catch { throw .log(error) }
     }
 
+    /// The transaction a record holds: its header fields now, its changes when first asked for.
     func decode(_ record: LogRecord) throws(LogStoreError) -> DefaultHistoryTransaction {
-        let transaction: TransactionRecord
-        do {
-            transaction = try decoder.decode(record.payload)
-        } catch {
+        let header: (schemaVersion: UInt32, author: String?, timestampMicroseconds: Int64, processIdentifier: String)
+        do { header = try TransactionRecord.decodeHeader(record.payload, processIdentifier: true) } catch {
             throw .corruptRecord(offset: record.offset, reason: "transaction record: \(error)")
         }
+        guard header.schemaVersion <= table.version else {
+            throw .corruptRecord(offset: record.offset, reason: "transaction record: encoded with schema table version "
+                + "\(header.schemaVersion), newer than \(table.version)")
+        }
         return DefaultHistoryTransaction(
-            token: HistoryToken(storeIdentifier: log.storeID, offset: record.offset, check: record.payloadCRC),
-            author: transaction.author,
-            timestamp: Date(timeIntervalSince1970: Double(transaction.timestampMicroseconds) / 1_000_000),
-            storeIdentifier: storeIdentifier, processIdentifier: transaction.processIdentifier,
-            changes: transaction.changes.map(HistoryChange.init))
+            token: HistoryToken(storeIdentifier: storeID, offset: record.offset, check: record.payloadCRC),
+            author: header.author,
+            timestamp: Date(timeIntervalSince1970: Double(header.timestampMicroseconds) / 1_000_000),
+            storeIdentifier: storeIdentifier, processIdentifier: header.processIdentifier,
+            storage: HistoryChanges(payload: record.payload, decoder: decoder, offset: record.offset))
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// SwiftData's name for the token type.
 public typealias DefaultHistoryToken = HistoryToken
@@ -19,6 +20,9 @@ public protocol HistoryTransaction: Sendable, Hashable, Identifiable {
 }
 
 /// The transactions a ``LogStore`` returns from ``LogStore/fetchHistory(_:)``.
+///
+/// `changes` is decoded from the record's bytes on first access (and kept): a fetch that only
+/// needs tokens, authors or timestamps does not pay for every value of every change.
 public struct DefaultHistoryTransaction: HistoryTransaction {
     public var transactionIdentifier: UInt64 { token.offset }
     public var token: HistoryToken
@@ -26,17 +30,75 @@ public struct DefaultHistoryTransaction: HistoryTransaction {
     public var timestamp: Date
     public var storeIdentifier: String
     public var processIdentifier: String
-    public var changes: [HistoryChange]
     public var id: UInt64 { transactionIdentifier }
+    let storage: HistoryChanges
+
+    /// The save's resolved changes, in order.
+    public var changes: [HistoryChange] { storage.changes }
 
     public init(token: HistoryToken, author: String?, timestamp: Date, storeIdentifier: String,
                 processIdentifier: String, changes: [HistoryChange]) {
+        self.init(token: token, author: author, timestamp: timestamp, storeIdentifier: storeIdentifier,
+                  processIdentifier: processIdentifier, storage: HistoryChanges(changes))
+    }
+
+    init(token: HistoryToken, author: String?, timestamp: Date, storeIdentifier: String, processIdentifier: String,
+         storage: HistoryChanges) {
         self.token = token
         self.author = author
         self.timestamp = timestamp
         self.storeIdentifier = storeIdentifier
         self.processIdentifier = processIdentifier
-        self.changes = changes
+        self.storage = storage
+    }
+
+    public static func == (lhs: Self, rhs: Self) -> Bool {
+        lhs.token == rhs.token && lhs.author == rhs.author && lhs.timestamp == rhs.timestamp
+            && lhs.storeIdentifier == rhs.storeIdentifier && lhs.processIdentifier == rhs.processIdentifier
+            && lhs.changes == rhs.changes
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(token)
+        hasher.combine(author)
+    }
+}
+
+/// A transaction's changes: given, or decoded from the record's payload on first access.
+final class HistoryChanges: Sendable {
+    private enum State {
+        case decoded([HistoryChange])
+        case encoded(payload: [UInt8], decoder: TransactionRecord.Decoder, offset: UInt64)
+    }
+
+    private let state: Mutex<State>
+
+    init(_ changes: [HistoryChange]) {
+        state = Mutex(.decoded(changes))
+    }
+
+    /// The payload passed its CRC and its prefix decoded with this decoder's table.
+    init(payload: [UInt8], decoder: TransactionRecord.Decoder, offset: UInt64) {
+        state = Mutex(.encoded(payload: payload, decoder: decoder, offset: offset))
+    }
+
+    var changes: [HistoryChange] {
+        state.withLock { state in
+            switch state {
+            case let .decoded(changes):
+                return changes
+            case let .encoded(payload, decoder, offset):
+                let changes: [HistoryChange]
+                do { changes = try decoder.decode(payload).changes.map(HistoryChange.init) } catch {
+                    // Its CRC matched and its prefix decoded with this table: only a writer bug
+                    // gets here. Loud rather than a silently empty change list.
+                    preconditionFailure("The transaction record at offset \(offset) passed its checksum but its "
+                        + "changes do not decode: \(error). Run `logstore verify`.")
+                }
+                state = .decoded(changes)
+                return changes
+            }
+        }
     }
 }
 

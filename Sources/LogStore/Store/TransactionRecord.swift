@@ -54,11 +54,21 @@ struct TransactionRecord: Sendable, Equatable {
     /// The author and timestamp alone, read from the start of the payload without decoding the
     /// changes (history filters on author read only this much).
     static func decodePrefix(_ bytes: [UInt8]) throws(ByteReaderError) -> (author: String?, timestampMicroseconds: Int64) {
+        let prefix = try decodeHeader(bytes, processIdentifier: false)
+        return (prefix.author, prefix.timestampMicroseconds)
+    }
+
+    /// Everything before the changes: schema version, author, timestamp and (when asked) the
+    /// process identifier.
+    static func decodeHeader(_ bytes: [UInt8], processIdentifier: Bool) throws(ByteReaderError)
+        -> (schemaVersion: UInt32, author: String?, timestampMicroseconds: Int64, processIdentifier: String) {
         try ByteReader.read(bytes) { reader throws(ByteReaderError) in
             guard try reader.readByte() == 1 else { throw .malformed("unknown transaction payload version") }
-            _ = try reader.readVarint()
+            let schemaVersion = UInt32(truncatingIfNeeded: try reader.readVarint())
             let author = try reader.readByte() == 1 ? try ValueCodec.readString(&reader) : nil
-            return (author, try reader.read())
+            let timestamp: Int64 = try reader.read()
+            let process = processIdentifier ? try ValueCodec.readString(&reader) : ""
+            return (schemaVersion, author, timestamp, process)
         }
     }
 
