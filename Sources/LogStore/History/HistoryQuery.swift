@@ -14,6 +14,31 @@ struct HistoryQuery: Sendable {
             case let .notEquals(unexpected): author != unexpected
             }
         }
+
+        /// `matches` on the author's stored UTF-8 bytes: equal bytes are equal strings, and two
+        /// different ASCII strings are different; anything else is compared as Swift Strings
+        /// (canonical equivalence: "é" == "e\u{301}").
+        func matches(authorBytes: [UInt8]?) -> Bool {
+            let operand: String?
+            switch self {
+            case let .equals(expected), let .notEquals(expected): operand = expected
+            }
+            let isEqual: Bool
+            switch (authorBytes, operand) {
+            case (nil, nil): isEqual = true
+            case (nil, _), (_, nil): isEqual = false
+            case let (bytes?, expected?):
+                if bytes.elementsEqual(expected.utf8) {
+                    isEqual = true
+                } else if expected.utf8.allSatisfy({ $0 < 0x80 }) && bytes.allSatisfy({ $0 < 0x80 }) {
+                    isEqual = false
+                } else {
+                    isEqual = String(decoding: bytes, as: UTF8.self) == expected
+                }
+            }
+            if case .equals = self { return isEqual }
+            return !isEqual
+        }
     }
 
     struct Bound<Value: Sendable>: Sendable {
@@ -42,15 +67,18 @@ struct HistoryQuery: Sendable {
         for term in Self.conjuncts(of: predicate.expression) { take(term, transaction: Transaction.self) }
     }
 
+    /// Whether a transaction passes the token bounds.
+    func matchesTokenBounds(offset: UInt64) -> Bool { matches(offset: offset, author: nil, testsAuthor: false) }
+
     /// Whether a transaction passes the pushed-down tests (token bounds and author).
-    func matches(offset: UInt64, author: String?) -> Bool {
+    func matches(offset: UInt64, author: String?, testsAuthor: Bool = true) -> Bool {
         if let bound = tokenLowerBound, bound.inclusive ? offset < bound.value.offset : offset <= bound.value.offset {
             return false
         }
         if let bound = tokenUpperBound, bound.inclusive ? offset > bound.value.offset : offset >= bound.value.offset {
             return false
         }
-        return authorTests.allSatisfy { $0.matches(author) }
+        return !testsAuthor || authorTests.allSatisfy { $0.matches(author) }
     }
 
     /// Whether a record at `offset` and every later one fail the token upper bound.

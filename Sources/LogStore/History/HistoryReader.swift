@@ -108,14 +108,13 @@ struct HistoryReader {
         while let record = try records.next() {
             if query.isPastUpperBound(record.offset) { break }
             guard record.type == .transaction else { continue }
+            guard query.matchesTokenBounds(offset: record.offset) else { continue }
             if !query.authorTests.isEmpty {
-                let author: String?
-                do { author = try TransactionRecord.decodePrefix(record.payload).author } catch {
+                let author: [UInt8]?
+                do { author = try TransactionRecord.authorBytes(record.payload) } catch {
                     throw LogStoreError.corruptRecord(offset: record.offset, reason: "transaction record: \(error)")
                 }
-                guard query.matches(offset: record.offset, author: author) else { continue }
-            } else if !query.matches(offset: record.offset, author: nil) {
-                continue
+                guard query.authorTests.allSatisfy({ $0.matches(authorBytes: author) }) else { continue }
             }
             let transaction = make(try decode(record))
             if query.needsEvaluation, let predicate = descriptor.predicate, try !predicate.evaluate(transaction) { continue }

@@ -58,6 +58,16 @@ struct TransactionRecord: Sendable, Equatable {
         return (prefix.author, prefix.timestampMicroseconds)
     }
 
+    /// Whether the payload names an author, and the author's UTF-8 bytes (without making a
+    /// String: a history author filter compares bytes first).
+    static func authorBytes(_ bytes: [UInt8]) throws(ByteReaderError) -> [UInt8]? {
+        try ByteReader.read(bytes) { reader throws(ByteReaderError) in
+            guard try reader.readByte() == 1 else { throw .malformed("unknown transaction payload version") }
+            _ = try reader.readVarint()
+            return try reader.readByte() == 1 ? try reader.readLengthPrefixed() : nil
+        }
+    }
+
     /// Everything before the changes: schema version, author, timestamp and (when asked) the
     /// process identifier.
     static func decodeHeader(_ bytes: [UInt8], processIdentifier: Bool) throws(ByteReaderError)

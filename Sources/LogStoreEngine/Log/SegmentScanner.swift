@@ -1,6 +1,7 @@
 /// Reads the records of one segment file forward from a file position, checking each header
-/// and payload CRC. Reads in chunks of ``chunkByteCount`` so a record costs no system call of its
-/// own; a buffer grows only to hold one whole record, never past the 16 MiB limit.
+/// and payload CRC. Reads in chunks (16 KiB first, doubling up to ``chunkByteCount``) so a record
+/// costs no system call of its own; a buffer grows only to hold one whole record, never past the
+/// 16 MiB limit.
 struct SegmentScanner {
     static let chunkByteCount = 256 * 1024
 
@@ -11,6 +12,9 @@ struct SegmentScanner {
     private var buffer: [UInt8] = []
     /// File position of `buffer[0]`.
     private var bufferStart: UInt64 = 0
+    /// The next chunk's size: small at first (a probe or a short read touches little), doubling
+    /// up to ``chunkByteCount`` as the scan goes on.
+    private var readByteCount = 16 * 1024
 
     init(handle: any FileHandle, baseOffset: UInt64, position: UInt64 = UInt64(FormatConstants.segmentHeaderByteCount)) {
         self.handle = handle
@@ -107,7 +111,8 @@ struct SegmentScanner {
     /// many it holds (fewer only at the end of the file).
     private mutating func fill(byteCount: Int) throws(LogError) -> Int {
         if position >= bufferStart && Int(position - bufferStart) + byteCount <= buffer.count { return byteCount }
-        let readCount = max(byteCount, Self.chunkByteCount)
+        let readCount = max(byteCount, readByteCount)
+        readByteCount = min(readByteCount * 2, Self.chunkByteCount)
         if buffer.count < readCount { buffer = [UInt8](repeating: 0, count: readCount) }
         bufferStart = position
         let got: Int
