@@ -30,3 +30,35 @@ import Testing
         #expect(Set(fetched.map(\.details)) == ["early", "pastéis"])
     }
 }
+
+/// `save() async` suspends while the record becomes durable; inserts, changes and deletes made on
+/// the same actor meanwhile are not part of that save and must stay pending, not be dropped.
+@MainActor @Test func changesMadeWhileAnAsyncSaveIsSuspendedStayPending() async throws {
+    let fileSystem = SimulatedFileSystem()
+    let container = try ModelContainer(
+        for: sampleTripsModels,
+        configuration: LogStoreConfiguration(directory: "/suspended", checkpointIntervalByteCount: 0, fileSystem: fileSystem))
+    let context = ModelContext(container)
+    let first = Trip(name: "First", destination: "A", startDate: Date(timeIntervalSince1970: 0), endDate: Date(timeIntervalSince1970: 1))
+    context.insert(first)
+    try await context.save()
+    first.destination = "B"
+    fileSystem.holdSyncs()
+    let saving = Task { @MainActor in try await context.save() }
+    // Bounded: the save reaches its held fdatasync within the deadline or the test fails.
+    let deadline = Date().addingTimeInterval(10)
+    while fileSystem.heldSyncCount == 0 && Date() < deadline { try await Task.sleep(for: .milliseconds(1)) }
+    #expect(fileSystem.heldSyncCount > 0)
+    // Meanwhile, on the same actor:
+    let second = Trip(name: "Second", destination: "C", startDate: Date(timeIntervalSince1970: 2), endDate: Date(timeIntervalSince1970: 3))
+    context.insert(second)
+    first.destination = "D"
+    fileSystem.releaseSyncs()
+    try await saving.value
+    #expect(context.hasChanges)
+    try await context.save()
+    let fresh = ModelContext(container)
+    let trips = try fresh.fetch(FetchDescriptor<Trip>(sortBy: [SortDescriptor(\.name)]))
+    #expect(trips.map(\.name) == ["First", "Second"])
+    #expect(trips.first?.destination == "D")
+}

@@ -10,7 +10,7 @@ extension ModelContext {
     }
 
     /// `save()` that suspends, instead of blocking a thread, while the store waits for durability.
-    public func save() async throws {
+    public nonisolated(nonsending) func save() async throws {
         guard let request = makeSaveRequest() else { return }
         let result = try await container.store.save(request)
         apply(result, request: request)
@@ -43,7 +43,11 @@ extension ModelContext {
 
     func apply(_ result: DataStoreSaveChangesResult<DefaultSnapshot>, request: DataStoreSaveChangesRequest<DefaultSnapshot>) {
         let cascaded = cascadedDeletes(of: request.deleted.map(\.persistentIdentifier))
-        for model in inserted {
+        // Only what the request carried is saved: `save() async` suspends, and code on the same
+        // actor may insert, delete or change models meanwhile — those stay pending.
+        let requestedInserts = Set(request.inserted.map(\.persistentIdentifier))
+        let savedInserts = inserted.filter { requestedInserts.contains($0.persistentModelID) }
+        for model in savedInserts {
             let temporary = model.persistentModelID
             guard let permanent = result.remappedIdentifiers[temporary] else { continue }
             registered[temporary] = nil
@@ -54,8 +58,8 @@ extension ModelContext {
         // The saved values of an inserted model are what the request carried, with the permanent
         // identifiers of this save's inserts in its references (encoding each model again cost as
         // much as the rest of this function). `inserted` and `request.inserted` are in one order.
-        if inserted.count == request.inserted.count {
-            for (model, snapshot) in zip(inserted, request.inserted) {
+        if savedInserts.count == request.inserted.count {
+            for (model, snapshot) in zip(savedInserts, request.inserted) {
                 var values = snapshot.values
                 if values.values.contains(where: { !$0.referencedIdentifiers.isEmpty }) {
                     values = values.mapValues { $0.mapReferences { result.remappedIdentifiers[$0] ?? $0 } }
@@ -63,22 +67,24 @@ extension ModelContext {
                 savedValues[model.persistentModelID] = values
             }
         } else {
-            for model in inserted { savedValues[model.persistentModelID] = encode(model) }
+            for model in savedInserts { savedValues[model.persistentModelID] = encode(model) }
         }
-        inserted.removeAll()
-        for (identifier, model) in deleted {
-            savedValues[identifier] = nil
-            model.modelState.context = nil
+        let savedObjects = Set(savedInserts.map { ObjectIdentifier($0) })
+        inserted.removeAll { savedObjects.contains(ObjectIdentifier($0)) }
+        for snapshot in request.deleted {
+            savedValues[snapshot.persistentIdentifier] = nil
+            deleted.removeValue(forKey: snapshot.persistentIdentifier)?.modelState.context = nil
         }
-        deleted.removeAll()
         // Models the store deleted by cascade leave the context as the requested deletes do
         // (left registered, a later edit of one would make every save fail with modelNotFound).
         for identifier in cascaded {
             registered.removeValue(forKey: identifier)?.modelState.context = nil
             savedValues[identifier] = nil
         }
-        for snapshot in request.updated {
-            if let model = registered[snapshot.persistentIdentifier] { savedValues[snapshot.persistentIdentifier] = encode(model) }
+        // What was saved is the last saved values with the request's changes (not the model's
+        // values now, which may have changed while an async save was suspended).
+        for snapshot in request.updated where registered[snapshot.persistentIdentifier] != nil {
+            savedValues[snapshot.persistentIdentifier, default: [:]].merge(snapshot.values) { $1 }
         }
         // Models the store changed beyond the request (nullified references, upserts).
         for (identifier, snapshot) in result.snapshotsToReregister {
