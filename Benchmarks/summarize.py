@@ -580,6 +580,8 @@ def floors_section(results):
         return own["opsPerSecond"] * rows / (peer["opsPerSecond"] * rows)
     lines = []
     checks = [
+        ("P1 (engine): appends/s ÷ raw pwrite+fdatasync into a zero-filled file", ratio("P1.logstore", "raw.prealloc.sync"), 0.9, "≥"),
+        ("P1 (engine): appends/s ÷ SQLite WAL FULL", ratio("P1.logstore", "sqlite.full.1"), 1.3, "≥"),
         ("P2-ctx: 8 savers, saves/s ÷ SQLite+history FULL (8 threads)", ratio("P2.ctx", "sqlite.model.full.8"), 4, "≥"),
         ("P3-ctx: durability none, saves/s ÷ SQLite+history NORMAL (1 thread)", ratio("P3.ctx", "sqlite.model.normal.1"), 5, "≥"),
         ("P4-ctx: 100 Trips per save, rows/s ÷ SQLite+history FULL", ratio("P4.ctx", "sqlite.model.full.100"), 2, "≥"),
@@ -592,6 +594,12 @@ def floors_section(results):
         if checkpoint and checkpoint["opsPerSecond"]:
             checks.append(("P5: open from a checkpoint ÷ full replay (time)", replay["opsPerSecond"] / checkpoint["opsPerSecond"], 0.10, "≤"))
     checks += p6_floor_checks(results)
+    # P7: log bytes per one-Trip save ÷ SQLite's file bytes per row (table + unique index + history).
+    p7 = next((results[k] for k in ("P1.ctx", "P1.store") if results.get(k, {}).get("counters", {}).get("saves")), None)
+    sqlite_row = fact_median(results["sqlite.model.full.1"], "bytesPerRow") if results.get("sqlite.model.full.1") else None
+    if p7 and sqlite_row and "logBytes" in p7["counters"]:
+        checks.append(("P7: bytes per one-Trip save ÷ SQLite+history bytes per row",
+                       p7["counters"]["logBytes"] / p7["counters"]["saves"] / sqlite_row, 0.5, "≤"))
     memory = results.get("P8.rss")
     if memory and fact_median(memory, "checkpointUncompressedBytes"):
         growth = (fact_median(memory, "rssOpenBytes") or 0) - (fact_median(memory, "rssBaselineBytes") or 0)
