@@ -642,8 +642,9 @@ def main():
                f"{' with uncommitted changes under Sources/' if dirty and dirty != 'unknown' else ''}).\n")
     out.append(f"The suite ran {passes} time{'s' if passes != 1 else ''} in a row; every figure is the median over the "
                "passes (ops/s ranges give the spread). In each pass each benchmark runs in its own process, one after "
-               "the other, for a fixed time (4 s for fdatasync-bound ones, 3 s for the others; P5 opens for 6 s and 3 s, "
-               "P8 opens once). Ops/s is operations "
+               "the other, for a fixed time (nominally 4 s for fdatasync-bound ones, 3 s for the others, P5 opens for 6 s "
+               "and 3 s, P6 fetches for 1 s, P8 opens once; times "
+               f"{os.environ.get('LOGSTORE_BENCH_DURATION_SCALE', '1')} × nominal in this run). Ops/s is operations "
                "over the measured time; latencies are per operation (with several threads: each append's own "
                "latency). Payloads: 200 pseudo-random (incompressible) bytes; a LogStore record adds a 32-byte "
                "header. Files live in the benchmark directory below, on the same disk as the checkout. The 2 cores "
