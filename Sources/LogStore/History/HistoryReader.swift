@@ -174,31 +174,16 @@ extension LogStore {
         -> HistoryToken? {
         let log = try openReadOnlyLog(directory: directory, fileSystem: fileSystem)
         defer { try? log.close() }
-        return try readOnlyHistoryReader(log: log, configuration: LogStoreConfiguration(directory: directory,
-                                                                                        fileSystem: fileSystem)).lowWaterMark
+        return try lowWaterMark(log: log, configuration: LogStoreConfiguration(directory: directory, fileSystem: fileSystem))
     }
 
     /// A history reader over a read-only log: L is the highest any checkpoint records; the
     /// table is the newest checkpoint's, extended by the schema records after it.
     static func readOnlyHistoryReader(log: Log, configuration: LogStoreConfiguration) throws(LogStoreError) -> HistoryReader {
-        let fileSystem = configuration.fileSystem
-        let names: [String]
-        do throws(FileSystemError) { names = try fileSystem.contentsOfDirectory(configuration.directory) } catch {
-            throw .log(LogError(.ioError, "Listing \(configuration.directory): \(error).", file: configuration.directory,
-                                underlying: error))
-        }
-        var lowWaterMark: HistoryToken?
-        var table = SchemaTable()
-        var scanFrom = log.startOffset
-        for offset in names.compactMap(CheckpointFileName.offset).sorted() where offset <= log.visibleEnd {
-            let (header, _) = try readCheckpoint(CheckpointFileName.name(offset: offset), offset: offset, log: log,
-                                                 configuration: configuration, decodesRows: false)
-            if let mark = header.lowWaterMark, lowWaterMark.map({ mark.offset > $0.offset }) ?? true { lowWaterMark = mark }
-            if offset >= scanFrom || table.entities.isEmpty {
-                table = header.table
-                scanFrom = max(offset, log.startOffset)
-            }
-        }
+        let headers = try checkpointHeaders(log: log, configuration: configuration)
+        // The newest checkpoint's table, then the schema records after it (tables only grow).
+        var table = headers.last?.table ?? SchemaTable()
+        let scanFrom = max(headers.last?.offset ?? 0, log.startOffset)
         do throws(LogError) {
             var records = try log.records(from: scanFrom)
             while let record = try records.next() {
@@ -211,6 +196,6 @@ extension LogStore {
         } catch {
             throw .log(error)
         }
-        return HistoryReader(log: log, table: table, lowWaterMark: lowWaterMark, logStartOffset: log.startOffset)
+        return HistoryReader(log: log, table: table, lowWaterMark: lowWaterMark(of: headers), logStartOffset: log.startOffset)
     }
 }

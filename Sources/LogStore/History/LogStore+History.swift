@@ -234,7 +234,7 @@ extension LogStore: HistoryProviding {
                     inner.working)
         }
         if let current { return current }
-        let replayed = try Self.fold(log: log, configuration: configuration, through: mark.offset, endingAt: end)
+        let replayed = try Self.fold(log: log, configuration: configuration, through: mark.offset, endingAt: end).result
         return (CheckpointHeader(storeID: log.storeID, offset: end, lastToken: replayed.lastToken, table: replayed.table,
                                  sequenceEnd: replayed.state.sequenceEnd,
                                  lastTimestampMicroseconds: replayed.lastTimestampMicroseconds,
@@ -244,26 +244,21 @@ extension LogStore: HistoryProviding {
 
     /// Folds the log through the record at `offset` (inclusive), starting from the newest
     /// checkpoint at or before `end` (or from the empty state when the log is whole).
-    static func fold(log: Log, configuration: LogStoreConfiguration, through offset: UInt64,
-                     endingAt end: UInt64) throws(LogStoreError) -> Replay.Result {
-        let fileSystem = configuration.fileSystem
-        let names: [String]
-        do throws(FileSystemError) { names = try fileSystem.contentsOfDirectory(configuration.directory) } catch {
-            throw .log(LogError(.ioError, "Listing \(configuration.directory): \(error).", file: configuration.directory,
-                                underlying: error))
-        }
-        let base = names.compactMap(CheckpointFileName.offset).filter { $0 <= end }.max()
+    static func fold(log: Log, configuration: LogStoreConfiguration, through offset: UInt64?,
+                     endingAt end: UInt64) throws(LogStoreError) -> (result: Replay.Result, checkpointOffset: UInt64?) {
         var start = Replay.Result()
-        if let base {
-            let (header, state) = try readCheckpoint(CheckpointFileName.name(offset: base), offset: base, log: log,
-                                                     configuration: configuration, decodesRows: true)
-            start = Replay.Result(checkpoint: header, state: state ?? FoldState())
+        var checkpointOffset: UInt64?
+        if let base = try timeTravelBase(atOrBefore: end, log: log, configuration: configuration) {
+            start = Replay.Result(checkpoint: base.header, state: base.state)
+            checkpointOffset = base.header.offset
         } else if log.startOffset > 0 {
-            throw .log(LogError(.corruption, "The log starts at offset \(log.startOffset) (older history was deleted) "
-                + "but no checkpoint at or before \(end) holds the state there.", file: configuration.directory))
+            throw .log(LogError(.corruption, "The log of \(configuration.directory) starts at offset \(log.startOffset) "
+                + "(older history was deleted) but no checkpoint at or before \(end) holds the state there.",
+                file: configuration.directory))
         }
-        return try Replay(log: log, storeIdentifier: log.storeID.uuidString, throughOffset: offset)
-            .run(from: start, startOffset: base ?? log.startOffset)
+        let result = try Replay(log: log, storeIdentifier: log.storeID.uuidString, throughOffset: offset)
+            .run(from: start, startOffset: checkpointOffset)
+        return (result, checkpointOffset)
     }
 
     // MARK: Consumers (D7)

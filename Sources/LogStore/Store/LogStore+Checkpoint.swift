@@ -259,14 +259,8 @@ extension LogStore {
     /// Finds the checkpoint files, validates every one (a bad one is corruption, never skipped),
     /// and loads the newest. A checkpoint beyond the recovered end of the log is corruption.
     static func loadCheckpoints(log: Log, configuration: LogStoreConfiguration) throws(LogStoreError) -> LoadedCheckpoints {
-        let fileSystem = configuration.fileSystem
         let directory = configuration.directory
-        let names: [String]
-        do throws(FileSystemError) { names = try fileSystem.contentsOfDirectory(directory) } catch {
-            throw .log(LogError(.ioError, "Listing \(directory): \(error).", file: directory, underlying: error))
-        }
-        let checkpoints = names.compactMap { name in CheckpointFileName.offset(name).map { (name: name, offset: $0) } }
-            .sorted { $0.offset < $1.offset }
+        let checkpoints = try checkpointOffsets(configuration).map { (name: CheckpointFileName.name(offset: $0), offset: $0) }
         guard let newestFile = checkpoints.last else { return LoadedCheckpoints() }
         let end = log.visibleEnd
         for file in checkpoints where file.offset > end {
@@ -291,12 +285,22 @@ extension LogStore {
         return loaded
     }
 
-    /// Reads and checks one checkpoint file: framing, store, offset, grammar and counts.
-    static func readCheckpoint(_ name: String, offset: UInt64, log: Log, configuration: LogStoreConfiguration,
-                               decodesRows: Bool) throws(LogStoreError) -> (CheckpointHeader, FoldState?) {
+    /// The offsets of the checkpoint files in the store directory, oldest first.
+    static func checkpointOffsets(_ configuration: LogStoreConfiguration) throws(LogStoreError) -> [UInt64] {
+        let directory = configuration.directory
+        do throws(FileSystemError) {
+            return try configuration.fileSystem.contentsOfDirectory(directory).compactMap(CheckpointFileName.offset).sorted()
+        } catch {
+            throw .log(LogError(.ioError, "Listing \(directory): \(error).", file: directory, underlying: error))
+        }
+    }
+
+    /// Opens a checkpoint file and checks its file header: framing, store, offset.
+    private static func openCheckpoint(_ name: String, offset: UInt64, log: Log, configuration: LogStoreConfiguration)
+        throws(LogStoreError) -> RecordFileReader {
         let directory = configuration.directory
         let path = CheckpointFileName.path(directory: directory, name: name)
-        var reader: RecordFileReader
+        let reader: RecordFileReader
         do throws(LogError) {
             reader = try RecordFileReader(path: path, magic: FormatConstants.checkpointMagic, fileSystem: configuration.fileSystem)
         } catch {
@@ -310,6 +314,41 @@ extension LogStore {
             throw .log(corruption(directory, name, offset: 0, "file header says offset \(reader.header.value), the name "
                 + "\(offset)"))
         }
+        return reader
+    }
+
+    /// The header records of the checkpoints at or before the log's visible end, oldest first,
+    /// read without the rest of each file (read-only tools need L and the newest table only; a
+    /// writable open and `verify` check every record).
+    static func checkpointHeaders(log: Log, configuration: LogStoreConfiguration) throws(LogStoreError) -> [CheckpointHeader] {
+        var headers: [CheckpointHeader] = []
+        for offset in try checkpointOffsets(configuration) where offset <= log.visibleEnd {
+            let name = CheckpointFileName.name(offset: offset)
+            var reader = try openCheckpoint(name, offset: offset, log: log, configuration: configuration)
+            let position = reader.position
+            let record: LogRecord?
+            do throws(LogError) { record = try reader.next() } catch { throw .log(error) }
+            guard let record, record.type == .checkpointHeader else {
+                throw .log(corruption(configuration.directory, name, offset: position, "no header record at byte \(position)"))
+            }
+            let header: CheckpointHeader
+            do throws(ByteReaderError) { header = try CheckpointHeader.decode(record.payload) } catch {
+                throw .log(corruption(configuration.directory, name, offset: position, "header record: \(error)"))
+            }
+            guard header.storeID == log.storeID, header.offset == offset else {
+                throw .log(corruption(configuration.directory, name, offset: position, "the checkpoint header names store "
+                    + "\(header.storeID) at offset \(header.offset), the file is of store \(log.storeID) at offset \(offset)"))
+            }
+            headers.append(header)
+        }
+        return headers
+    }
+
+    /// Reads and checks one checkpoint file: framing, store, offset, grammar and counts.
+    static func readCheckpoint(_ name: String, offset: UInt64, log: Log, configuration: LogStoreConfiguration,
+                               decodesRows: Bool) throws(LogStoreError) -> (CheckpointHeader, FoldState?) {
+        let directory = configuration.directory
+        var reader = try openCheckpoint(name, offset: offset, log: log, configuration: configuration)
         var decoder = CheckpointDecoder(storeIdentifier: log.storeID.uuidString, decodesRows: decodesRows)
         while true {
             let position = reader.position

@@ -145,7 +145,7 @@ public final class LogStore: DataStore, @unchecked Sendable {
     func refreshAfterLogFailure() {
         guard log.isReadOnly, !inner.withLock({ $0.refoldedAfterFailure }) else { return }
         // From the newest checkpoint: after history deletion the log alone does not hold the state.
-        let replayed = try? Self.fold(log: log, configuration: configuration, through: .max, endingAt: log.visibleEnd)
+        let replayed = try? Self.fold(log: log, configuration: configuration, through: nil, endingAt: log.visibleEnd).result
         inner.withLock { inner in
             guard !inner.refoldedAfterFailure else { return }
             inner.refoldedAfterFailure = true

@@ -81,18 +81,7 @@ extension LogStore {
     /// holds the oldest records' effects.
     static func foldReadOnly(_ log: Log, configuration: LogStoreConfiguration, through offset: UInt64?,
                              checkpointAtOrBefore limit: UInt64) throws(LogStoreError) -> StoreState {
-        var start = Replay.Result()
-        var checkpointOffset: UInt64?
-        if let base = try timeTravelBase(atOrBefore: limit, log: log, configuration: configuration) {
-            start = Replay.Result(checkpoint: base.header, state: base.state)
-            checkpointOffset = base.header.offset
-        } else if log.startOffset > 0 {
-            throw .log(LogError(.corruption, "The log of \(configuration.directory) starts at offset \(log.startOffset) "
-                + "(older history was deleted) but no checkpoint at or before \(limit) holds the state there.",
-                file: configuration.directory))
-        }
-        let result = try Replay(log: log, storeIdentifier: log.storeID.uuidString, throughOffset: offset)
-            .run(from: start, startOffset: checkpointOffset)
+        let (result, checkpointOffset) = try fold(log: log, configuration: configuration, through: offset, endingAt: limit)
         var state = storeState(result, directory: configuration.directory, log: log)
         state.checkpointOffset = checkpointOffset
         return state

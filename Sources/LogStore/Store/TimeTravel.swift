@@ -99,36 +99,23 @@ extension LogStore {
         return record
     }
 
-    /// L as the checkpoints on disk record it (the highest), read without decoding their rows.
+    /// L as the checkpoints on disk record it (the highest), from their header records alone.
     static func lowWaterMark(log: Log, configuration: LogStoreConfiguration) throws(LogStoreError) -> HistoryToken? {
-        let names: [String]
-        do throws(FileSystemError) { names = try configuration.fileSystem.contentsOfDirectory(configuration.directory) } catch {
-            throw .log(LogError(.ioError, "Listing \(configuration.directory): \(error).", file: configuration.directory,
-                                underlying: error))
-        }
-        var mark: HistoryToken?
-        for offset in names.compactMap(CheckpointFileName.offset) where offset <= log.visibleEnd {
-            let (header, _) = try readCheckpoint(CheckpointFileName.name(offset: offset), offset: offset, log: log,
-                                                 configuration: configuration, decodesRows: false)
-            if let found = header.lowWaterMark, mark.map({ found.offset > $0.offset }) ?? true { mark = found }
-        }
-        return mark
+        lowWaterMark(of: try checkpointHeaders(log: log, configuration: configuration))
+    }
+
+    static func lowWaterMark(of headers: [CheckpointHeader]) -> HistoryToken? {
+        headers.compactMap(\.lowWaterMark).max { $0.offset < $1.offset }
     }
 
     /// The newest checkpoint at X ≤ `endOffset` (so it holds nothing after the position), read
     /// and validated; `nil` when there is none.
     static func timeTravelBase(atOrBefore endOffset: UInt64, log: Log, configuration: LogStoreConfiguration)
         throws(LogStoreError) -> (header: CheckpointHeader, state: FoldState)? {
-        let names: [String]
-        do throws(FileSystemError) { names = try configuration.fileSystem.contentsOfDirectory(configuration.directory) } catch {
-            throw .log(LogError(.ioError, "Listing \(configuration.directory): \(error).", file: configuration.directory,
-                                underlying: error))
-        }
-        let usable = names.compactMap { name in CheckpointFileName.offset(name).map { (name: name, offset: $0) } }
-            .filter { $0.offset <= endOffset && $0.offset >= log.startOffset }
-        guard let newest = usable.max(by: { $0.offset < $1.offset }) else { return nil }
-        let (header, state) = try readCheckpoint(newest.name, offset: newest.offset, log: log, configuration: configuration,
-                                                 decodesRows: true)
+        let usable = try checkpointOffsets(configuration).filter { $0 <= endOffset && $0 >= log.startOffset }
+        guard let newest = usable.last else { return nil }
+        let (header, state) = try readCheckpoint(CheckpointFileName.name(offset: newest), offset: newest, log: log,
+                                                 configuration: configuration, decodesRows: true)
         guard let state else { return nil }
         return (header, state)
     }
