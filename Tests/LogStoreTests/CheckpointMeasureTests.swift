@@ -96,12 +96,12 @@ import Testing
         let log = try Log.open(directory: directory, options: options)
         let logOpenSeconds = Self.seconds(clock.now - logStart)
         let readStart = clock.now
-        _ = try LogStore.readCheckpoint(CheckpointFileName.name(offset: offset), offset: offset, log: log,
-                                        configuration: configuration, decodesRows: true)
+        _ = try CheckpointFiles(log: log, directory: directory, fileSystem: PosixFileSystem()).read(offset: offset,
+                                                                                                       decodesRows: true)
         let readSeconds = Self.seconds(clock.now - readStart)
         let validateStart = clock.now
-        _ = try LogStore.readCheckpoint(CheckpointFileName.name(offset: offset), offset: offset, log: log,
-                                        configuration: configuration, decodesRows: false)
+        _ = try CheckpointFiles(log: log, directory: directory, fileSystem: PosixFileSystem()).read(offset: offset,
+                                                                                                       decodesRows: false)
         let validateSeconds = Self.seconds(clock.now - validateStart)
         try log.close()
         func milliseconds(_ values: [Double]) -> String {

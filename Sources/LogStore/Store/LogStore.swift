@@ -71,7 +71,8 @@ public final class LogStore: DataStore, @unchecked Sendable {
         }
         do {
             // Start from the newest checkpoint (every one is validated first), replay the rest.
-            let loaded = try Self.loadCheckpoints(log: log, configuration: configuration)
+            let loaded = try CheckpointFiles(log: log, directory: configuration.directory,
+                                             fileSystem: configuration.fileSystem).load(log: log)
             var start = Replay.Result()
             if let newest = loaded.newest {
                 start = Replay.Result(checkpoint: newest.header, state: newest.state)
@@ -145,7 +146,7 @@ public final class LogStore: DataStore, @unchecked Sendable {
     func refreshAfterLogFailure() {
         guard log.isReadOnly, !inner.withLock({ $0.refoldedAfterFailure }) else { return }
         // From the newest checkpoint: after history deletion the log alone does not hold the state.
-        let replayed = try? Self.fold(log: log, configuration: configuration, through: nil, endingAt: log.visibleEnd).result
+        let replayed = try? reader.fold(through: nil, endingAt: log.visibleEnd).result
         inner.withLock { inner in
             guard !inner.refoldedAfterFailure else { return }
             inner.refoldedAfterFailure = true
@@ -157,6 +158,11 @@ public final class LogStore: DataStore, @unchecked Sendable {
             inner.working = inner.published
             inner.pending.removeAll()
         }
+    }
+
+    /// Reads this store's log and checkpoint files (folds from a checkpoint, time travel).
+    var reader: StoreReader {
+        StoreReader(log: log, directory: configuration.directory, fileSystem: configuration.fileSystem)
     }
 
     /// What opening the log found and did (torn tail cut, temporary files removed…).

@@ -234,31 +234,12 @@ extension LogStore: HistoryProviding {
                     inner.working)
         }
         if let current { return current }
-        let replayed = try Self.fold(log: log, configuration: configuration, through: mark.offset, endingAt: end).result
+        let replayed = try reader.fold(through: mark.offset, endingAt: end).result
         return (CheckpointHeader(storeID: log.storeID, offset: end, lastToken: replayed.lastToken, table: replayed.table,
                                  sequenceEnd: replayed.state.sequenceEnd,
                                  lastTimestampMicroseconds: replayed.lastTimestampMicroseconds,
                                  lowWaterMark: nil, bookmarks: replayed.bookmarks.values.sorted { $0.name < $1.name }),
                 replayed.state)
-    }
-
-    /// Folds the log through the record at `offset` (inclusive), starting from the newest
-    /// checkpoint at or before `end` (or from the empty state when the log is whole).
-    static func fold(log: Log, configuration: LogStoreConfiguration, through offset: UInt64?,
-                     endingAt end: UInt64) throws(LogStoreError) -> (result: Replay.Result, checkpointOffset: UInt64?) {
-        var start = Replay.Result()
-        var checkpointOffset: UInt64?
-        if let base = try timeTravelBase(atOrBefore: end, log: log, configuration: configuration) {
-            start = Replay.Result(checkpoint: base.header, state: base.state)
-            checkpointOffset = base.header.offset
-        } else if log.startOffset > 0 {
-            throw .log(LogError(.corruption, "The log of \(configuration.directory) starts at offset \(log.startOffset) "
-                + "(older history was deleted) but no checkpoint at or before \(end) holds the state there.",
-                file: configuration.directory))
-        }
-        let result = try Replay(log: log, storeIdentifier: log.storeID.uuidString, throughOffset: offset)
-            .run(from: start, startOffset: checkpointOffset)
-        return (result, checkpointOffset)
     }
 
     // MARK: Consumers (D7)

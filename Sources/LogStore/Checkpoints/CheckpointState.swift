@@ -1,0 +1,90 @@
+import Foundation
+import LogStoreEngine
+
+/// Checkpoint bookkeeping of one open ``LogStore`` (DECISIONS.md D4).
+///
+/// At most one checkpoint is written at a time: ``LogStore/checkpoint()`` waits for a running
+/// one; an automatic one is not started while another runs. Closing the store cancels a running
+/// checkpoint between chunks and waits for it.
+final class CheckpointState: @unchecked Sendable {
+    // @unchecked: the mutable fields are only touched with `condition` locked; the rest is immutable.
+    private let condition = NSCondition()
+    private var newestOffset: UInt64?
+    /// The end offset that started the last automatic attempt (successful or not): the next one
+    /// waits for another interval of log after it, so a failing checkpoint is not retried per save.
+    private var lastAttemptOffset: UInt64
+    private var isWriting = false
+    private var isClosing = false
+    private var writtenCount = 0
+    private var lastError: (any Error)?
+
+    /// What the open did: the checkpoint it started from, and how many log records it replayed.
+    let openedFromOffset: UInt64?
+    let openReplayedRecordCount: Int
+
+    init(loaded: LoadedCheckpoints, replayedRecordCount: Int) {
+        newestOffset = loaded.newest?.header.offset
+        lastAttemptOffset = loaded.newest?.header.offset ?? 0
+        openedFromOffset = loaded.newest?.header.offset
+        openReplayedRecordCount = replayedRecordCount
+    }
+
+    private func locked<T>(_ body: () throws -> T) rethrows -> T {
+        condition.lock()
+        defer { condition.unlock() }
+        return try body()
+    }
+
+    var newest: UInt64? { locked { newestOffset } }
+    var count: Int { locked { writtenCount } }
+    var error: (any Error)? { locked { lastError } }
+    var closing: Bool { locked { isClosing } }
+
+    /// Waits until no checkpoint is being written, then claims the writer's role.
+    func beginOnDemand() throws(LogStoreError) {
+        condition.lock()
+        defer { condition.unlock() }
+        while isWriting && !isClosing { condition.wait() }
+        guard !isClosing else { throw .log(LogError(.closed, "The store is closed.")) }
+        isWriting = true
+    }
+
+    /// Claims the writer's role for an automatic checkpoint when one is due and none is running.
+    func beginAutomatic(endOffset: UInt64, interval: UInt64) -> Bool {
+        locked {
+            guard !isWriting, !isClosing, endOffset >= lastAttemptOffset,
+                  endOffset - lastAttemptOffset >= interval else { return false }
+            isWriting = true
+            lastAttemptOffset = endOffset
+            return true
+        }
+    }
+
+    func end(wrote offset: UInt64?, error: (any Error)?) {
+        locked {
+            isWriting = false
+            if let offset {
+                newestOffset = max(newestOffset ?? offset, offset)
+                writtenCount += 1
+            }
+            if let error { lastError = error }
+        }
+        condition.broadcast()
+    }
+
+    /// Cancels a running checkpoint and waits until it is gone.
+    func close() {
+        condition.lock()
+        isClosing = true
+        while isWriting { condition.wait() }
+        condition.unlock()
+        condition.broadcast()
+    }
+
+    /// Waits until no checkpoint is being written (tests).
+    func waitUntilIdle() {
+        condition.lock()
+        while isWriting { condition.wait() }
+        condition.unlock()
+    }
+}

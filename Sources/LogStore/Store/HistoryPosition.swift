@@ -1,0 +1,36 @@
+import Foundation
+import LogStoreEngine
+
+/// A position in a store's history for time travel: a full token (its store and check are
+/// verified) or a bare log offset (only that a transaction record starts there is verified).
+public enum HistoryPosition: Sendable, Hashable, CustomStringConvertible {
+    case token(HistoryToken)
+    case offset(UInt64)
+
+    public var offset: UInt64 {
+        switch self {
+        case let .token(token): token.offset
+        case let .offset(offset): offset
+        }
+    }
+
+    /// Parses the CLI form: the token's JSON (`{"v":1,"store":"<UUID>","offset":"<decimal>","check":<u32>}`)
+    /// or a bare decimal offset. `nil` when it is neither.
+    public init?(parsing text: String) {
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        if let offset = UInt64(trimmed) {
+            self = .offset(offset)
+        } else if let token = try? JSONDecoder().decode(HistoryToken.self, from: Data(trimmed.utf8)) {
+            self = .token(token)
+        } else {
+            return nil
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case let .token(token): "token at offset \(token.offset) (check \(token.check))"
+        case let .offset(offset): "offset \(offset)"
+        }
+    }
+}
