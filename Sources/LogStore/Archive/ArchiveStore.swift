@@ -137,11 +137,17 @@ public final class ArchiveStore: DataStore, Sendable {
 
     /// `save` run on its own thread, so an `async` caller suspends instead of blocking a thread
     /// of the cooperative pool through the `fsync`s (DECISIONS.md D2).
-    public func saveSuspending(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) async throws
+    public func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) async throws
         -> DataStoreSaveChangesResult<DefaultSnapshot> {
         try await withCheckedThrowingContinuation { continuation in
             Thread { continuation.resume(with: Result { try self.save(request) }) }.start()
         }
+    }
+
+    /// The stored snapshots of these models and of every model they refer to, from one read of the file.
+    public func fetch<T: PersistentModel>(_ identifiers: [PersistentIdentifier], of type: T.Type) throws
+        -> DataStoreFetchResult<T, DefaultSnapshot> {
+        try stateForFetch(of: T.entityName).fetchResult(identifiers, of: type)
     }
 
     /// Deletes the file. The store stays usable: it reads as empty, and the next save writes a

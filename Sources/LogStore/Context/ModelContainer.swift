@@ -79,26 +79,11 @@ final class StoreBox<Store: DataStore>: ModelStore where Store.Snapshot == Defau
         try store.save(request)
     }
     func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) async throws -> DataStoreSaveChangesResult<DefaultSnapshot> {
-        if let logStore = store as? LogStore { return try await logStore.saveSuspending(request) }
-        if let archiveStore = store as? ArchiveStore { return try await archiveStore.saveSuspending(request) }
-        return try store.save(request)
+        try await store.save(request)
     }
     func snapshots<T: PersistentModel>(of type: T.Type, _ identifiers: [PersistentIdentifier]) throws
         -> (fetched: [DefaultSnapshot], related: [PersistentIdentifier: DefaultSnapshot]) {
-        let state: FoldState
-        if let logStore = store as? LogStore {
-            state = logStore.publishedStateSnapshot()
-        } else if let archiveStore = store as? ArchiveStore {
-            state = try archiveStore.loadState()
-        } else {
-            // Any other store: one full fetch of the entity, kept to the identifiers asked for.
-            let result = try store.fetch(DataStoreFetchRequest(descriptor: FetchDescriptor<T>()))
-            let byIdentifier = Dictionary(result.fetchedSnapshots.map { ($0.persistentIdentifier, $0) }) { first, _ in first }
-            return (identifiers.compactMap { byIdentifier[$0] }, result.relatedSnapshots)
-        }
-        let fetched = identifiers.compactMap { identifier in
-            state.row(identifier).map { DefaultSnapshot(persistentIdentifier: identifier, values: $0.values) }
-        }
-        return (fetched, state.relatedSnapshots(to: fetched))
+        let result = try store.fetch(identifiers, of: type)
+        return (result.fetchedSnapshots, result.relatedSnapshots)
     }
 }

@@ -25,6 +25,15 @@ public protocol DataStore: AnyObject {
     func fetchCount<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> Int
     func fetchIdentifiers<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> [PersistentIdentifier]
     func save(_ request: DataStoreSaveChangesRequest<Snapshot>) throws -> DataStoreSaveChangesResult<Snapshot>
+    /// `save` for `async` callers (``ModelContext/save()-3r2ie``): a store that waits for the disk
+    /// should suspend instead of blocking a thread of the cooperative pool. The default calls the
+    /// synchronous ``save(_:)``.
+    func save(_ request: DataStoreSaveChangesRequest<Snapshot>) async throws -> DataStoreSaveChangesResult<Snapshot>
+    /// The snapshots of these models of `T` (those still stored, in the given order) and of every
+    /// model they refer to: one batch of ``ModelContext/enumerate(_:batchSize:block:)``. The
+    /// default fetches the whole entity and keeps the identifiers asked for.
+    func fetch<T: PersistentModel>(_ identifiers: [PersistentIdentifier], of type: T.Type) throws
+        -> DataStoreFetchResult<T, Snapshot>
     /// Removes every model (and, for a log, its history).
     func erase() throws
 }
@@ -36,6 +45,24 @@ extension DataStore {
 
     public func fetchIdentifiers<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> [PersistentIdentifier] {
         try fetch(request).fetchedSnapshots.map(\.persistentIdentifier)
+    }
+
+    public func save(_ request: DataStoreSaveChangesRequest<Snapshot>) async throws -> DataStoreSaveChangesResult<Snapshot> {
+        try saveSynchronously(request)
+    }
+
+    /// The synchronous `save` (inside an `async` function the name resolves to the `async` one).
+    private func saveSynchronously(_ request: DataStoreSaveChangesRequest<Snapshot>) throws
+        -> DataStoreSaveChangesResult<Snapshot> {
+        try save(request)
+    }
+
+    public func fetch<T: PersistentModel>(_ identifiers: [PersistentIdentifier], of type: T.Type) throws
+        -> DataStoreFetchResult<T, Snapshot> {
+        var result = try fetch(DataStoreFetchRequest(descriptor: FetchDescriptor<T>()))
+        let byIdentifier = Dictionary(result.fetchedSnapshots.map { ($0.persistentIdentifier, $0) }) { first, _ in first }
+        result.fetchedSnapshots = identifiers.compactMap { byIdentifier[$0] }
+        return result
     }
 }
 

@@ -123,6 +123,17 @@ extension FoldState {
         }
     }
 
+    /// The snapshots of these models (those in the state, in the given order) and of every model
+    /// they refer to (``DataStore/fetch(_:of:)``).
+    func fetchResult<T: PersistentModel>(_ identifiers: [PersistentIdentifier], of type: T.Type)
+        -> DataStoreFetchResult<T, DefaultSnapshot> {
+        let fetched = identifiers.compactMap { identifier in
+            row(identifier).map { DefaultSnapshot(persistentIdentifier: identifier, values: $0.values) }
+        }
+        return DataStoreFetchResult(descriptor: FetchDescriptor<T>(), fetchedSnapshots: fetched,
+                                    relatedSnapshots: relatedSnapshots(to: fetched))
+    }
+
     /// Snapshots of every model reachable from `snapshots` through references (relationships are
     /// loaded eagerly), bounded by the number of models in the state.
     func relatedSnapshots(to snapshots: [DefaultSnapshot]) -> [PersistentIdentifier: DefaultSnapshot] {

@@ -44,13 +44,9 @@ extension LogStore {
     /// Waits until no checkpoint is being written (tests of automatic checkpoints).
     func waitForCheckpoints() { checkpoints.waitUntilIdle() }
 
-    /// After a save published: starts an automatic checkpoint on a background thread when
-    /// `checkpointIntervalByteCount` bytes of log were written since the last one.
-    /// Also wakes live history tails and starts retention when due: every save calls this once
-    /// its record is published.
+    /// Starts an automatic checkpoint on a background thread when `checkpointIntervalByteCount`
+    /// bytes of log were written since the last one (called by ``didPublish(endOffset:)``).
     func checkpointIfDue(endOffset: UInt64) {
-        tailSignal.signal()
-        retainIfDue()
         let interval = configuration.checkpointIntervalByteCount
         guard interval > 0, checkpoints.beginAutomatic(endOffset: endOffset, interval: interval) else { return }
         // A Thread, not a Task: encoding and fsync block, and the cooperative pool is small (D2).

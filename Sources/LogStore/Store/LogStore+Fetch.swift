@@ -18,6 +18,12 @@ extension LogStore {
         try publishedState(for: T.entityName).fetchIdentifiers(request, storeIdentifier: identifier)
     }
 
+    /// The published snapshots of these models and of every model they refer to.
+    public func fetch<T: PersistentModel>(_ identifiers: [PersistentIdentifier], of type: T.Type) throws
+        -> DataStoreFetchResult<T, DefaultSnapshot> {
+        try publishedState(for: T.entityName).fetchResult(identifiers, of: type)
+    }
+
     /// The published snapshot of one model, or `nil`.
     public func snapshot(for persistentIdentifier: PersistentIdentifier) -> DefaultSnapshot? {
         refreshAfterLogFailure()
@@ -42,12 +48,6 @@ extension LogStore {
 
     public func erase() throws {
         throw DataStoreError.unsupportedFeature
-    }
-
-    /// The published state (a copy-on-write value: cheap to take).
-    func publishedStateSnapshot() -> FoldState {
-        refreshAfterLogFailure()
-        return inner.withLock { $0.published }
     }
 
     private func publishedState(for entityName: String) throws -> FoldState {

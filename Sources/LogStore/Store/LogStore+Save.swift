@@ -11,13 +11,13 @@ extension LogStore {
             do throws(LogError) { try log.waitUntilDurable(written) } catch { throw forgetUndurable(error) }
         }
         publish()
-        checkpointIfDue(endOffset: written.endOffset)
+        didPublish(endOffset: written.endOffset)
         result.token = HistoryToken(storeIdentifier: log.storeID, offset: written.offset, check: written.payloadCRC)
         return result
     }
 
     /// `save` that suspends instead of blocking a thread while the record becomes durable.
-    public func saveSuspending(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) async throws
+    public func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) async throws
         -> DataStoreSaveChangesResult<DefaultSnapshot> {
         var (position, result) = try write(request)
         guard let written = position else { return result }
@@ -25,9 +25,18 @@ extension LogStore {
             do throws(LogError) { try await log.waitUntilDurable(written) } catch { throw forgetUndurable(error) }
         }
         publish()
-        checkpointIfDue(endOffset: written.endOffset)
+        didPublish(endOffset: written.endOffset)
         result.token = HistoryToken(storeIdentifier: log.storeID, offset: written.offset, check: written.payloadCRC)
         return result
+    }
+
+    /// The one hook after a save is published: live history tails wake (``TailSignal``),
+    /// retention runs when a limit is exceeded, and an automatic checkpoint starts when due —
+    /// each off the save path.
+    func didPublish(endOffset: UInt64) {
+        tailSignal.signal()
+        retainIfDue()
+        checkpointIfDue(endOffset: endOffset)
     }
 
     /// After a failed sync the log cut itself back to its durable end and is read-only: publish
