@@ -114,9 +114,9 @@ struct CompactCommand: ParsableCommand {
         if case let .through(position) = mode {
             do {
                 throughToken = try position.resolve(in: directory)
-            } catch let LogStoreError.historyTokenExpired(resumeToken) {
+            } catch let error as LogStoreError where error.code == .historyTokenExpired {
                 // A bare offset already at or below L: nothing more to delete through it.
-                throughToken = resumeToken
+                throughToken = error.resumeToken
             }
         }
         let store = try LogStore(LogStoreConfiguration(directory: directory))

@@ -63,8 +63,9 @@ struct HistoryCommand: ParsableCommand {
             }
             descriptor.fetchLimit = limit
             return try LogStore.fetchHistory(directory: directory, descriptor)
-        } catch let LogStoreError.historyTokenExpired(resumeToken) {
-            throw CommandFailure(message: expiredSentence(directory: directory, position: after, resumeToken: resumeToken))
+        } catch let error as LogStoreError where error.code == .historyTokenExpired {
+            throw CommandFailure(message: expiredSentence(directory: directory, position: after,
+                                                          resumeToken: error.resumeToken!))
         }
     }
 

@@ -40,7 +40,7 @@ extension LogStore: HistoryProviding {
         } catch let error as LogStoreError {
             // A compaction deleted the segments the fetch was about to read: ask again, which now
             // sees the new L (and throws historyTokenExpired if the token is older).
-            guard case let .log(logError) = error, logError.code == .offsetOutOfRange else { throw error }
+            guard error.code == .offsetOutOfRange else { throw error }
             return try historyReader().fetch(descriptor) { $0 }
         }
     }
