@@ -98,12 +98,14 @@ import Testing
         do {
             try body()
             Issue.record("expected corruption naming \(name), but the store opened", sourceLocation: sourceLocation)
-        } catch let LogStoreError.log(error) {
+        } catch let error as LogStoreError {
             #expect(error.code == .corruption, "\(error)", sourceLocation: sourceLocation)
+            #expect(error.family == .corruption, "\(error)", sourceLocation: sourceLocation)
+            #expect(error.underlying?.code == .corruption, "\(error)", sourceLocation: sourceLocation)
             #expect(error.file?.hasSuffix(name) == true, "\(error)", sourceLocation: sourceLocation)
             #expect(error.description.contains(name), "\(error)", sourceLocation: sourceLocation)
         } catch {
-            Issue.record("expected LogStoreError.log(corruption), got \(error)", sourceLocation: sourceLocation)
+            Issue.record("expected LogStoreError.corruption, got \(error)", sourceLocation: sourceLocation)
         }
     }
 

@@ -143,7 +143,7 @@ import Testing
         #expect {
             try store.fetchHistory(H.after(forged))
         } throws: { error in
-            if case .historyTokenInvalid = error as? LogStoreError { return true }
+            if case LogStoreError.historyTokenInvalid = error { return true }
             return false
         }
         try store.close()

@@ -172,14 +172,14 @@ import Testing
         do {
             _ = try store.fetchHistory(Self.after(wrongCheck))
             Issue.record("a token with the wrong check was accepted")
-        } catch let LogStoreError.historyTokenInvalid(invalid, _) {
-            #expect(invalid == wrongCheck)
+        } catch let error as LogStoreError where error.code == .historyTokenInvalid {
+            #expect(error.token == wrongCheck)
         }
         let inside = HistoryToken(storeIdentifier: token.storeIdentifier, offset: token.offset + 1, check: token.check)
         #expect {
             try store.fetchHistory(HistoryDescriptor(predicate: #Predicate { $0.token < inside }))
         } throws: { error in
-            if case .historyTokenInvalid = error as? LogStoreError { return true }
+            if case LogStoreError.historyTokenInvalid = error { return true }
             return false
         }
     }
@@ -201,7 +201,7 @@ import Testing
         #expect {
             try reopened.fetchHistory(Self.after(lost))
         } throws: { error in
-            if case let .historyTokenInvalid(token, _) = error as? LogStoreError { return token == lost }
+            if case LogStoreError.historyTokenInvalid = error { return (error as? LogStoreError)?.token == lost }
             return false
         }
         try reopened.close()
@@ -344,7 +344,7 @@ import Testing
             #expect {
                 try store.deleteHistory(HistoryDescriptor(predicate: predicate))
             } throws: { error in
-                if case .unsupportedFeature = error as? LogStoreError { return true }
+                if case LogStoreError.unsupportedFeature = error { return true }
                 return false
             }
         }

@@ -117,12 +117,12 @@ final class GadgetRequiredWeight: PersistentModel {
                 _ = try container(type)
                 Issue.record("\(type) opened")
             } catch let error as LogStoreError {
-                guard case let .schemaMismatch(entity, attribute, _) = error else {
+                guard error.code == .schemaMismatch, error.family == .schema else {
                     Issue.record("\(type): \(error)")
                     continue
                 }
-                #expect(entity == "Gadget")
-                #expect(["size", "weight", "color"].contains(attribute ?? ""), "\(type): \(error)")
+                #expect(error.entity == "Gadget")
+                #expect(["size", "weight", "color"].contains(error.attribute ?? ""), "\(type): \(error)")
             }
         }
     }
@@ -150,12 +150,15 @@ final class GadgetRequiredWeight: PersistentModel {
             try context.save()
             Issue.record("an oversized save succeeded")
         } catch let error as LogStoreError {
-            guard case let .transactionTooLarge(byteCount, limit) = error else {
+            guard error.code == .transactionTooLarge, error.family == .invalidSave else {
                 Issue.record("unexpected \(error)")
                 return
             }
-            #expect(byteCount > limit)
-            #expect(limit == FormatConstants.recordByteCountMax)
+            // "The save encodes to <byteCount> bytes; one save is one record of at most <limit> bytes."
+            let numbers = error.message.split(whereSeparator: { !$0.isNumber }).compactMap { Int($0) }
+            #expect(numbers.count == 2, "\(error)")
+            #expect(numbers.first! > numbers.last!, "\(error)")
+            #expect(numbers.last == FormatConstants.recordByteCountMax)
         }
         #expect(store.logEndOffset == endBefore)
         #expect(try ModelContext(container).fetchCount(FetchDescriptor<GadgetV1>()) == 1)

@@ -166,8 +166,8 @@ import Testing
         #expect {
             try LogStore.replay(directory: "/nowhere", fileSystem: fileSystem)
         } throws: { error in
-            guard case let .log(logError) = error as? LogStoreError else { return false }
-            return logError.code == .notAStore
+            guard let error = error as? LogStoreError else { return false }
+            return error.code == .notAStore && error.underlying?.code == .notAStore
         }
     }
 }

@@ -67,8 +67,8 @@ import Testing
         #expect {
             try replay(.token(wrongCheck))
         } throws: { error in
-            if case let .historyTokenInvalid(invalid, reason) = error as? LogStoreError {
-                return invalid == wrongCheck && reason.contains("has check \(token.check)")
+            if let error = error as? LogStoreError, error.code == .historyTokenInvalid {
+                return error.token == wrongCheck && error.message.contains("has check \(token.check)")
             }
             return false
         }
@@ -78,15 +78,15 @@ import Testing
             _ = try replay(.offset(token.offset + 1))
             Issue.record("a position inside a record was accepted")
         } catch {
-            guard case .historyPositionNotATransaction = error else { Issue.record("\(error)"); return }
+            guard case LogStoreError.historyPositionNotATransaction = error else { Issue.record("\(error)"); return }
         }
         // The log's first record is the schema record, not a transaction.
         do {
             _ = try replay(.offset(0))
             Issue.record("a schema record was accepted")
         } catch {
-            guard case let .historyPositionNotATransaction(_, reason) = error else { Issue.record("\(error)"); return }
-            #expect(reason.contains("schema"))
+            guard case LogStoreError.historyPositionNotATransaction = error else { Issue.record("\(error)"); return }
+            #expect(error.message.contains("schema"))
         }
     }
 
