@@ -33,6 +33,8 @@ public final class ArchiveStore: DataStore, Sendable {
     public let identifier: String
     /// The file's path.
     public let path: String
+    /// The file, through the configuration's file system.
+    private var file: ArchiveFile { ArchiveFile(path: path, fileSystem: configuration.fileSystem) }
     private let saveLock: PathLock
 
     /// One lock per file path in the process, so two stores on one file do not interleave
@@ -67,13 +69,14 @@ public final class ArchiveStore: DataStore, Sendable {
         self.path = path
         self.saveLock = saveLock
         self.identifier = try saveLock.mutex.withLock { _ in
-            try ArchiveFile.createDirectory(of: path)
-            ArchiveFile.removeTemporaryFiles(for: path)
-            if let document = try Self.readDocument(path) { return document.storeIdentifier }
+            let file = ArchiveFile(path: path, fileSystem: configuration.fileSystem)
+            try file.createDirectory()
+            file.removeTemporaryFiles()
+            if let document = try Self.readDocument(file) { return document.storeIdentifier }
             let identifier = UUID().uuidString
-            try ArchiveFile.replace(path, with: try Self.encode(Document(format: Self.formatVersion, storeIdentifier: identifier,
-                                                                         snapshots: [])),
-                                    durable: configuration.isDurable)
+            try file.replace(with: try Self.encode(Document(format: Self.formatVersion, storeIdentifier: identifier,
+                                                            snapshots: [])),
+                             durable: configuration.isDurable)
             return identifier
         }
     }
@@ -124,7 +127,7 @@ public final class ArchiveStore: DataStore, Sendable {
                                               collisionPolicy: configuration.uniqueCollisionPolicy).resolve(request)
             if !resolution.changes.isEmpty {
                 for change in resolution.changes { state.apply(change) }
-                try ArchiveFile.replace(path, with: try Self.encode(document(of: state)), durable: configuration.isDurable)
+                try file.replace(with: try Self.encode(document(of: state)), durable: configuration.isDurable)
             }
             var result = DataStoreSaveChangesResult<DefaultSnapshot>(storeIdentifier: identifier,
                                                                      remappedIdentifiers: resolution.remapped)
@@ -153,7 +156,7 @@ public final class ArchiveStore: DataStore, Sendable {
     /// Deletes the file. The store stays usable: it reads as empty, and the next save writes a
     /// new file with the same store identifier.
     public func erase() throws {
-        try saveLock.mutex.withLock { _ in try ArchiveFile.remove(path, durable: configuration.isDurable) }
+        try saveLock.mutex.withLock { _ in try file.remove(durable: configuration.isDurable) }
     }
 
     // MARK: The file
@@ -166,7 +169,7 @@ public final class ArchiveStore: DataStore, Sendable {
     /// The file's models as a fold state (rows in file order), or an empty state without a file.
     func loadState() throws(ArchiveStoreError) -> FoldState {
         var state = FoldState()
-        guard let document = try Self.readDocument(path) else { return state }
+        guard let document = try Self.readDocument(file) else { return state }
         guard document.storeIdentifier == identifier else {
             throw .foreignArchive(path: path, expected: identifier, found: document.storeIdentifier)
         }
@@ -204,8 +207,9 @@ public final class ArchiveStore: DataStore, Sendable {
                         snapshots: rows.sorted { $0.0 < $1.0 }.map(\.1))
     }
 
-    private static func readDocument(_ path: String) throws(ArchiveStoreError) -> Document? {
-        guard let data = try ArchiveFile.contents(of: path) else { return nil }
+    private static func readDocument(_ file: ArchiveFile) throws(ArchiveStoreError) -> Document? {
+        let path = file.path
+        guard let data = try file.contents() else { return nil }
         let document: Document
         do { document = try decoder.decode(Document.self, from: data) } catch {
             // A newer format may not decode at all: name the version when it can be read.

@@ -1,4 +1,5 @@
 import Foundation
+import LogStoreEngine
 
 /// Where an ``ArchiveStore`` keeps its JSON file.
 ///
@@ -20,6 +21,9 @@ public struct ArchiveStoreConfiguration: DataStoreConfiguration {
     public var isDurable: Bool
     /// What an insert colliding with a unique constraint does (see ``UniqueCollisionPolicy``).
     public var uniqueCollisionPolicy: UniqueCollisionPolicy = .upsert
+    /// The file system the archive is read and written through (tests inject a simulated one).
+    /// Not part of the configuration's identity (`==`, `hash`).
+    public var fileSystem: any FileSystem = PosixFileSystem()
 
     public init(name: String = "default", schema: Schema? = nil, fileURL: URL, isDurable: Bool = true) {
         self.name = name
@@ -34,4 +38,16 @@ public struct ArchiveStoreConfiguration: DataStoreConfiguration {
 
     /// The file's path.
     public var path: String { fileURL.standardizedFileURL.path }
+
+    public static func == (lhs: Self, rhs: Self) -> Bool {
+        lhs.name == rhs.name && lhs.schema == rhs.schema && lhs.fileURL == rhs.fileURL && lhs.isDurable == rhs.isDurable
+            && lhs.uniqueCollisionPolicy == rhs.uniqueCollisionPolicy
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(name)
+        hasher.combine(fileURL)
+        hasher.combine(isDurable)
+        hasher.combine(uniqueCollisionPolicy)
+    }
 }
