@@ -19,6 +19,20 @@ public final class LogStore: DataStore, @unchecked Sendable {
     public var usesStoredSchema: Bool { configuration.schema == nil }
     public let identifier: String
     let log: Log
+
+    // Lock order (outermost first; a thread holding one may take only those after it):
+    //   1. `compactionLock`   — one history deletion / retention pass at a time; held across
+    //                           its checkpoint and segment deletions.
+    //   2. checkpoint writer  — `checkpoints.beginOnDemand`/`beginAutomatic` … `end`: a role
+    //                           (a flag under CheckpointState's condition), not a held mutex; its
+    //                           holder may take 3 and 4 but never 1.
+    //   3. `inner`            — the state; saves resolve, encode and `log.write` under it.
+    //   4. the log's locks    — LogStoreEngine (`LogCore.conditionLock`), taken under `inner` by
+    //                           `log.write`; the engine never calls back up.
+    //   Leaves (take nothing while held): CheckpointState's condition, `retentionSchedule`,
+    //   `tailSignal`, HistoryChanges' mutex. Blocking waits for durability (`waitUntilDurable`)
+    //   and checkpoint/retention threads run with none of 1–3 held, except compaction's own
+    //   checkpoint under 1.
     let inner: SleepingMutex<Inner>
     /// Checkpoint bookkeeping (LogStore+Checkpoint.swift).
     let checkpoints: CheckpointState
