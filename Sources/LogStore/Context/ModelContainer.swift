@@ -24,19 +24,45 @@ public final class ModelContainer: @unchecked Sendable {
     public init<Configuration: DataStoreConfiguration>(
         for types: [any PersistentModel.Type], configuration: Configuration
     ) throws where Configuration.Store.Snapshot == DefaultSnapshot {
-        var modelTypes: [String: any PersistentModel.Type] = [:]
-        for type in types { modelTypes[type.entityName] = type }
-        let schema = Schema(types.map { $0.schemaEntity })
-        for entity in schema.entities {
-            for relationship in entity.relationships where modelTypes[relationship.destination] == nil {
-                throw ModelError.unknownEntity(relationship.destination)
-            }
-        }
+        let modelTypes = ModelTypes(types)
+        let schema = Schema(modelTypes.all.map { $0.schemaEntity })
         var configuration = configuration
         configuration.schema = schema
         self.schema = schema
-        self.modelTypes = modelTypes
+        self.modelTypes = modelTypes.byEntityName
         self.store = StoreBox(try Configuration.Store(configuration, migrationPlan: nil))
+    }
+
+    /// SwiftData's `ModelContainer(for: schema, configurations: [configuration])`: the schema's
+    /// entities must be those of model types (``Schema/init(_:)-([any PersistentModel.Type])``).
+    public convenience init<Configuration: DataStoreConfiguration>(
+        for schema: Schema, configurations: [Configuration]
+    ) throws where Configuration.Store.Snapshot == DefaultSnapshot {
+        guard let configuration = configurations.first, configurations.count == 1 else {
+            throw LogStoreError.unsupportedFeature("A ModelContainer opens exactly one configuration (got "
+                + "\(configurations.count)); open one container per store.")
+        }
+        try self.init(for: schema, configuration: configuration)
+    }
+
+    /// `ModelContainer(for: schema, configurations: configuration)`.
+    public convenience init<Configuration: DataStoreConfiguration>(
+        for schema: Schema, configurations: Configuration...
+    ) throws where Configuration.Store.Snapshot == DefaultSnapshot {
+        try self.init(for: schema, configurations: configurations)
+    }
+
+    private convenience init<Configuration: DataStoreConfiguration>(
+        for schema: Schema, configuration: Configuration
+    ) throws where Configuration.Store.Snapshot == DefaultSnapshot {
+        let types = try schema.entities.map { entity throws -> any PersistentModel.Type in
+            guard let type = schema.modelTypes[entity.name] else {
+                throw LogStoreError.unsupportedFeature("The schema's entity \(entity.name) has no model type: build the "
+                    + "schema with Schema([\(entity.name).self, …]) to open a ModelContainer for it.")
+            }
+            return type
+        }
+        try self.init(for: types, configuration: configuration)
     }
 
     /// The store behind the container, for store-specific calls (checkpoints, history, close).

@@ -51,6 +51,11 @@ extension DataStore {
         try saveSynchronously(request)
     }
 
+    /// A store that cannot erase itself says so.
+    public func erase() throws {
+        throw DataStoreError.unsupportedFeature
+    }
+
     /// The synchronous `save` (inside an `async` function the name resolves to the `async` one).
     private func saveSynchronously(_ request: DataStoreSaveChangesRequest<Snapshot>) throws
         -> DataStoreSaveChangesResult<Snapshot> {
@@ -142,6 +147,21 @@ public struct DataStoreSaveChangesResult<Snapshot: DataStoreSnapshot>: Sendable 
         self.remappedIdentifiers = remappedIdentifiers
         self.snapshotsToReregister = snapshotsToReregister
         self.token = token
+    }
+
+    /// SwiftData's spelling: the result of a save in the store with this identifier.
+    public init(for storeIdentifier: String, remappedIdentifiers: [PersistentIdentifier: PersistentIdentifier] = [:],
+                snapshotsToReregister: [PersistentIdentifier: Snapshot] = [:]) {
+        self.init(storeIdentifier: storeIdentifier, remappedIdentifiers: remappedIdentifiers,
+                  snapshotsToReregister: snapshotsToReregister)
+    }
+
+    /// The WWDC24 beta spelling. Deleted identifiers need no answer here: the context drops what it
+    /// asked to delete.
+    @available(*, deprecated, renamed: "init(for:remappedIdentifiers:snapshotsToReregister:)")
+    public init(for storeIdentifier: String, remappedPersistentIdentifiers: [PersistentIdentifier: PersistentIdentifier] = [:],
+                deletedIdentifiers: [PersistentIdentifier] = []) {
+        self.init(storeIdentifier: storeIdentifier, remappedIdentifiers: remappedPersistentIdentifiers)
     }
 }
 

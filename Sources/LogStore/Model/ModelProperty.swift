@@ -12,6 +12,9 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
     let write: @Sendable (Model, AttributeValue, (PersistentIdentifier) throws -> (any PersistentModel)?) throws -> Void
     /// The related instances (for relationships), so a save can insert unsaved ones.
     let related: @Sendable (Model) -> [any PersistentModel]
+    /// The model type a relationship leads to (`nil` for attributes): a container opened for
+    /// `Trip` finds `BucketListItem` through it.
+    let destinationType: (any PersistentModel.Type)?
 
     /// A value attribute.
     public static func attribute<Value: AttributeConvertible>(
@@ -28,7 +31,7 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
                 }
                 model[keyPath: keyPath] = converted
             },
-            related: { _ in [] })
+            related: { _ in [] }, destinationType: nil)
     }
 
     /// A to-one relationship to another model.
@@ -51,7 +54,7 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
                 default: throw ModelError.valueTypeMismatch(entity: Model.entityName, property: name, value: value)
                 }
             },
-            related: { model in model[keyPath: keyPath].map { [$0] } ?? [] })
+            related: { model in model[keyPath: keyPath].map { [$0] } ?? [] }, destinationType: Destination.self)
     }
 
     /// A to-many relationship to other models.
@@ -77,7 +80,7 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
                 }
                 model[keyPath: keyPath] = targets
             },
-            related: { model in model[keyPath: keyPath] })
+            related: { model in model[keyPath: keyPath] }, destinationType: Destination.self)
     }
 }
 

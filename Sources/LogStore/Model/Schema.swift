@@ -10,9 +10,31 @@
 /// ```
 public struct Schema: Hashable, Sendable, Codable {
     public var entities: [Entity]
+    /// The model types a schema made from types knows, by entity name (not part of equality,
+    /// hashing or coding): what ``ModelContainer/init(for:configurations:)-(Schema,_)`` opens.
+    var modelTypes: [String: any PersistentModel.Type] = [:]
+
+    private enum CodingKeys: String, CodingKey { case entities }
 
     public init(_ entities: [Entity]) {
         self.entities = entities
+    }
+
+    /// The schema of these model types and of every model type their relationships reach
+    /// (SwiftData's `Schema([Trip.self, …])`).
+    public init(_ types: [any PersistentModel.Type]) {
+        let modelTypes = ModelTypes(types)
+        self.init(modelTypes.all.map { $0.schemaEntity })
+        self.modelTypes = modelTypes.byEntityName
+    }
+
+    public static func == (lhs: Schema, rhs: Schema) -> Bool { lhs.entities == rhs.entities }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(entities) }
+
+    /// `Schema(Trip.self, BucketListItem.self)`.
+    public init(_ types: any PersistentModel.Type...) {
+        self.init(types)
     }
 
     public func entity(named name: String) -> Entity? {

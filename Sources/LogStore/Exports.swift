@@ -1,0 +1,3 @@
+// `import LogStore` brings Foundation along, as `import SwiftData` does: ported code uses `Date`,
+// `URL`, `#Predicate` and `SortDescriptor` without importing Foundation itself.
+@_exported import Foundation
