@@ -12,6 +12,9 @@ public final class ModelContainer: @unchecked Sendable {
     public let schema: Schema
     let store: any ModelStore
     let modelTypes: [String: any PersistentModel.Type]
+    /// The main-actor context, made on first use. Only touched on the main actor (its accessor
+    /// is `@MainActor`), which is what makes the unchecked access safe.
+    nonisolated(unsafe) private var mainContextStorage: ModelContext?
 
     /// Opens the store the configuration describes, for the given model types. The schema is
     /// built from the types' declarations (the configuration's own schema, if any, is replaced).
@@ -70,8 +73,18 @@ public final class ModelContainer: @unchecked Sendable {
         store.base as? Store
     }
 
-    /// A context on this container.
-    public var mainContext: ModelContext { ModelContext(self) }
+    /// The container's one main-actor context (SwiftData's `mainContext`): the same instance on
+    /// every access, with ``ModelContext/autosaveEnabled`` on — changes are saved on the main
+    /// actor's next turn after they are made, so ported code that never calls `save()` keeps its
+    /// data. Other threads and tasks make their own ``ModelContext``.
+    @MainActor public var mainContext: ModelContext {
+        if let mainContextStorage { return mainContextStorage }
+        let context = ModelContext(self)
+        context.autosaveEnabled = true
+        context.isMainContext = true
+        mainContextStorage = context
+        return context
+    }
 }
 
 /// What a context needs of a store, with its generic methods erased.

@@ -26,8 +26,42 @@ public final class ModelContext {
     /// Deleted and not yet saved.
     var deleted: [PersistentIdentifier: any PersistentModel] = [:]
 
+    /// Whether changes are saved without a call to ``save()``: on the main actor's next turn
+    /// after an insert, a delete or (for models that track their changes) a property change.
+    /// On for ``ModelContainer/mainContext``, off for contexts you make. Autosave errors are
+    /// kept in ``lastAutosaveError``; call ``save()`` yourself where you must know.
+    public var autosaveEnabled = false
+    /// The error of the last autosave that failed, if any (cleared by a successful save).
+    public private(set) var lastAutosaveError: (any Error)?
+    /// Set for the container's main-actor context: the only one whose autosave runs.
+    var isMainContext = false
+    /// An autosave is scheduled and has not run yet.
+    private var autosaveScheduled = false
+
     public init(_ container: ModelContainer) {
         self.container = container
+    }
+
+    /// After a change: schedules one save on the main actor's next turn (coalescing the changes
+    /// made meanwhile), for the main context with autosave on.
+    func changeMade() {
+        guard autosaveEnabled, isMainContext, !autosaveScheduled else { return }
+        autosaveScheduled = true
+        // The main context is only used on the main actor (ModelContainer.mainContext is
+        // @MainActor), so the task runs where the context lives.
+        nonisolated(unsafe) let context = self
+        Task { @MainActor in context.autosave() }
+    }
+
+    private func autosave() {
+        autosaveScheduled = false
+        guard autosaveEnabled, hasChanges else { return }
+        do {
+            try save()
+            lastAutosaveError = nil
+        } catch {
+            lastAutosaveError = error
+        }
     }
 
     /// Registers a new model; it is saved with the next ``save()``. Related unsaved models are
@@ -42,6 +76,7 @@ public final class ModelContext {
         model.modelState.context = self
         registered[identifier] = model
         inserted.append(model)
+        changeMade()
     }
 
     /// Marks a model for deletion at the next save (an unsaved insert is simply dropped).
@@ -56,6 +91,7 @@ public final class ModelContext {
         guard registered[identifier] != nil else { return }
         deleted[identifier] = model
         registered[identifier] = nil
+        changeMade()
     }
 
     /// The registered instance with this identifier, if any.
