@@ -75,21 +75,19 @@ public struct RecordHeader: Sendable, Equatable {
     public static func decode(_ bytes: UnsafeRawBufferPointer, expectedOffset: UInt64) -> Decoded {
         precondition(bytes.count == FormatConstants.recordHeaderByteCount)
         if bytes.allSatisfy({ $0 == 0 }) { return .zeros }
-        var reader = ByteReader(bytes)
-        // The reads below cannot fail: the buffer holds exactly 32 bytes.
-        let storedHeaderCRC: UInt32 = try! reader.read()
+        // Fixed positions in exactly 32 bytes (checked above): nothing here can run short.
+        func field<T: FixedWidthInteger>(_ type: T.Type, at position: Int) -> T {
+            T(littleEndian: bytes.loadUnaligned(fromByteOffset: position, as: T.self))
+        }
+        let storedHeaderCRC = field(UInt32.self, at: 0)
         let computed = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[4..<32]))
         guard storedHeaderCRC == computed else {
             return .invalid("header checksum mismatch (stored \(hex(storedHeaderCRC)), computed \(hex(computed)))")
         }
         let header = RecordHeader(
-            payloadCRC: try! reader.read(), offset: try! reader.read(),
-            storedByteCount: try! reader.read(), uncompressedByteCount: try! reader.read(),
-            type: RecordType(rawValue: try! reader.readByte()), flags: try! reader.readByte(),
-            dictionaryID: {
-                _ = try! reader.read(UInt16.self)
-                return try! reader.read()
-            }())
+            payloadCRC: field(UInt32.self, at: 4), offset: field(UInt64.self, at: 8),
+            storedByteCount: field(UInt32.self, at: 16), uncompressedByteCount: field(UInt32.self, at: 20),
+            type: RecordType(rawValue: bytes[24]), flags: bytes[25], dictionaryID: field(UInt32.self, at: 28))
         let reserved = UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: 26, as: UInt16.self))
         guard header.offset == expectedOffset else {
             return .invalid("record claims offset \(header.offset), expected \(expectedOffset)")

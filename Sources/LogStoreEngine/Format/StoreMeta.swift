@@ -27,16 +27,12 @@ public struct StoreMeta: Sendable, Equatable {
         Date(timeIntervalSince1970: Double(creationTimeMicroseconds) / 1_000_000)
     }
 
+    static let kind = FixedHeader.Kind(name: "store.meta", missingMagic: "no store.meta magic (LOGSTMET)",
+                                       sizeFieldName: "store.meta size field", shortName: "store.meta")
+
     public func encoded() -> [UInt8] {
-        var writer = ByteWriter(capacity: FormatConstants.storeMetaByteCount)
-        writer.write(bytes: FormatConstants.storeMetaMagic)
-        writer.write(formatVersion)
-        writer.write(UInt32(FormatConstants.storeMetaByteCount))
-        writer.write(bytes: storeID.bytes)
-        writer.write(creationTimeMicroseconds)
-        writer.writeZeros(20)
-        writer.write(CRC32C.checksum(writer.bytes))
-        return writer.bytes
+        FixedHeader(magic: FormatConstants.storeMetaMagic, formatVersion: formatVersion, storeID: storeID,
+                    value: UInt64(bitPattern: creationTimeMicroseconds)).encoded()
     }
 
     public static func decode(_ bytes: [UInt8]) -> Result<StoreMeta, HeaderProblem> {
@@ -49,27 +45,9 @@ public struct StoreMeta: Sendable, Equatable {
             return .failure(.damaged("store.meta is \(bytes.count) bytes, expected "
                 + "\(FormatConstants.storeMetaByteCount)"))
         }
-        guard Array(bytes[0..<8]) == FormatConstants.storeMetaMagic else {
-            return .failure(.damaged("no store.meta magic (LOGSTMET)"))
-        }
-        return bytes.withUnsafeBytes { buffer in
-            var reader = ByteReader(buffer, position: 8)
-            let version: UInt32 = try! reader.read()
-            let byteCount: UInt32 = try! reader.read()
-            let storeID = UUID(bytes: try! reader.readBytes(16))
-            let created: Int64 = try! reader.read()
-            try! reader.skip(20)
-            let storedCRC: UInt32 = try! reader.read()
-            let computed = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: buffer[0..<60]))
-            guard storedCRC == computed else {
-                return .failure(.damaged("store.meta checksum mismatch (stored \(hex(storedCRC)), "
-                    + "computed \(hex(computed)))"))
-            }
-            if let problem = versionProblem(Array(bytes[0..<12])) { return .failure(problem) }
-            guard byteCount == UInt32(FormatConstants.storeMetaByteCount) else {
-                return .failure(.damaged("store.meta size field \(byteCount), expected 64"))
-            }
-            return .success(StoreMeta(formatVersion: version, storeID: storeID, creationTimeMicroseconds: created))
+        return FixedHeader.decode(bytes, magic: FormatConstants.storeMetaMagic, kind: kind).map {
+            StoreMeta(formatVersion: $0.formatVersion, storeID: $0.storeID,
+                      creationTimeMicroseconds: Int64(bitPattern: $0.value))
         }
     }
 }

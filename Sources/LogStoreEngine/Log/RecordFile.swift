@@ -61,45 +61,16 @@ public struct RecordFileHeader: Sendable, Equatable {
     }
 
     public func encoded() -> [UInt8] {
-        var writer = ByteWriter(capacity: FormatConstants.segmentHeaderByteCount)
-        writer.write(bytes: magic)
-        writer.write(formatVersion)
-        writer.write(UInt32(FormatConstants.segmentHeaderByteCount))
-        writer.write(bytes: storeID.bytes)
-        writer.write(value)
-        writer.writeZeros(20)
-        writer.write(CRC32C.checksum(writer.bytes))
-        return writer.bytes
+        FixedHeader(magic: magic, formatVersion: formatVersion, storeID: storeID, value: value).encoded()
     }
 
     /// Decodes a record file header that must start with `magic`, or says what is wrong. Checked
     /// in the segment header's order: length, magic, CRC, version, header size.
     public static func decode(_ bytes: [UInt8], magic: [UInt8]) -> Result<RecordFileHeader, HeaderProblem> {
-        let size = FormatConstants.segmentHeaderByteCount
-        guard bytes.count >= size else {
-            return .failure(.damaged("file is \(bytes.count) bytes, shorter than the \(size)-byte file header"))
-        }
-        guard Array(bytes[0..<8]) == magic else {
-            return .failure(.damaged("no \(String(decoding: magic, as: UTF8.self)) magic"))
-        }
-        let header = Array(bytes[0..<size])
-        return header.withUnsafeBytes { buffer in
-            var reader = ByteReader(buffer, position: 8)
-            let version: UInt32 = try! reader.read()
-            let headerByteCount: UInt32 = try! reader.read()
-            let storeID = UUID(bytes: try! reader.readBytes(16))
-            let value: UInt64 = try! reader.read()
-            try! reader.skip(20)
-            let storedCRC: UInt32 = try! reader.read()
-            let computed = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: buffer[0..<60]))
-            guard storedCRC == computed else {
-                return .failure(.damaged("file header checksum mismatch (stored \(hex(storedCRC)), computed \(hex(computed)))"))
-            }
-            if let problem = versionProblem(header) { return .failure(problem) }
-            guard headerByteCount == UInt32(size) else {
-                return .failure(.damaged("file header size \(headerByteCount), expected \(size)"))
-            }
-            return .success(RecordFileHeader(magic: magic, formatVersion: version, storeID: storeID, value: value))
+        let kind = FixedHeader.Kind(name: "file header", missingMagic: "no \(String(decoding: magic, as: UTF8.self)) magic",
+                                    sizeFieldName: "file header size", shortName: "file header")
+        return FixedHeader.decode(bytes, magic: magic, kind: kind).map {
+            RecordFileHeader(magic: magic, formatVersion: $0.formatVersion, storeID: $0.storeID, value: $0.value)
         }
     }
 }
