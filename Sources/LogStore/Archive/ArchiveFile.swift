@@ -36,24 +36,9 @@ struct ArchiveFile {
     /// Replaces the file with `bytes`: readers see the old file or the new one, never a mix. With
     /// `durable`, the new file and its directory entry are on disk when this returns.
     func replace(with bytes: Data, durable: Bool) throws(ArchiveStoreError) {
-        let temporary = temporaryPath()
         do throws(FileSystemError) {
-            let handle = try fileSystem.openFile(temporary, mode: .createNew)
-            do throws(FileSystemError) {
-                try handle.write(Array(bytes), at: 0)
-                // Never retried: after a failed fsync the pages may be marked clean (DECISIONS.md D2).
-                if durable { try handle.sync() }
-                handle.close()
-            } catch {
-                handle.close()
-                try? fileSystem.removeFile(temporary)
-                throw error
-            }
-            do throws(FileSystemError) { try fileSystem.rename(temporary, to: path) } catch {
-                try? fileSystem.removeFile(temporary)
-                throw error
-            }
-            if durable { try fileSystem.syncDirectory(directory) }
+            try AtomicFile.write(Array(bytes), to: path, temporaryPath: temporaryPath(), durable: durable,
+                                 fileSystem: fileSystem)
         } catch {
             throw Self.failure(error)
         }
@@ -63,8 +48,7 @@ struct ArchiveFile {
     func remove(durable: Bool) throws(ArchiveStoreError) {
         do throws(FileSystemError) {
             guard try fileSystem.kind(of: path) != nil else { return }
-            try fileSystem.removeFile(path)
-            if durable { try fileSystem.syncDirectory(directory) }
+            if durable { try AtomicFile.removeDurably(path, fileSystem: fileSystem) } else { try fileSystem.removeFile(path) }
         } catch {
             throw Self.failure(error)
         }

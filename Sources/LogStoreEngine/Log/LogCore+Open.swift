@@ -217,16 +217,9 @@ extension LogCore {
     /// Temp file, write, fsync, rename, directory fsync: after a crash either the old state or the
     /// whole new file is there (a leftover temp file is removed on the next open).
     static func writeFileAtomically(directory: String, name: String, bytes: [UInt8], fileSystem: any FileSystem) throws(LogError) {
-        let temporary = LogFileNames.join(directory, name + FormatConstants.temporaryFileExtension)
         do throws(FileSystemError) {
-            let handle = try fileSystem.openFile(temporary, mode: .createNew)
-            defer { handle.close() }
-            try handle.write(bytes, at: 0)
-            try handle.sync()
-            try fileSystem.rename(temporary, to: LogFileNames.join(directory, name))
-            try fileSystem.syncDirectory(directory)
+            try AtomicFile.write(bytes, to: LogFileNames.join(directory, name), fileSystem: fileSystem)
         } catch {
-            try? fileSystem.removeFile(temporary)
             throw LogError.io(error, "Writing \(name)")
         }
     }
@@ -235,22 +228,16 @@ extension LogCore {
     /// directory fsync, and returns its open handle.
     static func createSegment(directory: String, storeID: UUID, baseOffset: UInt64,
                               fileSystem: any FileSystem) throws(FileSystemError) -> SegmentFile {
-        let name = LogFileNames.segment(baseOffset)
-        let finalPath = LogFileNames.join(directory, name)
-        let temporary = finalPath + FormatConstants.temporaryFileExtension
-        if (try? fileSystem.kind(of: temporary)) != nil { try? fileSystem.removeFile(temporary) }
-        let handle = try fileSystem.openFile(temporary, mode: .createNew)
+        let finalPath = LogFileNames.join(directory, LogFileNames.segment(baseOffset))
+        let file = try AtomicFile(path: finalPath, fileSystem: fileSystem)
         do throws(FileSystemError) {
-            let header = SegmentHeader(storeID: storeID, baseOffset: baseOffset).encoded()
-            try handle.write(header, at: 0)
-            try handle.sync()
-            try fileSystem.rename(temporary, to: finalPath)
-            try fileSystem.syncDirectory(directory)
+            try file.handle.write(SegmentHeader(storeID: storeID, baseOffset: baseOffset).encoded(), at: 0)
         } catch {
-            handle.close()
-            try? fileSystem.removeFile(temporary)
+            file.abandon()
             throw error
         }
+        // The handle stays open on the renamed segment: the writer appends through it.
+        let handle = try file.commit(keepOpen: true)!
         return SegmentFile(baseOffset: baseOffset, path: finalPath, handle: handle)
     }
 

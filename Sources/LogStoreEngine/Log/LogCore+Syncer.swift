@@ -195,16 +195,8 @@ extension LogCore {
         }
         let name = LogFileNames.index(segment.baseOffset)
         let bytes = segment.index.encoded(storeID: meta.storeID, baseOffset: segment.baseOffset)
-        let temporary = path(name + FormatConstants.temporaryFileExtension)
-        do {
-            if (try? fileSystem.kind(of: temporary)) != nil { try fileSystem.removeFile(temporary) }
-            let handle = try fileSystem.openFile(temporary, mode: .createNew)
-            defer { handle.close() }
-            try handle.write(bytes, at: 0)
-            try fileSystem.rename(temporary, to: path(name))
-        } catch {
-            try? fileSystem.removeFile(temporary)
-        }
+        // Not durable: the index is a cache, rebuilt when lost or damaged.
+        try? AtomicFile.write(bytes, to: path(name), durable: false, fileSystem: fileSystem)
     }
 }
 

@@ -92,27 +92,22 @@ public struct RecordFileHeader: Sendable, Equatable {
 public final class RecordFileWriter {
     public let directory: String
     public let name: String
-    private let temporaryPath: String
-    private let fileSystem: any FileSystem
     private let compresses: Bool
-    private var handle: (any FileHandle)?
+    /// The file being written; `nil` once committed or abandoned.
+    private var file: AtomicFile?
     /// File position of the next record.
     private var position = UInt64(FormatConstants.segmentHeaderByteCount)
-    private var isFinished = false
 
     /// Creates `<name>.tmp` (replacing a leftover one) and writes the file header.
     public init(directory: String, name: String, header: RecordFileHeader, compresses: Bool = true,
                 fileSystem: any FileSystem) throws(LogError) {
         self.directory = directory
         self.name = name
-        self.temporaryPath = LogFileNames.join(directory, name + FormatConstants.temporaryFileExtension)
-        self.fileSystem = fileSystem
         self.compresses = compresses
         do throws(FileSystemError) {
-            if (try? fileSystem.kind(of: temporaryPath)) != nil { try fileSystem.removeFile(temporaryPath) }
-            let handle = try fileSystem.openFile(temporaryPath, mode: .createNew)
-            self.handle = handle
-            try handle.write(header.encoded(), at: 0)
+            let file = try AtomicFile(path: LogFileNames.join(directory, name), fileSystem: fileSystem)
+            self.file = file
+            try file.handle.write(header.encoded(), at: 0)
         } catch {
             abandon()
             throw LogError.io(error, "Writing \(name)")
@@ -129,7 +124,7 @@ public final class RecordFileWriter {
     /// ``LogError/Code/recordTooLarge`` past ``FormatConstants/recordByteCountMax``.
     @discardableResult
     public func append(_ payload: [UInt8], type: RecordType) throws(LogError) -> UInt64 {
-        guard let handle, !isFinished else { throw LogError(.closed, "The record file \(name) is already finished.") }
+        guard let file else { throw LogError(.closed, "The record file \(name) is already finished.") }
         var record = try payload.withUnsafeBytes { buffer -> Result<PreparedRecord, LogError> in
             do throws(LogError) { return .success(try PreparedRecord(payload: buffer, type: type, compresses: compresses)) } catch {
                 return .failure(error)
@@ -137,7 +132,7 @@ public final class RecordFileWriter {
         }.get()
         let offset = position - UInt64(FormatConstants.segmentHeaderByteCount)
         record.assign(offset: offset)
-        do { try handle.write(record.bytes, at: position) } catch {
+        do { try file.handle.write(record.bytes, at: position) } catch {
             abandon()
             throw LogError.io(error, "Writing \(name)")
         }
@@ -145,32 +140,22 @@ public final class RecordFileWriter {
         return offset
     }
 
-    /// `fsync`, rename to the final name, directory `fsync`. After it returns the file is durable
-    /// under its name. On failure the temporary file is removed and the error thrown; if the
-    /// failure was the directory `fsync`, the file may or may not survive a crash.
+    /// `fsync`, rename to the final name, directory `fsync` (``AtomicFile/commit(durable:keepOpen:)``).
+    /// After it returns the file is durable under its name. On failure the temporary file is
+    /// removed and the error thrown; if the failure was the directory `fsync`, the file may or may
+    /// not survive a crash.
     public func commit() throws(LogError) {
-        guard let handle, !isFinished else { throw LogError(.closed, "The record file \(name) is already finished.") }
-        do throws(FileSystemError) {
-            try handle.sync()
-            handle.close()
-            self.handle = nil
-            try fileSystem.rename(temporaryPath, to: LogFileNames.join(directory, name))
-            isFinished = true
-            try fileSystem.syncDirectory(directory)
-        } catch {
-            abandon()
+        guard let file else { throw LogError(.closed, "The record file \(name) is already finished.") }
+        self.file = nil
+        do throws(FileSystemError) { try file.commit() } catch {
             throw LogError.io(error, "Writing \(name)")
         }
     }
 
     /// Closes and removes the temporary file (nothing if already committed).
     public func abandon() {
-        handle?.close()
-        handle = nil
-        if !isFinished {
-            isFinished = true
-            try? fileSystem.removeFile(temporaryPath)
-        }
+        file?.abandon()
+        file = nil
     }
 }
 
