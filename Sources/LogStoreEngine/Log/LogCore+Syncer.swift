@@ -79,7 +79,10 @@ extension LogCore {
         if !state.asyncWaiters.isEmpty || state.isClosed { conditionLock.signalSyncer() }
         switch result {
         case .success:
+            // After the sync: it covered at most what was written when it started.
+            precondition(target <= state.writtenEnd || state.failure != nil, "a sync past the written end")
             state.durableEnd = max(state.durableEnd, target)
+            checkInvariants()
             state.lastSyncNanoseconds = monotonicNanoseconds()
             state.statistics.syncCount += 1
             resumeAsyncWaiters()
@@ -115,6 +118,7 @@ extension LogCore {
         state.preallocatedPosition = from
         state.writtenEnd = state.durableEnd
         state.failure = failure
+        checkInvariants()
         resumeAsyncWaiters()
         conditionLock.broadcastWaiters()
     }
@@ -174,6 +178,7 @@ extension LogCore {
         }
         conditionLock.lock()
         state.zeroFillStart = nil
+        checkInvariants()
         if succeeded {
             state.preallocatedPosition = start + count
         } else {

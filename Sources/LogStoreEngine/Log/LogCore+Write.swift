@@ -20,12 +20,20 @@ extension LogCore {
         let wasClean = state.writtenEnd == state.durableEnd
         let position = SegmentScanner.filePosition(logicalOffset: offset, baseOffset: segment.baseOffset)
         record.assign(offset: offset)
+        // Before the write: the record goes exactly at the written end, after the segment header,
+        // inside the segment (unless it is the segment's first record), past any zero-fill.
+        precondition(position >= UInt64(FormatConstants.segmentHeaderByteCount), "a record inside the segment header")
+        precondition(position == UInt64(FormatConstants.segmentHeaderByteCount)
+                     || position + record.recordByteCount <= options.segmentByteCountMax, "a record past the segment's end")
+        precondition(state.zeroFillStart.map { position + record.recordByteCount <= $0 } ?? true,
+                     "a record into the chunk being zero-filled")
         do throws(FileSystemError) {
             try segment.handle.write(record.bytes, at: position)
         } catch {
             throw handleWriteFailure(error, segment: segment, position: position)
         }
         state.writtenEnd = offset + record.recordByteCount
+        checkInvariants()
         state.statistics.appendCount += 1
         state.statistics.byteCount += record.recordByteCount
         segment.note(offset: offset, recordByteCount: record.recordByteCount)
@@ -132,6 +140,7 @@ extension LogCore {
             state.preallocationRetryNanoseconds = 0
             state.statistics.rollCount += 1
             state.pendingIndexWrites.append(sealed)
+            checkInvariants()
             conditionLock.signalSyncer()
         case let .failure(error):
             let failure = LogError.io(error, "Starting segment \(LogFileNames.segment(baseOffset))")

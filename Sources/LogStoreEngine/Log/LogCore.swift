@@ -53,6 +53,46 @@ final class LogCore: @unchecked Sendable {
         var statistics = LogStatistics()
     }
 
+    /// The rules the state keeps, checked (lock held) after every transition by
+    /// ``checkInvariants()``:
+    ///
+    /// 1. `durableEnd ≤ writtenEnd`, and the last segment starts at or before `durableEnd`: a roll
+    ///    syncs the old segment before the new one takes writes, so unsynced bytes are only ever
+    ///    in the last segment.
+    /// 2. Segments exist and their base offsets increase.
+    /// 3. `failure` set ⇒ `isFailing` set and the log was cut back: `writtenEnd == durableEnd`.
+    ///    `cutBackFailed` ⇒ `isFailing`. `isFailing` without `failure` only while the fail-stop
+    ///    waits for a running `fdatasync`.
+    /// 4. A read-only open never writes: `writtenEnd == durableEnd`, no roll, no sync, no zero-fill.
+    /// 5. `zeroFillStart` set ⇒ no roll is running, and it lies at or past the write position in
+    ///    the last segment (writers wait rather than write into the chunk being zeroed).
+    ///
+    /// And when ``close()`` has waited: the syncer has exited and no sync, roll or zero-fill runs
+    /// (a roll may still finish after `isClosed` is set; close waits for it).
+    func checkInvariants() {
+        precondition(state.durableEnd <= state.writtenEnd,
+                     "durable end \(state.durableEnd) past written end \(state.writtenEnd)")
+        let last = state.segments.last!
+        precondition(last.baseOffset <= state.durableEnd,
+                     "unsynced bytes before the last segment (base \(last.baseOffset), durable \(state.durableEnd))")
+        assert(zip(state.segments, state.segments.dropFirst()).allSatisfy { $0.baseOffset < $1.baseOffset },
+               "segment base offsets must increase")
+        if state.failure != nil {
+            precondition(state.isFailing, "a failure is recorded only by a fail-stop")
+            precondition(state.writtenEnd == state.durableEnd, "a failed log is cut back to its durable end")
+        }
+        precondition(!state.cutBackFailed || state.isFailing, "a cut-back happens only in a fail-stop")
+        if state.isReadOnly {
+            precondition(state.writtenEnd == state.durableEnd && !state.isRolling && !state.syncInProgress
+                         && state.zeroFillStart == nil, "a read-only log never writes")
+        }
+        if let start = state.zeroFillStart {
+            precondition(!state.isRolling, "no zero-fill during a roll")
+            let position = SegmentScanner.filePosition(logicalOffset: state.writtenEnd, baseOffset: last.baseOffset)
+            precondition(start >= position, "zero-fill at \(start) behind the write position \(position)")
+        }
+    }
+
     struct AsyncWaiter {
         var endOffset: UInt64
         var continuation: CheckedContinuation<Result<Void, LogError>, Never>
@@ -108,6 +148,8 @@ final class LogCore: @unchecked Sendable {
         conditionLock.signalSyncer()
         // A roll creates files with the lock released: the directory lock must outlive it.
         while !state.syncerExited || state.isRolling || state.syncInProgress { conditionLock.waitWaiter() }
+        checkInvariants()
+        precondition(state.zeroFillStart == nil, "the syncer exited with a zero-fill running")
         let cutBackFailed = state.cutBackFailed
         let failure = state.failure
         let waiters = state.asyncWaiters
