@@ -20,7 +20,8 @@ public final class LogStore: DataStore, @unchecked Sendable {
     public let identifier: String
     let log: Log
 
-    // Lock order (outermost first; a thread holding one may take only those after it):
+    // Lock order (outermost first; a thread holding one may take only those after it), checked
+    // in debug builds by LockOrder (LogStoreEngine/System/LockOrder.swift):
     //   1. `compactionLock`   — one history deletion / retention pass at a time; held across
     //                           its checkpoint and segment deletions.
     //   2. checkpoint writer  — `checkpoints.beginOnDemand`/`beginAutomatic` … `end`: a role
@@ -37,7 +38,7 @@ public final class LogStore: DataStore, @unchecked Sendable {
     /// Checkpoint bookkeeping (LogStore+Checkpoint.swift).
     let checkpoints: CheckpointState
     /// One history deletion (or retention pass) at a time (History/LogStore+History.swift).
-    let compactionLock = NSLock()
+    let compactionLock = OrderedLock(.historyCompaction)
     /// Background retention passes (History/LogStore+Retention.swift).
     let retentionSchedule = RetentionSchedule()
     /// Wakes live history tails after saves (History/HistoryTail.swift).
@@ -120,7 +121,7 @@ public final class LogStore: DataStore, @unchecked Sendable {
             self.identifier = log.storeID.uuidString
             self.log = log
             self.checkpoints = CheckpointState(loaded: loaded, replayedRecordCount: replayed.recordCount)
-            self.inner = SleepingMutex(Inner(table: table, working: replayed.state, published: replayed.state,
+            self.inner = SleepingMutex(level: .storeState, Inner(table: table, working: replayed.state, published: replayed.state,
                                      uniqueIndex: uniqueIndex, publishedToken: replayed.lastToken,
                                      lastTimestampMicroseconds: replayed.lastTimestampMicroseconds,
                                      lowWaterMark: loaded.lowWaterMark,

@@ -3,6 +3,8 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Foundation
+import LogStoreEngine
 
 /// A value behind a plain pthread mutex: a thread that finds it locked sleeps at once.
 ///
@@ -17,9 +19,12 @@ import Darwin
 final class SleepingMutex<Value>: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private var value: Value
+    /// Its place in the lock order (checked in debug builds).
+    private let level: LockLevel
 
-    init(_ value: Value) {
+    init(level: LockLevel, _ value: Value) {
         self.value = value
+        self.level = level
         pthread_mutex_init(mutex, nil)
     }
 
@@ -29,8 +34,31 @@ final class SleepingMutex<Value>: @unchecked Sendable {
     }
 
     func withLock<Result, E: Error>(_ body: (inout Value) throws(E) -> Result) throws(E) -> Result {
+        LockOrder.willAcquire(level)
         pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
+        defer {
+            pthread_mutex_unlock(mutex)
+            LockOrder.didRelease(level)
+        }
         return try body(&value)
+    }
+}
+
+/// An `NSLock` with a place in the lock order (checked in debug builds).
+final class OrderedLock: @unchecked Sendable {
+    // @unchecked: NSLock is thread-safe; `level` is immutable.
+    private let base = NSLock()
+    private let level: LockLevel
+
+    init(_ level: LockLevel) { self.level = level }
+
+    func lock() {
+        LockOrder.willAcquire(level)
+        base.lock()
+    }
+
+    func unlock() {
+        base.unlock()
+        LockOrder.didRelease(level)
     }
 }

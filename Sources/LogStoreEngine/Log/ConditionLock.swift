@@ -35,8 +35,16 @@ final class ConditionLock: @unchecked Sendable {
         mutex.deallocate()
     }
 
-    func lock() { pthread_mutex_lock(mutex) }
-    func unlock() { pthread_mutex_unlock(mutex) }
+    /// The log's state lock: level ``LockLevel/logState`` in the lock order.
+    func lock() {
+        LockOrder.willAcquire(.logState)
+        pthread_mutex_lock(mutex)
+    }
+
+    func unlock() {
+        pthread_mutex_unlock(mutex)
+        LockOrder.didRelease(.logState)
+    }
 
     func withLock<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
         lock()
