@@ -68,7 +68,7 @@ let package = Package(
         // The `logstore` tool's commands, called as functions (`@testable import logstore`).
         .testTarget(
             name: "LogStoreToolTests",
-            dependencies: ["logstore", "LogStore", "LogStoreEngine", "SampleTrips"]
+            dependencies: ["logstore", "LogStore", "LogStoreEngine", "LogStoreTestSupport", "SampleTrips"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -88,8 +88,8 @@ import Testing
     }
 
     @Test func aStoreOnDiskRoundTripsThroughThePosixFileSystem() throws {
-        let directory = NSTemporaryDirectory() + "logstore-test-\(UUID())"
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let temporary = TemporaryDirectory("test"), directory = temporary.path
+        defer { temporary.remove() }
         var options = LogOptions()
         options.segmentByteCountMax = 8 * 1024
         let log = try Log.open(directory: directory, options: options)

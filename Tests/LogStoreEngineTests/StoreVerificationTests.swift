@@ -1,4 +1,5 @@
 import Foundation
+import LogStoreTestSupport
 import Testing
 @testable import LogStoreEngine
 
@@ -23,8 +24,9 @@ import Testing
         var recordByteCount: UInt64 { positions.reduce(0) { $0 + $1.endOffset - $1.offset } }
     }
 
+    /// A fresh path (TemporaryDirectory's naming); tests remove it with ``remove(_:)``.
     static func temporaryDirectory() -> String {
-        NSTemporaryDirectory() + "logstore-verify-\(UUID().uuidString)"
+        TemporaryDirectory("verify").path
     }
 
     /// Fixed-seed payloads of 40–640 bytes: every third one repetitive (compresses), the rest random.

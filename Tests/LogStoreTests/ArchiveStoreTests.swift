@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import LogStore
 import SampleTrips
+import LogStoreTestSupport
 import Testing
 
 /// What only the JSON archive store has: its file. The context behaviour it shares with LogStore
@@ -9,9 +10,9 @@ import Testing
 @Suite struct ArchiveStoreTests {
     /// A temporary directory removed at the end of the test.
     final class Directory {
-        let path = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("logstore-archive-\(UUID().uuidString)").path
+        let temporary = TemporaryDirectory("archive")
+        var path: String { temporary.path }
         var file: String { path + "/store/trips.json" }
-        deinit { try? FileManager.default.removeItem(atPath: path) }
         func names() throws -> [String] { try FileManager.default.contentsOfDirectory(atPath: path + "/store").sorted() }
     }
 

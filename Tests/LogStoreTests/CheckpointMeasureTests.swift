@@ -2,6 +2,7 @@ import Foundation
 @testable import LogStore
 import LogStoreEngine
 import SampleTrips
+import LogStoreTestSupport
 import Testing
 
 /// Open time with and without a checkpoint, on real files. Not an assertion, a measurement: runs
@@ -21,9 +22,8 @@ import Testing
     func openTimeWithAndWithoutACheckpoint() throws {
         let environment = ProcessInfo.processInfo.environment
         let transactionCount = environment["LOGSTORE_MEASURE_COUNT"].flatMap(Int.init) ?? 100_000
-        let directory = FileManager.default.temporaryDirectory
-            .appendingPathComponent("logstore-checkpoint-measure-\(UUID().uuidString)").path
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let temporary = TemporaryDirectory("checkpoint-measure"), directory = temporary.path
+        defer { temporary.remove() }
         let configuration = LogStoreConfiguration(directory: directory, durability: .none, checkpointIntervalByteCount: 0)
         let clock = ContinuousClock()
         func open() throws -> (ModelContainer, LogStore, Double) {

@@ -27,17 +27,12 @@ enum StoreKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
 final class StoreFixture {
     let kind: StoreKind
     let fileSystem = SimulatedFileSystem()
-    /// The archive's directory (unused for the log store).
-    let directory: String
+    /// The archive's directory (unused for the log store), removed with the fixture.
+    let temporary = TemporaryDirectory("context")
+    var directory: String { temporary.path }
 
     init(_ kind: StoreKind) {
         self.kind = kind
-        directory = URL(fileURLWithPath: NSTemporaryDirectory())
-            .appendingPathComponent("logstore-context-\(UUID().uuidString)").path
-    }
-
-    deinit {
-        if kind == .archive { try? FileManager.default.removeItem(atPath: directory) }
     }
 
     var archivePath: String { directory + "/trips.json" }

@@ -2,6 +2,7 @@ import Foundation
 @testable import LogStore
 import LogStoreEngine
 import SampleTrips
+import LogStoreTestSupport
 import Testing
 
 /// The history figures of the issue, on real files. Not assertions, measurements: run only with
@@ -18,16 +19,13 @@ import Testing
 
     static func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
 
-    static func temporaryDirectory(_ name: String) -> String {
-        FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-\(UUID().uuidString)").path
-    }
 
     /// Fetching 1,000 transactions after a token near the end of a 1M-transaction log: token
     /// only, and with an author filter (every 10th transaction by "widget").
     @Test(.enabled(if: CheckpointMeasureTests.isEnabled))
     func fetchAfterATokenNearTheEnd() throws {
-        let directory = Self.temporaryDirectory("logstore-history-measure")
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let temporary = TemporaryDirectory("history-measure"), directory = temporary.path
+        defer { temporary.remove() }
         let configuration = LogStoreConfiguration(directory: directory, durability: .none, checkpointIntervalByteCount: 0)
         let container = try ModelContainer(for: sampleTripsModels, configuration: configuration)
         let store = try #require(container.dataStore(as: LogStore.self))
@@ -81,8 +79,8 @@ import Testing
     /// (no checkpoint); deleting everything after a reopen copies the state.
     @Test(.enabled(if: CheckpointMeasureTests.isEnabled))
     func compactionOfAGigabyteLog() throws {
-        let directory = Self.temporaryDirectory("logstore-compaction-measure")
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let temporary = TemporaryDirectory("compaction-measure"), directory = temporary.path
+        defer { temporary.remove() }
         let target = UInt64(ProcessInfo.processInfo.environment["LOGSTORE_MEASURE_BYTES"].flatMap(Int.init) ?? 1 << 30)
         let configuration = LogStoreConfiguration(directory: directory, durability: .none, checkpointIntervalByteCount: 0)
         var container = try ModelContainer(for: sampleTripsModels, configuration: configuration)

@@ -3,11 +3,12 @@
 import Foundation
 import LogStore
 import SampleTrips
+import LogStoreTestSupport
 import Testing
 
 @Test func historyReadmeSnippetRunsAsWritten() throws {
-    let directory = NSTemporaryDirectory() + "readme-history-\(UUID())"
-    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let temporary = TemporaryDirectory("readme-history"), directory = temporary.path
+    defer { temporary.remove() }
     let container = try ModelContainer(for: sampleTripsModels, configuration: LogStoreConfiguration(directory: directory))
     let context = ModelContext(container)
     let trip = Trip(name: "Paris", destination: "France", startDate: Date(timeIntervalSince1970: 0),

@@ -54,9 +54,8 @@ func itemValues(_ items: [Item]) -> Set<ItemValue> {
     func savedStateMatchesAReferenceModel(kind: StoreKind, seed: Int) throws {
         var random = SeededGenerator(seed: UInt64(seed) &* 31 &+ 7)
         let fileSystem = SimulatedFileSystem()
-        let directory = NSTemporaryDirectory() + "logstore-items-\(UUID().uuidString)"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let temporary = TemporaryDirectory("items"), directory = temporary.path
+        defer { temporary.remove() }
         var container = try Self.container(kind, fileSystem: fileSystem, directory: directory)
         var context = ModelContext(container)
         // The reference: committed values per live instance, and the instances a save will keep.

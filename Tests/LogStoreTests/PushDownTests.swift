@@ -276,8 +276,8 @@ enum QueryCatalogue {
     @Test(.enabled(if: ProcessInfo.processInfo.environment["LOGSTORE_MEASURE"] == "1"))
     func measureSelectiveFetchOverOneMillion() throws {
         let count = Int(ProcessInfo.processInfo.environment["LOGSTORE_MEASURE_COUNT"] ?? "") ?? 1_000_000
-        let directory = NSTemporaryDirectory() + "logstore-measure-\(UUID())"
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let temporary = TemporaryDirectory("measure"), directory = temporary.path
+        defer { temporary.remove() }
         var configuration = LogStoreConfiguration(directory: directory, durability: .none)
         configuration.checkpointIntervalByteCount = 0
         let container = try ModelContainer(for: QueryItem.self, configurations: configuration)

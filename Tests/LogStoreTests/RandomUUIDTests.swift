@@ -1,5 +1,6 @@
 import Foundation
 @testable import LogStore
+import LogStoreTestSupport
 import Testing
 
 /// Primary keys come from `RandomUUID` (D5: random UUIDs, never a counter), drawn in blocks from
@@ -31,8 +32,8 @@ import Testing
 
     @Test func savesMintDistinctPermanentKeys() throws {
         let schema = Schema([Schema.Entity("Item", attributes: [.init("n", .int)])])
-        let directory = NSTemporaryDirectory() + "random-uuid-\(UUID().uuidString)"
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let temporary = TemporaryDirectory("random-uuid"), directory = temporary.path
+        defer { temporary.remove() }
         let store = try LogStore(LogStoreConfiguration(schema: schema, directory: directory, durability: .none))
         defer { try? store.close() }
         var request = DataStoreSaveChangesRequest<DefaultSnapshot>()

@@ -2,6 +2,7 @@
 // compiling or passing, the README is wrong.
 import Foundation
 import LogStore
+import LogStoreTestSupport
 import Testing
 
 
@@ -23,8 +24,8 @@ final class ReadmeTrip: PersistentModel {
 
 
 @Test func readmeSnippetRunsAsWritten() throws {
-    let directory = NSTemporaryDirectory() + "readme-\(UUID())"
-    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let temporary = TemporaryDirectory("readme"), directory = temporary.path
+    defer { temporary.remove() }
     // 2. Open a container on a store directory (created when missing).
     let container = try ModelContainer(for: ReadmeTrip.self,
                                        configurations: LogStoreConfiguration(directory: directory))
@@ -50,8 +51,8 @@ final class ReadmeTrip: PersistentModel {
 import SampleTrips
 
 @Test func readmeQueriesSectionRunsAsWritten() throws {
-    let directory = NSTemporaryDirectory() + "readme-queries-\(UUID())"
-    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let temporary = TemporaryDirectory("readme-queries"), directory = temporary.path
+    defer { temporary.remove() }
 
     var configuration = LogStoreConfiguration(directory: directory)
     configuration.uniqueCollisionPolicy = .upsert   // the default; .throw refuses a colliding insert

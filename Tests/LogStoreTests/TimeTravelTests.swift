@@ -92,8 +92,8 @@ import Testing
 
     @Test("logstore replay --until prints the state after that save; bad positions exit with code 2")
     func command() throws {
-        let directory = NSTemporaryDirectory() + "logstore-until-\(UUID())"
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let temporary = TemporaryDirectory("until"), directory = temporary.path
+        defer { temporary.remove() }
         let container = try ModelContainer(for: sampleTripsModels, configuration: LogStoreConfiguration(directory: directory))
         let history = try StoreReplayTests.saveHistory(container)
         try container.dataStore(as: LogStore.self)!.close()

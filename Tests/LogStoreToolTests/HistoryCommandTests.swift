@@ -4,14 +4,13 @@ import Foundation
 import LogStore
 import LogStoreEngine
 import SampleTrips
+import LogStoreTestSupport
 import Testing
 
 /// A real store directory in the temporary directory, removed at the end of the test.
 final class TemporaryStore {
-    let directory = URL(fileURLWithPath: NSTemporaryDirectory())
-        .appendingPathComponent("logstore-tool-\(UUID().uuidString)").path
-
-    deinit { try? FileManager.default.removeItem(atPath: directory) }
+    let temporary = TemporaryDirectory("tool")
+    var directory: String { temporary.path }
 
     /// Opens the store with the SampleTrips models.
     func open(segmentByteCountMax: UInt64 = 64 * 1024 * 1024) throws -> (ModelContainer, LogStore) {
