@@ -165,3 +165,8 @@ public final class ModelContext {
         }
     }
 }
+
+extension PersistentModel {
+    /// The context the model is registered in, if any.
+    public var modelContext: ModelContext? { modelState.context as? ModelContext }
+}

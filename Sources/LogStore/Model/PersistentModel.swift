@@ -43,8 +43,6 @@ extension PersistentModel {
     /// The model's identifier: temporary until its first save, then permanent.
     public var persistentModelID: PersistentIdentifier { modelState.identifier(entityName: Self.entityName) }
 
-    /// The context the model is registered in, if any.
-    public var modelContext: ModelContext? { modelState.context }
 
     /// The schema entity the declarations describe.
     public static var schemaEntity: Schema.Entity {
@@ -65,7 +63,9 @@ extension PersistentModel {
 /// SwiftData's `ModelContext`, is used from one thread or actor at a time.
 public final class ModelState: @unchecked Sendable {
     private var storedIdentifier: PersistentIdentifier?
-    weak var context: ModelContext?
+    /// The context the model is registered in (a `ModelContext`; typed `AnyObject` here because
+    /// the Model layer sits below the Context layer).
+    weak var context: AnyObject?
 
     public init() {}
 
