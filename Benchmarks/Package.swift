@@ -36,7 +36,7 @@ let package = Package(
             ],
             path: "Benchmarks/EngineBenchmarks",
             plugins: [
-                .plugin(name: "BenchmarkPlugin", package: "benchmark"),
+                .plugin(name: "BenchmarkPlugin", package: "benchmark")
             ]
         ),
         // P1-ctx–P4-ctx: model-layer saves (`ModelContext`, `store.save`) of SampleTrips `Trip`s,
@@ -50,7 +50,7 @@ let package = Package(
             ],
             path: "Benchmarks/ModelBenchmarks",
             plugins: [
-                .plugin(name: "BenchmarkPlugin", package: "benchmark"),
+                .plugin(name: "BenchmarkPlugin", package: "benchmark")
             ]
         ),
         // P6: history fetches after a token near the end of large logs, with SQLite's history table.
@@ -63,7 +63,7 @@ let package = Package(
             ],
             path: "Benchmarks/HistoryBenchmarks",
             plugins: [
-                .plugin(name: "BenchmarkPlugin", package: "benchmark"),
+                .plugin(name: "BenchmarkPlugin", package: "benchmark")
             ]
         ),
         // P5, P8: opening large stores (checkpoint + replay) and their resident memory, on
@@ -77,7 +77,7 @@ let package = Package(
             ],
             path: "Benchmarks/StateBenchmarks",
             plugins: [
-                .plugin(name: "BenchmarkPlugin", package: "benchmark"),
+                .plugin(name: "BenchmarkPlugin", package: "benchmark")
             ]
         ),
     ],

@@ -1,6 +1,7 @@
 import Foundation
 import LogStoreTestSupport
 import Testing
+
 @testable import LogStoreEngine
 
 /// `AtomicFile`: a file replaced whole or not at all, whatever step fails and whatever a power

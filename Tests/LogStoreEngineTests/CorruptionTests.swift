@@ -1,6 +1,7 @@
 import Foundation
 import LogStoreTestSupport
 import Testing
+
 @testable import LogStoreEngine
 
 @Suite struct CorruptionTests {
@@ -10,7 +11,8 @@ import Testing
         let log = try Log.open(directory: storePath, options: simulatedOptions(fileSystem, segmentByteCountMax: 1024))
         var generator = SeededGenerator(seed: 21)
         for number in 0..<30 {
-            try log.append(payload(number: number, byteCount: 120, compressible: number % 2 == 0, generator: &generator))
+            try log.append(
+                payload(number: number, byteCount: 120, compressible: number % 2 == 0, generator: &generator))
         }
         let records = try readAll(log)
         let bases = log.segmentBaseOffsets
@@ -71,8 +73,10 @@ import Testing
         let fileSystem = SimulatedFileSystem()
         for (path, bytes) in files { try fileSystem.setBytes(bytes, at: path) }
         let meta = try StoreMeta.decode(files[storePath + "/store.meta"]!).get()
-        let newer = SegmentHeader(formatVersion: FormatConstants.formatVersion + 1, storeID: meta.storeID,
-                                  baseOffset: bases[3]).encoded()
+        let newer = SegmentHeader(
+            formatVersion: FormatConstants.formatVersion + 1, storeID: meta.storeID,
+            baseOffset: bases[3]
+        ).encoded()
         var bytes = files[segmentPath(bases[3])]!
         bytes.replaceSubrange(0..<64, with: newer)
         try fileSystem.setBytes(bytes, at: segmentPath(bases[3]))
@@ -92,7 +96,8 @@ import Testing
         let (files, records, bases) = try Self.makeStore()
         let fileSystem = SimulatedFileSystem()
         for (path, bytes) in files { try fileSystem.setBytes(bytes, at: path) }
-        try fileSystem.setBytes(Array("checkpoint".utf8), at: storePath + "/checkpoint-\(LogFileNames.padded(bases[3])).ckpt")
+        try fileSystem.setBytes(
+            Array("checkpoint".utf8), at: storePath + "/checkpoint-\(LogFileNames.padded(bases[3])).ckpt")
         let damaged = records.first { $0.offset > bases[1] + 10 }!
         try fileSystem.corruptByte(at: Int(damaged.offset - bases[1]) + 64 + 40, in: segmentPath(bases[1]))
         var options = simulatedOptions(fileSystem)
@@ -118,7 +123,9 @@ import Testing
         let fileSystem = SimulatedFileSystem()
         for (path, bytes) in files { try fileSystem.setBytes(bytes, at: path) }
         try fileSystem.corruptByte(at: 20, in: segmentPath(bases[1]), mask: 0x01)
-        #expect(logError { _ = try Log.open(directory: storePath, options: simulatedOptions(fileSystem)) }?.code == .corruption)
+        #expect(
+            logError { _ = try Log.open(directory: storePath, options: simulatedOptions(fileSystem)) }?.code
+                == .corruption)
         var options = simulatedOptions(fileSystem)
         options.repairs = true
         let log = try Log.open(directory: storePath, options: options)

@@ -2,6 +2,7 @@ import Foundation
 import LogStoreTestSupport
 import Synchronization
 import Testing
+
 @testable import LogStoreEngine
 
 /// A failed `fdatasync` or write stops the log safely: nothing undurable is acknowledged or read
@@ -20,30 +21,38 @@ import Testing
         let aResult = Mutex<String>("pending")
         let aDone = DispatchSemaphore(value: 0)
         Thread {
-            do { try log.append(Array("A acknowledged?".utf8)); aResult.withLock { $0 = "success" } } catch {
+            do {
+                try log.append(Array("A acknowledged?".utf8))
+                aResult.withLock { $0 = "success" }
+            } catch {
                 aResult.withLock { $0 = "\(error)" }
             }
             aDone.signal()
         }.start()
-        #expect(fileSystem.waitUntilSyncsHeld(count: 1)) // A leads its fdatasync, held
+        #expect(fileSystem.waitUntilSyncsHeld(count: 1))  // A leads its fdatasync, held
         fileSystem.failWrite(code: ErrorCode.ioError, path: .suffix(".log"))
         let bDone = DispatchSemaphore(value: 0)
         Thread {
-            _ = try? log.append(Array("B".utf8)) // EIO -> failStop -> zero-fill + fdatasync (held too)
+            _ = try? log.append(Array("B".utf8))  // EIO -> failStop -> zero-fill + fdatasync (held too)
             bDone.signal()
         }.start()
         let twoAtOnce = fileSystem.waitUntilSyncsHeld(count: 2, timeout: .seconds(2))
         fileSystem.releaseSyncs()
-        aDone.wait(); bDone.wait()
+        aDone.wait()
+        bDone.wait()
         let aOutcome = aResult.withLock { $0 }
-        print("F1: two fdatasyncs at once: \(twoAtOnce); A: \(aOutcome); durableEnd \(log.durableEnd) writtenEnd \(log.writtenEnd)")
+        print(
+            "F1: two fdatasyncs at once: \(twoAtOnce); A: \(aOutcome); durableEnd \(log.durableEnd) writtenEnd \(log.writtenEnd)"
+        )
         // What A was told must match the disk.
         try log.close()
         let reopened = try Log.open(directory: storePath, options: simulatedOptions(fileSystem))
         let payloads = try readAll(reopened).map { String(decoding: $0.payload, as: UTF8.self) }
         print("F1: after reopen: \(payloads)")
         #expect(!twoAtOnce, "two fdatasyncs ran at once")
-        if aOutcome == "success" { #expect(payloads.contains("A acknowledged?"), "A was acknowledged but its record is gone") }
+        if aOutcome == "success" {
+            #expect(payloads.contains("A acknowledged?"), "A was acknowledged but its record is gone")
+        }
         _ = durableBefore
         try reopened.close()
     }
@@ -94,9 +103,11 @@ import Testing
     /// "through the written end") returns success. writeCheckpoint relies on it for X.
     @Test func syncOnAFailStoppedLogThrows() throws {
         let fileSystem = SimulatedFileSystem()
-        let log = try Log.open(directory: storePath, options: simulatedOptions(fileSystem, durability: .none, preallocates: false))
-        try log.append(Array("durable".utf8)); try log.sync()
-        let x = try log.write(Array("not durable".utf8)).endOffset // a checkpoint would take X = written end here
+        let log = try Log.open(
+            directory: storePath, options: simulatedOptions(fileSystem, durability: .none, preallocates: false))
+        try log.append(Array("durable".utf8))
+        try log.sync()
+        let x = try log.write(Array("not durable".utf8)).endOffset  // a checkpoint would take X = written end here
         fileSystem.failSync(path: .suffix(".log"))
         #expect(logError { try log.sync() }?.code == .syncFailed)
         let second = logError { try log.sync() }

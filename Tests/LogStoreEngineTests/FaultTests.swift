@@ -1,13 +1,16 @@
 import Foundation
 import LogStoreTestSupport
 import Testing
+
 @testable import LogStoreEngine
 
 /// I/O errors: a full disk on a write is recoverable; any failed sync (and any other write
 /// error) is fail-stop — cut back to the durable end, read-only until reopened.
 @Suite struct FaultTests {
-    private func openWithRecords(_ fileSystem: SimulatedFileSystem, count: Int = 3,
-                                 preallocates: Bool = false) throws -> (Log, [LogRecord]) {
+    private func openWithRecords(
+        _ fileSystem: SimulatedFileSystem, count: Int = 3,
+        preallocates: Bool = false
+    ) throws -> (Log, [LogRecord]) {
         let log = try Log.open(directory: storePath, options: simulatedOptions(fileSystem, preallocates: preallocates))
         for number in 0..<count { try log.append(Array("durable \(number)".utf8)) }
         return (log, try readAll(log))
@@ -67,7 +70,7 @@ import Testing
         #expect(try readAll(log) == before)
         // The failed record was zeroed and that was synced, before the error reached us.
         #expect(fileSystem.durableBytes(at: segmentPath(0))![(Int(end) + 64)...].allSatisfy { $0 == 0 })
-        #expect(logError { try log.close() } == nil) // the failure was already reported
+        #expect(logError { try log.close() } == nil)  // the failure was already reported
         let reopened = try Log.open(directory: storePath, options: simulatedOptions(fileSystem))
         #expect(try readAll(reopened) == before)
         try reopened.append(Array("after reopen".utf8))
@@ -83,7 +86,10 @@ import Testing
         let results = await withTaskGroup(of: LogError.Code?.self) { group in
             for number in 0..<5 {
                 group.addTask {
-                    do throws(LogError) { try await log.append(Array("waiting \(number)".utf8)); return nil } catch { return error.code }
+                    do throws(LogError) {
+                        try await log.append(Array("waiting \(number)".utf8))
+                        return nil
+                    } catch { return error.code }
                 }
             }
             _ = fileSystem.waitUntilSyncsHeld(count: 1)
@@ -133,7 +139,9 @@ import Testing
         var written = 0
         var generator = SeededGenerator(seed: 42)
         while written < 1000,
-              (try? log.append(payload(number: written, byteCount: 100, compressible: false, generator: &generator))) != nil {
+            (try? log.append(payload(number: written, byteCount: 100, compressible: false, generator: &generator)))
+                != nil
+        {
             written += 1
         }
         #expect(written > 0)

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import LogStoreEngine
 
 /// Segment headers, `store.meta` and checkpoint file headers are one 64-byte layout, encoded and
@@ -20,12 +21,15 @@ import Testing
     }
 
     @Test func theThreeHeadersEncodeTheDocumentedBytes() {
-        #expect(SegmentHeader(storeID: Self.storeID, baseOffset: 4096).encoded()
-            == Self.expected(magic: "LOGSTSEG", value: 4096))
-        #expect(StoreMeta(storeID: Self.storeID, creationTimeMicroseconds: 1_750_000_000_000_000).encoded()
-            == Self.expected(magic: "LOGSTMET", value: 1_750_000_000_000_000))
-        #expect(RecordFileHeader(magic: FormatConstants.checkpointMagic, storeID: Self.storeID, value: 77).encoded()
-            == Self.expected(magic: "LOGSTCKP", value: 77))
+        #expect(
+            SegmentHeader(storeID: Self.storeID, baseOffset: 4096).encoded()
+                == Self.expected(magic: "LOGSTSEG", value: 4096))
+        #expect(
+            StoreMeta(storeID: Self.storeID, creationTimeMicroseconds: 1_750_000_000_000_000).encoded()
+                == Self.expected(magic: "LOGSTMET", value: 1_750_000_000_000_000))
+        #expect(
+            RecordFileHeader(magic: FormatConstants.checkpointMagic, storeID: Self.storeID, value: 77).encoded()
+                == Self.expected(magic: "LOGSTCKP", value: 77))
     }
 
     @Test func aNegativeCreationTimeRoundTrips() throws {
@@ -51,9 +55,11 @@ import Testing
     @Test func aValidNewerHeaderIsNamedAsNewer() {
         var header = FixedHeader(magic: FormatConstants.checkpointMagic, storeID: Self.storeID, value: 1)
         header.formatVersion = FormatConstants.formatVersion + 1
-        let kind = FixedHeader.Kind(name: "file header", missingMagic: "no magic", sizeFieldName: "size",
-                                    shortName: "file header")
-        #expect(FixedHeader.decode(header.encoded(), magic: FormatConstants.checkpointMagic, kind: kind)
-            == .failure(.newerVersion(FormatConstants.formatVersion + 1)))
+        let kind = FixedHeader.Kind(
+            name: "file header", missingMagic: "no magic", sizeFieldName: "size",
+            shortName: "file header")
+        #expect(
+            FixedHeader.decode(header.encoded(), magic: FormatConstants.checkpointMagic, kind: kind)
+                == .failure(.newerVersion(FormatConstants.formatVersion + 1)))
     }
 }

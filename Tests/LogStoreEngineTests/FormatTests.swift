@@ -1,6 +1,7 @@
 import Foundation
 import LogStoreTestSupport
 import Testing
+
 @testable import LogStoreEngine
 
 /// The Format layer against `docs/FORMAT.md`: checksums, compression, integer codecs, the fixed
@@ -14,7 +15,8 @@ struct FormatTests {
     static let exampleCreationTime: Int64 = 1_795_433_807_258_750
     /// The 300-byte payload of the example's second record, and its stored LZ4 block.
     static let examplePayload = Array(Array(repeating: Array("LogStore ".utf8), count: 34).joined().prefix(300))
-    static let exampleBlock: [UInt8] = [0x9F] + Array("LogStore ".utf8) + [0x09, 0x00, 0xFF, 0x0C, 0x50]
+    static let exampleBlock: [UInt8] =
+        [0x9F] + Array("LogStore ".utf8) + [0x09, 0x00, 0xFF, 0x0C, 0x50]
         + Array("e Log".utf8)
 
     func decodeHeader(_ bytes: [UInt8], expectedOffset: UInt64) -> RecordHeader.Decoded {
@@ -45,7 +47,9 @@ struct FormatTests {
 
     func patch<T: FixedWidthInteger>(_ bytes: [UInt8], _ value: T, at position: Int) -> [UInt8] {
         var result = bytes
-        withUnsafeBytes(of: value.littleEndian) { for (index, byte) in $0.enumerated() { result[position + index] = byte } }
+        withUnsafeBytes(of: value.littleEndian) {
+            for (index, byte) in $0.enumerated() { result[position + index] = byte }
+        }
         return result
     }
 
@@ -65,7 +69,9 @@ struct FormatTests {
     }
 
     /// Runs `body` on a reader over `bytes` and returns its value or its error.
-    func reading<T>(_ bytes: [UInt8], _ body: (inout ByteReader) throws(ByteReaderError) -> T) -> Result<T, ByteReaderError> {
+    func reading<T>(_ bytes: [UInt8], _ body: (inout ByteReader) throws(ByteReaderError) -> T) -> Result<
+        T, ByteReaderError
+    > {
         bytes.withUnsafeBytes { buffer in
             var reader = ByteReader(buffer)
             do throws(ByteReaderError) { return .success(try body(&reader)) } catch { return .failure(error) }
@@ -79,8 +85,9 @@ struct FormatTests {
 
     /// A sample header: every field distinct and non-zero where the format allows.
     func sampleHeader(offset: UInt64 = 0x0102_0304_0506_0708) -> RecordHeader {
-        RecordHeader(payloadCRC: 0xDEAD_BEEF, offset: offset, storedByteCount: 1234, uncompressedByteCount: 5678,
-                     type: .transaction, flags: FormatConstants.flagCompressedLZ4)
+        RecordHeader(
+            payloadCRC: 0xDEAD_BEEF, offset: offset, storedByteCount: 1234, uncompressedByteCount: 5678,
+            type: .transaction, flags: FormatConstants.flagCompressedLZ4)
     }
 
     // MARK: Constants
@@ -146,7 +153,9 @@ struct FormatTests {
             let storage = random.bytes(length + 16)
             let slice = Array(storage[shift..<(shift + length)])
             let portable = CRC32C.portableChecksum(slice)
-            let atAlignment = storage.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[shift..<(shift + length)])) }
+            let atAlignment = storage.withUnsafeBytes {
+                CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[shift..<(shift + length)]))
+            }
             #expect(atAlignment == portable, "length \(length), shift \(shift)")
             #expect(CRC32C.checksum(slice) == portable)
         }
@@ -157,7 +166,9 @@ struct FormatTests {
         for _ in 0..<200 {
             let bytes = random.bytes(Int.random(in: 0...3000, using: &random))
             let whole = CRC32C.checksum(bytes)
-            var cuts = (0..<Int.random(in: 0...6, using: &random)).map { _ in Int.random(in: 0...bytes.count, using: &random) }
+            var cuts = (0..<Int.random(in: 0...6, using: &random)).map { _ in
+                Int.random(in: 0...bytes.count, using: &random)
+            }
             cuts = ([0] + cuts + [bytes.count]).sorted()
             var crc: UInt32 = 0
             bytes.withUnsafeBytes { buffer in
@@ -223,15 +234,17 @@ struct FormatTests {
         let block = source.withUnsafeBytes { LZ4.compressIfSmaller($0) }!
         for cut in 0..<block.count {
             let truncated = Array(block[0..<cut])
-            #expect(truncated.withUnsafeBytes { LZ4.decompress($0, decompressedByteCount: source.count) } == nil,
-                    "block cut to \(cut) of \(block.count) bytes")
+            #expect(
+                truncated.withUnsafeBytes { LZ4.decompress($0, decompressedByteCount: source.count) } == nil,
+                "block cut to \(cut) of \(block.count) bytes")
         }
     }
 
     @Test func lz4DecompressReturnsNilOnWrongExpectedLength() {
         let block = Self.exampleBlock
         for length in [0, 1, 299, 301, 600, FormatConstants.recordByteCountMax + 1] {
-            #expect(block.withUnsafeBytes { LZ4.decompress($0, decompressedByteCount: length) } == nil, "length \(length)")
+            #expect(
+                block.withUnsafeBytes { LZ4.decompress($0, decompressedByteCount: length) } == nil, "length \(length)")
         }
         #expect([UInt8]().withUnsafeBytes { LZ4.decompress($0, decompressedByteCount: 300) } == nil)
     }
@@ -278,13 +291,22 @@ struct FormatTests {
         writer.write(UInt64(0x0102_0304_0506_0708))
         writer.write(Int32(-2))
         writer.write(Int64.min)
-        #expect(writer.bytes == [0xAB, 0x34, 0x12, 0xEF, 0xBE, 0xAD, 0xDE, 8, 7, 6, 5, 4, 3, 2, 1,
-                                 0xFE, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0, 0, 0, 0, 0x80])
+        #expect(
+            writer.bytes == [
+                0xAB, 0x34, 0x12, 0xEF, 0xBE, 0xAD, 0xDE, 8, 7, 6, 5, 4, 3, 2, 1,
+                0xFE, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0, 0, 0, 0, 0x80,
+            ])
         let result = reading(writer.bytes) { (reader) throws(ByteReaderError) in
-            (try reader.readByte(), try reader.read(UInt16.self), try reader.read(UInt32.self), try reader.read(UInt64.self),
-             try reader.read(Int32.self), try reader.read(Int64.self), reader.isAtEnd)
+            (
+                try reader.readByte(), try reader.read(UInt16.self), try reader.read(UInt32.self),
+                try reader.read(UInt64.self),
+                try reader.read(Int32.self), try reader.read(Int64.self), reader.isAtEnd
+            )
         }
-        guard case let .success(values) = result else { Issue.record("\(result)"); return }
+        guard case .success(let values) = result else {
+            Issue.record("\(result)")
+            return
+        }
         #expect(values.0 == 0xAB && values.1 == 0x1234 && values.2 == 0xDEAD_BEEF && values.3 == 0x0102_0304_0506_0708)
         #expect(values.4 == -2 && values.5 == Int64.min && values.6)
     }
@@ -306,7 +328,8 @@ struct FormatTests {
             var writer = ByteWriter()
             writer.writeVarint(value)
             #expect(writer.bytes == expected, "\(value)")
-            #expect(reading(expected) { (reader) throws(ByteReaderError) in try reader.readVarint() } == .success(value))
+            #expect(
+                reading(expected) { (reader) throws(ByteReaderError) in try reader.readVarint() } == .success(value))
         }
         var random = SeededGenerator(seed: 0x7A21)
         var writer = ByteWriter()
@@ -355,12 +378,15 @@ struct FormatTests {
     }
 
     @Test func readerThrowsTruncatedOnShortInput() {
-        #expect(reading([1, 2, 3]) { (reader) throws(ByteReaderError) in try reader.read(UInt32.self) }
-            == .failure(.truncated(needed: 4, available: 3)))
-        #expect(reading([]) { (reader) throws(ByteReaderError) in try reader.readByte() }
-            == .failure(.truncated(needed: 1, available: 0)))
-        #expect(reading([1, 2]) { (reader) throws(ByteReaderError) in try reader.readBytes(3) }
-            == .failure(.truncated(needed: 3, available: 2)))
+        #expect(
+            reading([1, 2, 3]) { (reader) throws(ByteReaderError) in try reader.read(UInt32.self) }
+                == .failure(.truncated(needed: 4, available: 3)))
+        #expect(
+            reading([]) { (reader) throws(ByteReaderError) in try reader.readByte() }
+                == .failure(.truncated(needed: 1, available: 0)))
+        #expect(
+            reading([1, 2]) { (reader) throws(ByteReaderError) in try reader.readBytes(3) }
+                == .failure(.truncated(needed: 3, available: 2)))
         #expect(isTruncated(reading([1, 2]) { (reader) throws(ByteReaderError) in try reader.readBytes(-1) }))
         #expect(isTruncated(reading([1, 2]) { (reader) throws(ByteReaderError) in try reader.skip(5) }))
         #expect(isTruncated(reading([0x80, 0x80]) { (reader) throws(ByteReaderError) in try reader.readVarint() }))
@@ -375,14 +401,16 @@ struct FormatTests {
 
     @Test func readerThrowsTruncatedWhenLengthPrefixExceedsWhatIsLeft() {
         // 200 announced, 3 present.
-        #expect(reading([0xC8, 0x01, 1, 2, 3]) { (reader) throws(ByteReaderError) in try reader.readLengthPrefixed() }
-            == .failure(.truncated(needed: 200, available: 3)))
+        #expect(
+            reading([0xC8, 0x01, 1, 2, 3]) { (reader) throws(ByteReaderError) in try reader.readLengthPrefixed() }
+                == .failure(.truncated(needed: 200, available: 3)))
         // UInt64.max announced: must not allocate or trap.
         var writer = ByteWriter()
         writer.writeVarint(UInt64.max)
         writer.write(bytes: [1, 2, 3])
-        #expect(reading(writer.bytes) { (reader) throws(ByteReaderError) in try reader.readLengthPrefixed() }
-            == .failure(.truncated(needed: Int.max, available: 3)))
+        #expect(
+            reading(writer.bytes) { (reader) throws(ByteReaderError) in try reader.readLengthPrefixed() }
+                == .failure(.truncated(needed: Int.max, available: 3)))
     }
 
     @Test func readerNeverCrashesOnAnyPrefixOfValidInput() {
@@ -408,11 +436,13 @@ struct FormatTests {
 
     @Test func readerRejectsOverlongAndOverflowingVarints() {
         let overlong = [UInt8](repeating: 0x80, count: 10) + [0x00]
-        #expect(reading(overlong) { (reader) throws(ByteReaderError) in try reader.readVarint() }
-            == .failure(.malformed("varint longer than 10 bytes")))
+        #expect(
+            reading(overlong) { (reader) throws(ByteReaderError) in try reader.readVarint() }
+                == .failure(.malformed("varint longer than 10 bytes")))
         let overflowing = [UInt8](repeating: 0xFF, count: 9) + [0x02]
-        #expect(reading(overflowing) { (reader) throws(ByteReaderError) in try reader.readVarint() }
-            == .failure(.malformed("varint overflows 64 bits")))
+        #expect(
+            reading(overflowing) { (reader) throws(ByteReaderError) in try reader.readVarint() }
+                == .failure(.malformed("varint overflows 64 bits")))
     }
 
     // MARK: Record header
@@ -434,25 +464,30 @@ struct FormatTests {
             #expect(bytes.count == FormatConstants.recordHeaderByteCount)
             #expect(decodeHeader(bytes, expectedOffset: header.offset) == .valid(header))
         }
-        let empty = RecordHeader(payloadCRC: 0, offset: 64, storedByteCount: 0, uncompressedByteCount: 0, type: .data, flags: 0)
+        let empty = RecordHeader(
+            payloadCRC: 0, offset: 64, storedByteCount: 0, uncompressedByteCount: 0, type: .data, flags: 0)
         #expect(decodeHeader(encodeHeader(empty), expectedOffset: 64) == .valid(empty))
         #expect(empty.recordByteCount == 32 && empty.endOffset == 96)
     }
 
     @Test func recordHeaderMatchesWorkedExampleBytes() {
         #expect(CRC32C.checksum("hello".utf8) == 0x9A71_BB4C)
-        let hello = RecordHeader(payloadCRC: 0x9A71_BB4C, offset: 0, storedByteCount: 5, uncompressedByteCount: 5,
-                                 type: .data, flags: 0)
-        #expect(encodeHeader(hello) == [
-            0xB2, 0x65, 0xB1, 0xFF, 0x4C, 0xBB, 0x71, 0x9A, 0, 0, 0, 0, 0, 0, 0, 0,
-            0x05, 0, 0, 0, 0x05, 0, 0, 0, 0x01, 0, 0, 0, 0, 0, 0, 0,
-        ])
-        let compressed = RecordHeader(payloadCRC: 0x04E0_E4FA, offset: 37, storedByteCount: 20, uncompressedByteCount: 300,
-                                      type: .data, flags: FormatConstants.flagCompressedLZ4)
-        #expect(encodeHeader(compressed) == [
-            0x43, 0x02, 0xD3, 0xCC, 0xFA, 0xE4, 0xE0, 0x04, 0x25, 0, 0, 0, 0, 0, 0, 0,
-            0x14, 0, 0, 0, 0x2C, 0x01, 0, 0, 0x01, 0x01, 0, 0, 0, 0, 0, 0,
-        ])
+        let hello = RecordHeader(
+            payloadCRC: 0x9A71_BB4C, offset: 0, storedByteCount: 5, uncompressedByteCount: 5,
+            type: .data, flags: 0)
+        #expect(
+            encodeHeader(hello) == [
+                0xB2, 0x65, 0xB1, 0xFF, 0x4C, 0xBB, 0x71, 0x9A, 0, 0, 0, 0, 0, 0, 0, 0,
+                0x05, 0, 0, 0, 0x05, 0, 0, 0, 0x01, 0, 0, 0, 0, 0, 0, 0,
+            ])
+        let compressed = RecordHeader(
+            payloadCRC: 0x04E0_E4FA, offset: 37, storedByteCount: 20, uncompressedByteCount: 300,
+            type: .data, flags: FormatConstants.flagCompressedLZ4)
+        #expect(
+            encodeHeader(compressed) == [
+                0x43, 0x02, 0xD3, 0xCC, 0xFA, 0xE4, 0xE0, 0x04, 0x25, 0, 0, 0, 0, 0, 0, 0,
+                0x14, 0, 0, 0, 0x2C, 0x01, 0, 0, 0x01, 0x01, 0, 0, 0, 0, 0, 0,
+            ])
         #expect(compressed.endOffset == 89)
     }
 
@@ -488,8 +523,10 @@ struct FormatTests {
 
     @Test func recordHeaderRejectsLengthsAboveSixteenMiBEvenWithAValidChecksum() {
         let maximum = UInt32(FormatConstants.recordByteCountMax)
-        let raw = encodeHeader(RecordHeader(payloadCRC: 1, offset: 0, storedByteCount: 10, uncompressedByteCount: 10,
-                                            type: .data, flags: 0))
+        let raw = encodeHeader(
+            RecordHeader(
+                payloadCRC: 1, offset: 0, storedByteCount: 10, uncompressedByteCount: 10,
+                type: .data, flags: 0))
         // Uncompressed, both lengths one past the maximum.
         var bytes = resealRecordHeader(patch(patch(raw, maximum + 1, at: 16), maximum + 1, at: 20))
         #expect(isInvalid(decodeHeader(bytes, expectedOffset: 0)))
@@ -501,7 +538,7 @@ struct FormatTests {
         #expect(isInvalid(decodeHeader(bytes, expectedOffset: 0)))
         // Exactly the maximum is allowed.
         bytes = resealRecordHeader(patch(patch(raw, maximum, at: 16), maximum, at: 20))
-        guard case let .valid(header) = decodeHeader(bytes, expectedOffset: 0) else {
+        guard case .valid(let header) = decodeHeader(bytes, expectedOffset: 0) else {
             Issue.record("a 16 MiB record must decode")
             return
         }
@@ -510,33 +547,42 @@ struct FormatTests {
 
     @Test func recordHeaderRejectsInconsistentLengthsAndTypeZero() {
         // Uncompressed with stored != uncompressed.
-        let uncompressed = RecordHeader(payloadCRC: 1, offset: 0, storedByteCount: 10, uncompressedByteCount: 11,
-                                        type: .data, flags: 0)
+        let uncompressed = RecordHeader(
+            payloadCRC: 1, offset: 0, storedByteCount: 10, uncompressedByteCount: 11,
+            type: .data, flags: 0)
         #expect(isInvalid(decodeHeader(encodeHeader(uncompressed), expectedOffset: 0)))
         // Compressed with an empty side.
         for (stored, raw) in [(UInt32(0), UInt32(10)), (10, 0), (0, 0)] {
-            let header = RecordHeader(payloadCRC: 1, offset: 0, storedByteCount: stored, uncompressedByteCount: raw,
-                                      type: .data, flags: FormatConstants.flagCompressedLZ4)
+            let header = RecordHeader(
+                payloadCRC: 1, offset: 0, storedByteCount: stored, uncompressedByteCount: raw,
+                type: .data, flags: FormatConstants.flagCompressedLZ4)
             #expect(isInvalid(decodeHeader(encodeHeader(header), expectedOffset: 0)), "\(stored)/\(raw)")
         }
-        let typeZero = RecordHeader(payloadCRC: 1, offset: 0, storedByteCount: 1, uncompressedByteCount: 1,
-                                    type: RecordType(rawValue: 0), flags: 0)
+        let typeZero = RecordHeader(
+            payloadCRC: 1, offset: 0, storedByteCount: 1, uncompressedByteCount: 1,
+            type: RecordType(rawValue: 0), flags: 0)
         #expect(isInvalid(decodeHeader(encodeHeader(typeZero), expectedOffset: 0)))
     }
 
     @Test func recordHeaderRefusesUnknownFlagsDictionaryAndReservedBits() {
         for flags: UInt8 in [0x04, 0x08, 0x10, 0x80, 0xFC, 0xFF, 0x05] {
-            let header = RecordHeader(payloadCRC: 1, offset: 0, storedByteCount: 4, uncompressedByteCount: 8,
-                                      type: .data, flags: flags)
+            let header = RecordHeader(
+                payloadCRC: 1, offset: 0, storedByteCount: 4, uncompressedByteCount: 8,
+                type: .data, flags: flags)
             #expect(isUnsupported(decodeHeader(encodeHeader(header), expectedOffset: 0)), "flags \(flags)")
         }
-        for flags in [FormatConstants.flagDictionary, FormatConstants.flagDictionary | FormatConstants.flagCompressedLZ4] {
-            let header = RecordHeader(payloadCRC: 1, offset: 0, storedByteCount: 4, uncompressedByteCount: 4,
-                                      type: .data, flags: flags, dictionaryID: 7)
+        for flags in [
+            FormatConstants.flagDictionary, FormatConstants.flagDictionary | FormatConstants.flagCompressedLZ4,
+        ] {
+            let header = RecordHeader(
+                payloadCRC: 1, offset: 0, storedByteCount: 4, uncompressedByteCount: 4,
+                type: .data, flags: flags, dictionaryID: 7)
             #expect(isUnsupported(decodeHeader(encodeHeader(header), expectedOffset: 0)), "flags \(flags)")
         }
-        let plain = encodeHeader(RecordHeader(payloadCRC: 1, offset: 0, storedByteCount: 4, uncompressedByteCount: 4,
-                                              type: .data, flags: 0))
+        let plain = encodeHeader(
+            RecordHeader(
+                payloadCRC: 1, offset: 0, storedByteCount: 4, uncompressedByteCount: 4,
+                type: .data, flags: 0))
         for reserved: UInt16 in [1, 0x100, 0xFFFF] {
             #expect(isUnsupported(decodeHeader(resealRecordHeader(patch(plain, reserved, at: 26)), expectedOffset: 0)))
         }
@@ -544,16 +590,18 @@ struct FormatTests {
 
     @Test func recordHeaderRefusesUnknownNonSkippableTypes() {
         for raw: UInt8 in [0x04, 0x0F, 0x13, 0x20, 0x7F] {
-            let header = RecordHeader(payloadCRC: 1, offset: 0, storedByteCount: 4, uncompressedByteCount: 4,
-                                      type: RecordType(rawValue: raw), flags: 0)
+            let header = RecordHeader(
+                payloadCRC: 1, offset: 0, storedByteCount: 4, uncompressedByteCount: 4,
+                type: RecordType(rawValue: raw), flags: 0)
             #expect(isUnsupported(decodeHeader(encodeHeader(header), expectedOffset: 0)), "type \(raw)")
         }
     }
 
     @Test func recordHeaderAcceptsUnknownSkippableTypes() {
         for raw: UInt8 in [0xF0, 0x80, 0x83, 0xFF] {
-            let header = RecordHeader(payloadCRC: 1, offset: 96, storedByteCount: 4, uncompressedByteCount: 4,
-                                      type: RecordType(rawValue: raw), flags: 0)
+            let header = RecordHeader(
+                payloadCRC: 1, offset: 96, storedByteCount: 4, uncompressedByteCount: 4,
+                type: RecordType(rawValue: raw), flags: 0)
             #expect(decodeHeader(encodeHeader(header), expectedOffset: 96) == .valid(header), "type \(raw)")
         }
     }
@@ -577,11 +625,13 @@ struct FormatTests {
 
     @Test func segmentHeaderMatchesWorkedExampleBytes() {
         let header = SegmentHeader(storeID: Self.exampleStoreID, baseOffset: 37)
-        let expected: [UInt8] = Array("LOGSTSEG".utf8) + [1, 0, 0, 0, 0x40, 0, 0, 0]
+        let expected: [UInt8] =
+            Array("LOGSTSEG".utf8) + [1, 0, 0, 0, 0x40, 0, 0, 0]
             + [0xB8, 0x26, 0x09, 0xB4, 0x92, 0x82, 0x44, 0x3B, 0x9E, 0xD3, 0x40, 0x06, 0xAF, 0xCE, 0xFD, 0x80]
             + [0x25, 0, 0, 0, 0, 0, 0, 0] + [UInt8](repeating: 0, count: 20) + [0x82, 0xE9, 0x40, 0xAC]
         #expect(header.encoded() == expected)
-        #expect(SegmentHeader(storeID: Self.exampleStoreID, baseOffset: 0).encoded().suffix(4) == [0xD0, 0x71, 0x1C, 0x86])
+        #expect(
+            SegmentHeader(storeID: Self.exampleStoreID, baseOffset: 0).encoded().suffix(4) == [0xD0, 0x71, 0x1C, 0x86])
     }
 
     @Test func segmentHeaderOfANewerVersionIsReportedAsNewer() {
@@ -611,8 +661,9 @@ struct FormatTests {
     @Test func storeMetaRoundTrips() {
         var random = SeededGenerator(seed: 0x3E7A)
         for _ in 0..<100 {
-            let meta = StoreMeta(storeID: UUID(bytes: random.bytes(16)),
-                                 creationTimeMicroseconds: Int64(bitPattern: random.next()))
+            let meta = StoreMeta(
+                storeID: UUID(bytes: random.bytes(16)),
+                creationTimeMicroseconds: Int64(bitPattern: random.next()))
             let bytes = meta.encoded()
             #expect(bytes.count == 64)
             #expect(StoreMeta.decode(bytes) == .success(meta))
@@ -621,7 +672,8 @@ struct FormatTests {
 
     @Test func storeMetaMatchesWorkedExampleBytes() {
         let meta = StoreMeta(storeID: Self.exampleStoreID, creationTimeMicroseconds: Self.exampleCreationTime)
-        let expected: [UInt8] = Array("LOGSTMET".utf8) + [1, 0, 0, 0, 0x40, 0, 0, 0]
+        let expected: [UInt8] =
+            Array("LOGSTMET".utf8) + [1, 0, 0, 0, 0x40, 0, 0, 0]
             + [0xB8, 0x26, 0x09, 0xB4, 0x92, 0x82, 0x44, 0x3B, 0x9E, 0xD3, 0x40, 0x06, 0xAF, 0xCE, 0xFD, 0x80]
             + [0x7E, 0xA4, 0x4C, 0x02, 0xF0, 0x60, 0x06, 0x00] + [UInt8](repeating: 0, count: 20)
             + [0x6F, 0x39, 0x98, 0x1D]
@@ -635,7 +687,8 @@ struct FormatTests {
     }
 
     @Test func storeMetaRejectsEveryBitFlipAndWrongLength() {
-        let bytes = StoreMeta(storeID: Self.exampleStoreID, creationTimeMicroseconds: Self.exampleCreationTime).encoded()
+        let bytes = StoreMeta(storeID: Self.exampleStoreID, creationTimeMicroseconds: Self.exampleCreationTime)
+            .encoded()
         for bit in 0..<(64 * 8) {
             var flipped = bytes
             flipped[bit / 8] ^= 1 << UInt8(bit % 8)
@@ -650,8 +703,11 @@ struct FormatTests {
     }
 
     @Test func uuidBytesAreInRFC4122Order() {
-        #expect(Self.exampleStoreID.bytes == [0xB8, 0x26, 0x09, 0xB4, 0x92, 0x82, 0x44, 0x3B,
-                                              0x9E, 0xD3, 0x40, 0x06, 0xAF, 0xCE, 0xFD, 0x80])
+        #expect(
+            Self.exampleStoreID.bytes == [
+                0xB8, 0x26, 0x09, 0xB4, 0x92, 0x82, 0x44, 0x3B,
+                0x9E, 0xD3, 0x40, 0x06, 0xAF, 0xCE, 0xFD, 0x80,
+            ])
         var random = SeededGenerator(seed: 0x0D)
         for _ in 0..<20 {
             let bytes = random.bytes(16)
@@ -667,7 +723,8 @@ struct FormatTests {
         var starts: [UInt64] = []
         var position: UInt64 = 0
         for _ in 0..<count {
-            let size: UInt64 = Int.random(in: 0..<10, using: &random) < 8
+            let size: UInt64 =
+                Int.random(in: 0..<10, using: &random) < 8
                 ? UInt64.random(in: 32...400, using: &random)
                 : UInt64.random(in: 401...20_000, using: &random)
             index.note(relativeOffset: position, recordByteCount: size)
@@ -728,7 +785,8 @@ struct FormatTests {
     @Test func sparseIndexMatchesWorkedExampleBytes() {
         var index = SparseIndex()
         index.note(relativeOffset: 0, recordByteCount: 37)
-        let expected: [UInt8] = Array("LOGSTIDX".utf8) + [1, 0, 0, 0, 1, 0, 0, 0]
+        let expected: [UInt8] =
+            Array("LOGSTIDX".utf8) + [1, 0, 0, 0, 1, 0, 0, 0]
             + [0xB8, 0x26, 0x09, 0xB4, 0x92, 0x82, 0x44, 0x3B, 0x9E, 0xD3, 0x40, 0x06, 0xAF, 0xCE, 0xFD, 0x80]
             + [0, 0, 0, 0, 0, 0, 0, 0] + [0x25, 0, 0, 0, 0, 0, 0, 0] + [0, 0, 0, 0, 0, 0, 0, 0]
             + [0, 0, 0, 0] + [0xF9, 0x8F, 0x4B, 0xFC]
@@ -767,8 +825,10 @@ struct FormatTests {
     }
 
     /// Builds an index file by hand (valid CRC) to reach the checks behind the CRC.
-    func handMadeIndex(storeID: UUID, version: UInt32 = 1, entries: [UInt32], end: UInt64, last: UInt64,
-                       count: UInt32? = nil) -> [UInt8] {
+    func handMadeIndex(
+        storeID: UUID, version: UInt32 = 1, entries: [UInt32], end: UInt64, last: UInt64,
+        count: UInt32? = nil
+    ) -> [UInt8] {
         var writer = ByteWriter()
         writer.write(bytes: FormatConstants.indexMagic)
         writer.write(version)
@@ -784,21 +844,35 @@ struct FormatTests {
 
     @Test func sparseIndexDecodeRejectsInconsistentContentUnderAValidChecksum() {
         let id = Self.exampleStoreID
-        #expect(SparseIndex.decode(handMadeIndex(storeID: id, entries: [0, 5000], end: 6000, last: 5000),
-                                   storeID: id, baseOffset: 0) != nil)
+        #expect(
+            SparseIndex.decode(
+                handMadeIndex(storeID: id, entries: [0, 5000], end: 6000, last: 5000),
+                storeID: id, baseOffset: 0) != nil)
         // Entries not ascending, an entry at or past the end, last record past the end.
-        #expect(SparseIndex.decode(handMadeIndex(storeID: id, entries: [0, 5000, 4000], end: 6000, last: 5000),
-                                   storeID: id, baseOffset: 0) == nil)
-        #expect(SparseIndex.decode(handMadeIndex(storeID: id, entries: [0, 0], end: 6000, last: 0),
-                                   storeID: id, baseOffset: 0) == nil)
-        #expect(SparseIndex.decode(handMadeIndex(storeID: id, entries: [0, 6000], end: 6000, last: 5000),
-                                   storeID: id, baseOffset: 0) == nil)
-        #expect(SparseIndex.decode(handMadeIndex(storeID: id, entries: [0], end: 6000, last: 6000),
-                                   storeID: id, baseOffset: 0) == nil)
+        #expect(
+            SparseIndex.decode(
+                handMadeIndex(storeID: id, entries: [0, 5000, 4000], end: 6000, last: 5000),
+                storeID: id, baseOffset: 0) == nil)
+        #expect(
+            SparseIndex.decode(
+                handMadeIndex(storeID: id, entries: [0, 0], end: 6000, last: 0),
+                storeID: id, baseOffset: 0) == nil)
+        #expect(
+            SparseIndex.decode(
+                handMadeIndex(storeID: id, entries: [0, 6000], end: 6000, last: 5000),
+                storeID: id, baseOffset: 0) == nil)
+        #expect(
+            SparseIndex.decode(
+                handMadeIndex(storeID: id, entries: [0], end: 6000, last: 6000),
+                storeID: id, baseOffset: 0) == nil)
         // Entry count disagreeing with the file length; another format version.
-        #expect(SparseIndex.decode(handMadeIndex(storeID: id, entries: [0, 5000], end: 6000, last: 5000, count: 3),
-                                   storeID: id, baseOffset: 0) == nil)
-        #expect(SparseIndex.decode(handMadeIndex(storeID: id, version: 2, entries: [0], end: 6000, last: 0),
-                                   storeID: id, baseOffset: 0) == nil)
+        #expect(
+            SparseIndex.decode(
+                handMadeIndex(storeID: id, entries: [0, 5000], end: 6000, last: 5000, count: 3),
+                storeID: id, baseOffset: 0) == nil)
+        #expect(
+            SparseIndex.decode(
+                handMadeIndex(storeID: id, version: 2, entries: [0], end: 6000, last: 0),
+                storeID: id, baseOffset: 0) == nil)
     }
 }

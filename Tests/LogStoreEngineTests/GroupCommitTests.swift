@@ -2,6 +2,7 @@ import Foundation
 import LogStoreTestSupport
 import Synchronization
 import Testing
+
 @testable import LogStoreEngine
 
 @Suite struct GroupCommitTests {
@@ -63,10 +64,11 @@ import Testing
 
     @Test func batchedModeSyncsWithinTheInterval() throws {
         let fileSystem = SimulatedFileSystem()
-        let log = try Log.open(directory: storePath,
-                               options: simulatedOptions(fileSystem, durability: .batched(syncIntervalMax: .milliseconds(20))))
+        let log = try Log.open(
+            directory: storePath,
+            options: simulatedOptions(fileSystem, durability: .batched(syncIntervalMax: .milliseconds(20))))
         let position = try log.append(Array("batched".utf8))
-        #expect(log.visibleEnd == position.endOffset) // visible once written in batched mode
+        #expect(log.visibleEnd == position.endOffset)  // visible once written in batched mode
         let deadline = Date().addingTimeInterval(5)
         while log.durableEnd < position.endOffset && Date() < deadline { Thread.sleep(forTimeInterval: 0.005) }
         #expect(log.durableEnd == position.endOffset)
@@ -75,10 +77,12 @@ import Testing
 
     @Test func unsyncedBytesNeverExceedTheBound() throws {
         let fileSystem = SimulatedFileSystem()
-        let log = try Log.open(directory: storePath, options: simulatedOptions(fileSystem, durability: .none, preallocates: false))
+        let log = try Log.open(
+            directory: storePath, options: simulatedOptions(fileSystem, durability: .none, preallocates: false))
         var generator = SeededGenerator(seed: 31)
         for number in 0..<40 {
-            let position = try log.write(payload(number: number, byteCount: 300_000, compressible: false, generator: &generator))
+            let position = try log.write(
+                payload(number: number, byteCount: 300_000, compressible: false, generator: &generator))
             #expect(position.endOffset - log.durableEnd <= FormatConstants.unsyncedByteCountMax)
         }
         try log.close()

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import LogStoreEngine
 
 /// The lock order (historyCompaction → storeState → logState) as the debug-build checker sees it.

@@ -1,6 +1,7 @@
 import Foundation
 import LogStoreTestSupport
 import Testing
+
 @testable import LogStoreEngine
 
 @Suite struct LockTests {
@@ -31,28 +32,33 @@ import Testing
         let fileSystem = SimulatedFileSystem()
         // No preallocation, so the writer's own background work (zeros ahead) cannot change files
         // between the two snapshots; its index writes for sealed segments are awaited below.
-        let writer = try Log.open(directory: storePath,
-                                  options: simulatedOptions(fileSystem, segmentByteCountMax: 2048, preallocates: false))
+        let writer = try Log.open(
+            directory: storePath,
+            options: simulatedOptions(fileSystem, segmentByteCountMax: 2048, preallocates: false))
         for number in 0..<40 { try writer.append(Array("record \(number) ".utf8) + [UInt8](repeating: 5, count: 80)) }
         let sealedCount = writer.segmentBaseOffsets.count - 1
         let deadline = Date().addingTimeInterval(10)
-        while fileSystem.fileNames(in: storePath).filter({ $0.hasSuffix(".index") }).count < sealedCount && Date() < deadline {
+        while fileSystem.fileNames(in: storePath).filter({ $0.hasSuffix(".index") }).count < sealedCount
+            && Date() < deadline
+        {
             Thread.sleep(forTimeInterval: 0.005)
         }
         // An unsynced write the reader may or may not see, and never modifies.
         try writer.write(Array("in flight".utf8))
-        let before = Dictionary(uniqueKeysWithValues: fileSystem.fileNames(in: storePath).map {
-            ($0, fileSystem.bytes(at: storePath + "/" + $0)!)
-        })
+        let before = Dictionary(
+            uniqueKeysWithValues: fileSystem.fileNames(in: storePath).map {
+                ($0, fileSystem.bytes(at: storePath + "/" + $0)!)
+            })
         let reader = try Log.openReadOnly(directory: storePath, fileSystem: fileSystem)
         let records = try readAll(reader)
         #expect(records.count >= 40)
         #expect(reader.isReadOnly)
         #expect(logError { try reader.append([1]) }?.code == .readOnly)
         try reader.close()
-        let after = Dictionary(uniqueKeysWithValues: fileSystem.fileNames(in: storePath).map {
-            ($0, fileSystem.bytes(at: storePath + "/" + $0)!)
-        })
+        let after = Dictionary(
+            uniqueKeysWithValues: fileSystem.fileNames(in: storePath).map {
+                ($0, fileSystem.bytes(at: storePath + "/" + $0)!)
+            })
         #expect(after == before)
         try writer.close()
     }
@@ -62,7 +68,8 @@ import Testing
         var options = simulatedOptions(fileSystem)
         options.createsIfMissing = false
         #expect(logError { _ = try Log.open(directory: "/missing", options: options) }?.code == .notAStore)
-        #expect(logError { _ = try Log.openReadOnly(directory: "/missing", fileSystem: fileSystem) }?.code == .notAStore)
+        #expect(
+            logError { _ = try Log.openReadOnly(directory: "/missing", fileSystem: fileSystem) }?.code == .notAStore)
         try fileSystem.setBytes(Array("hello".utf8), at: "/other/notes.txt")
         let error = logError { _ = try Log.open(directory: "/other", options: simulatedOptions(fileSystem)) }
         #expect(error?.code == .notAStore)
@@ -148,7 +155,9 @@ import Testing
         #expect(logError { _ = try Log.open(directory: "/empty", options: options) }?.code == .notAStore)
         #expect(fileSystem.fileNames(in: "/empty").isEmpty)
         try fileSystem.setBytes([1], at: "/other/notes.txt")
-        #expect(logError { _ = try Log.open(directory: "/other", options: simulatedOptions(fileSystem)) }?.code == .notAStore)
+        #expect(
+            logError { _ = try Log.open(directory: "/other", options: simulatedOptions(fileSystem)) }?.code
+                == .notAStore)
         #expect(fileSystem.fileNames(in: "/other") == ["notes.txt"])
     }
 }

@@ -1,20 +1,26 @@
 import Foundation
 import LogStoreTestSupport
 import Testing
+
 @testable import LogStoreEngine
 
 @Suite struct LogRoundTripTests {
     @Test(arguments: [true, false])
     func randomPayloadsRoundTripAcrossRollsAndReopen(compresses: Bool) throws {
         let fileSystem = SimulatedFileSystem()
-        let options = simulatedOptions(fileSystem, durability: .none, segmentByteCountMax: 256 * 1024, compresses: compresses)
+        let options = simulatedOptions(
+            fileSystem, durability: .none, segmentByteCountMax: 256 * 1024, compresses: compresses)
         var generator = SeededGenerator(seed: compresses ? 1 : 2)
         var expected: [(LogPosition, [UInt8])] = []
         let log = try Log.open(directory: storePath, options: options)
         for number in 0..<400 {
             let byteCount = [0, 1, 31, 32, 33, 200, 4096, 70_000].randomElement(using: &generator)!
-            let bytes = byteCount == 0 ? [] : payload(number: number, byteCount: byteCount,
-                                                      compressible: Bool.random(using: &generator), generator: &generator)
+            let bytes =
+                byteCount == 0
+                ? []
+                : payload(
+                    number: number, byteCount: byteCount,
+                    compressible: Bool.random(using: &generator), generator: &generator)
             expected.append((try log.append(bytes), bytes))
         }
         try log.sync()
@@ -55,7 +61,8 @@ import Testing
 
     @Test func readingFromInsideARecordStartsAtTheNextOne() throws {
         let fileSystem = SimulatedFileSystem()
-        let log = try Log.open(directory: storePath, options: simulatedOptions(fileSystem, segmentByteCountMax: 64 * 1024))
+        let log = try Log.open(
+            directory: storePath, options: simulatedOptions(fileSystem, segmentByteCountMax: 64 * 1024))
         var positions: [LogPosition] = []
         for number in 0..<600 {
             positions.append(try log.write(Array(repeating: UInt8(number % 251), count: 100 + number % 50)))
@@ -88,13 +95,16 @@ import Testing
     }
 
     @Test func aStoreOnDiskRoundTripsThroughThePosixFileSystem() throws {
-        let temporary = TemporaryDirectory("test"), directory = temporary.path
+        let temporary = TemporaryDirectory("test")
+        let directory = temporary.path
         defer { temporary.remove() }
         var options = LogOptions()
         options.segmentByteCountMax = 8 * 1024
         let log = try Log.open(directory: directory, options: options)
         #expect(log.recoveryReport.createdStore)
-        for number in 0..<500 { try log.append(Array("event \(number) ".utf8) + Array(repeating: 65, count: number % 300)) }
+        for number in 0..<500 {
+            try log.append(Array("event \(number) ".utf8) + Array(repeating: 65, count: number % 300))
+        }
         try log.close()
         let reopened = try Log.open(directory: directory, options: options)
         let records = try readAll(reopened)

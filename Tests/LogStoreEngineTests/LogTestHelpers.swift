@@ -1,13 +1,16 @@
 import Foundation
 import LogStoreTestSupport
+
 @testable import LogStoreEngine
 
 let storePath = "/store"
 
 /// Options for a log on a simulated file system.
-func simulatedOptions(_ fileSystem: SimulatedFileSystem, durability: Durability = .synchronous,
-                      segmentByteCountMax: UInt64 = 64 * 1024 * 1024, preallocates: Bool = true,
-                      compresses: Bool = true) -> LogOptions {
+func simulatedOptions(
+    _ fileSystem: SimulatedFileSystem, durability: Durability = .synchronous,
+    segmentByteCountMax: UInt64 = 64 * 1024 * 1024, preallocates: Bool = true,
+    compresses: Bool = true
+) -> LogOptions {
     var options = LogOptions()
     options.fileSystem = fileSystem
     options.durability = durability
@@ -33,7 +36,8 @@ func payload(number: Int, byteCount: Int, compressible: Bool, generator: inout S
     var bytes = withUnsafeBytes(of: UInt64(number).littleEndian) { Array($0) }
     bytes.reserveCapacity(max(byteCount, 8))
     while bytes.count < byteCount {
-        bytes.append(compressible ? UInt8(truncatingIfNeeded: bytes.count / 7) : UInt8.random(in: 0...255, using: &generator))
+        bytes.append(
+            compressible ? UInt8(truncatingIfNeeded: bytes.count / 7) : UInt8.random(in: 0...255, using: &generator))
     }
     return bytes
 }

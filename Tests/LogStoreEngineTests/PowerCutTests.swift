@@ -2,6 +2,7 @@ import Foundation
 import LogStoreTestSupport
 import Synchronization
 import Testing
+
 @testable import LogStoreEngine
 
 /// The recovered log is always a prefix of what was appended that contains every acknowledged
@@ -15,16 +16,18 @@ import Testing
         var generator = SeededGenerator(seed: UInt64(seed) &* 7919)
         let fileSystem = SimulatedFileSystem()
         let durability = Self.durabilities[seed % 3]
-        let options = simulatedOptions(fileSystem, durability: durability,
-                                       segmentByteCountMax: [2048, 8192, 65536][(seed / 3) % 3],
-                                       preallocates: seed % 2 == 0)
+        let options = simulatedOptions(
+            fileSystem, durability: durability,
+            segmentByteCountMax: [2048, 8192, 65536][(seed / 3) % 3],
+            preallocates: seed % 2 == 0)
         let log = try Log.open(directory: storePath, options: options)
-        var acknowledgedCount = 0 // appends 0..<acknowledgedCount are durable
+        var acknowledgedCount = 0  // appends 0..<acknowledgedCount are durable
         var writtenCount = 0
         let stepCount = Int.random(in: 1...150, using: &generator)
         for _ in 0..<stepCount {
-            let bytes = payload(number: writtenCount, byteCount: Int.random(in: 8...700, using: &generator),
-                                compressible: Bool.random(using: &generator), generator: &generator)
+            let bytes = payload(
+                number: writtenCount, byteCount: Int.random(in: 8...700, using: &generator),
+                compressible: Bool.random(using: &generator), generator: &generator)
             switch Int.random(in: 0..<10, using: &generator) {
             case 0..<5:
                 try log.append(bytes)
@@ -76,7 +79,8 @@ import Testing
                 defer { done.signal() }
                 var number = 0
                 while !stop.load(ordering: .relaxed) && number < 400 {
-                    let bytes = Array("t\(thread)-n\(number)-".utf8) + Array(repeating: UInt8(thread), count: number % 90)
+                    let bytes =
+                        Array("t\(thread)-n\(number)-".utf8) + Array(repeating: UInt8(thread), count: number % 90)
                     guard let position = try? log.append(bytes) else { return }
                     if durability == .synchronous || (try? log.waitUntilDurable(position)) != nil {
                         _ = acknowledged.withLock { $0.insert(bytes) }
@@ -107,8 +111,10 @@ import Testing
         let fileSystem = SimulatedFileSystem()
         let log = try Log.open(directory: storePath, options: simulatedOptions(fileSystem, durability: .none))
         for number in 0..<60 {
-            try log.write(payload(number: number, byteCount: Int.random(in: 8...900, using: &generator),
-                                  compressible: false, generator: &generator))
+            try log.write(
+                payload(
+                    number: number, byteCount: Int.random(in: 8...900, using: &generator),
+                    compressible: false, generator: &generator))
             if number == 20 { try log.sync() }
         }
         let everything = try readAllWritten(log)

@@ -2,6 +2,7 @@ import Foundation
 import LogStoreTestSupport
 import Synchronization
 import Testing
+
 @testable import LogStoreEngine
 
 /// Segments across rolls, close and recovery: a roll finishes before the lock is released, the
@@ -13,16 +14,18 @@ import Testing
     /// syncer sleeps without a timeout when nothing was unsynced: the write never gets synced.
     @Test(arguments: [false, true]) func batchedModeSyncsEveryWriteWithinTheInterval(preallocates: Bool) throws {
         let fileSystem = SimulatedFileSystem()
-        let log = try Log.open(directory: storePath,
-                               options: simulatedOptions(fileSystem, durability: .batched(syncIntervalMax: .milliseconds(200)),
-                                                         preallocates: preallocates))
+        let log = try Log.open(
+            directory: storePath,
+            options: simulatedOptions(
+                fileSystem, durability: .batched(syncIntervalMax: .milliseconds(200)),
+                preallocates: preallocates))
         let first = try log.append(Array("first".utf8))
         var deadline = Date().addingTimeInterval(5)
         while log.durableEnd < first.endOffset && Date() < deadline { Thread.sleep(forTimeInterval: 0.001) }
         #expect(log.durableEnd == first.endOffset)
-        Thread.sleep(forTimeInterval: 0.05) // the syncer finishes preallocating and sleeps
-        let second = try log.append(Array("second".utf8)) // 50 ms after the sync: not 'due'
-        deadline = Date().addingTimeInterval(2) // 10 intervals
+        Thread.sleep(forTimeInterval: 0.05)  // the syncer finishes preallocating and sleeps
+        let second = try log.append(Array("second".utf8))  // 50 ms after the sync: not 'due'
+        deadline = Date().addingTimeInterval(2)  // 10 intervals
         while log.durableEnd < second.endOffset && Date() < deadline { Thread.sleep(forTimeInterval: 0.005) }
         #expect(log.durableEnd == second.endOffset, "batched write not synced within 10 x syncIntervalMax")
         try log.close()
@@ -41,7 +44,7 @@ import Testing
         gated.arm()
         let done = DispatchSemaphore(value: 0)
         Thread {
-            _ = try? log.append([UInt8](repeating: 2, count: 100)) // rolls; parks in createSegment
+            _ = try? log.append([UInt8](repeating: 2, count: 100))  // rolls; parks in createSegment
             done.signal()
         }.start()
         gated.waitUntilParked()
@@ -54,11 +57,14 @@ import Testing
         #expect(closed.wait(timeout: .now() + 0.3) == .timedOut, "close returned while the roll was still running")
         let early = logError { _ = try Log.open(directory: storePath, options: simulatedOptions(simulated)) }
         #expect(early?.code == .alreadyOpenInProcess || early?.code == .locked)
-        gated.open() // the roll finishes; then close does
+        gated.open()  // the roll finishes; then close does
         done.wait()
         closed.wait()
-        let second = try Log.open(directory: storePath, options: simulatedOptions(simulated, segmentByteCountMax: 1 << 20,
-                                                                                   preallocates: false))
+        let second = try Log.open(
+            directory: storePath,
+            options: simulatedOptions(
+                simulated, segmentByteCountMax: 1 << 20,
+                preallocates: false))
         try second.append(Array("acknowledged by the second open".utf8))
         try second.close()
         let error = logError { try Log.open(directory: storePath, options: simulatedOptions(simulated)).close() }
@@ -69,15 +75,18 @@ import Testing
     /// read-only handle: the ftruncate fails (swallowed) and the zeros stay.
     @Test func aSealedSegmentIsTrimmedAfterRecovery() throws {
         let fileSystem = SimulatedFileSystem()
-        let log = try Log.open(directory: storePath, options: simulatedOptions(fileSystem, segmentByteCountMax: 256, preallocates: false))
+        let log = try Log.open(
+            directory: storePath, options: simulatedOptions(fileSystem, segmentByteCountMax: 256, preallocates: false))
         for number in 0..<3 { try log.append([UInt8](repeating: UInt8(number), count: 100)) }
         try log.close()
         let trimmed = fileSystem.bytes(at: segmentPath(0))!
-        try fileSystem.setBytes(trimmed + [UInt8](repeating: 0, count: 4096), at: segmentPath(0)) // the trim was lost
-        try fileSystem.removeFile(storePath + "/" + LogFileNames.index(0)) // and the index not written
+        try fileSystem.setBytes(trimmed + [UInt8](repeating: 0, count: 4096), at: segmentPath(0))  // the trim was lost
+        try fileSystem.removeFile(storePath + "/" + LogFileNames.index(0))  // and the index not written
         let reopened = try Log.open(directory: storePath, options: simulatedOptions(fileSystem))
         try reopened.close()
-        print("N: sealed segment size \(fileSystem.bytes(at: segmentPath(0))!.count), expected \(trimmed.count); index exists \(fileSystem.exists(storePath + "/" + LogFileNames.index(0)))")
+        print(
+            "N: sealed segment size \(fileSystem.bytes(at: segmentPath(0))!.count), expected \(trimmed.count); index exists \(fileSystem.exists(storePath + "/" + LogFileNames.index(0)))"
+        )
         #expect(fileSystem.bytes(at: segmentPath(0))!.count == trimmed.count)
     }
 
@@ -87,21 +96,25 @@ import Testing
     /// segment together with the acknowledged appends in it.
     @Test func recoveryMakesTheDirectoryItReadDurableBeforeAppending() throws {
         let fileSystem = SimulatedFileSystem()
-        let log = try Log.open(directory: storePath, options: simulatedOptions(fileSystem, segmentByteCountMax: 256, preallocates: false))
+        let log = try Log.open(
+            directory: storePath, options: simulatedOptions(fileSystem, segmentByteCountMax: 256, preallocates: false))
         try log.append([UInt8](repeating: 1, count: 100))
         fileSystem.failSyncDirectory(path: .exactly(storePath))
-        #expect(logError { try log.append([UInt8](repeating: 2, count: 100)) } != nil) // the roll's directory fsync fails
+        #expect(logError { try log.append([UInt8](repeating: 2, count: 100)) } != nil)  // the roll's directory fsync fails
         try? log.close()
         // Restart (no power cut): the new segment is listed and becomes the last one.
-        let reopened = try Log.open(directory: storePath, options: simulatedOptions(fileSystem, segmentByteCountMax: 256, preallocates: false))
+        let reopened = try Log.open(
+            directory: storePath, options: simulatedOptions(fileSystem, segmentByteCountMax: 256, preallocates: false))
         try reopened.append(Array("acknowledged".utf8))
-        print("F11: segments \(reopened.segmentBaseOffsets); durable names \(fileSystem.durableFileNames(in: storePath))")
+        print(
+            "F11: segments \(reopened.segmentBaseOffsets); durable names \(fileSystem.durableFileNames(in: storePath))")
         let cut = fileSystem.powerCut(.nothingUnsynced)
         try reopened.close()
         let recovered = try Log.open(directory: storePath, options: simulatedOptions(cut))
         let payloads = try readAll(recovered).map(\.payload)
         print("F11: after power cut \(payloads.count) records, segments \(recovered.segmentBaseOffsets)")
-        #expect(payloads.contains(Array("acknowledged".utf8)), "an acknowledged append vanished with its segment's name")
+        #expect(
+            payloads.contains(Array("acknowledged".utf8)), "an acknowledged append vanished with its segment's name")
         try recovered.close()
     }
 }

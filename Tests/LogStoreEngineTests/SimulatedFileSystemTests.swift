@@ -1,13 +1,14 @@
-import class Foundation.Thread
 import Dispatch
 import LogStoreEngine
 import LogStoreTestSupport
 import Testing
 
+import class Foundation.Thread
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// The simulated file system's own behaviour: engine crash tests rely on every detail here.
@@ -151,7 +152,9 @@ struct SimulatedFileSystemTests {
             for sector in 0..<(after.count - 1024) / 512 {
                 let lower = 1024 + sector * 512
                 let got = Array(after[lower..<lower + 512])
-                #expect(got == Array(unsynced[(sector * 512)..<(sector * 512 + 512)]) || got == [UInt8](repeating: 0, count: 512))
+                #expect(
+                    got == Array(unsynced[(sector * 512)..<(sector * 512 + 512)])
+                        || got == [UInt8](repeating: 0, count: 512))
             }
             outcomes.insert(after)
         }
@@ -518,9 +521,9 @@ private func throwsFileSystemError(_ body: () throws -> Void) -> FileSystemError
 
 /// Deterministic non-constant bytes.
 private func pattern(count: Int, seed: UInt64) -> [UInt8] {
-    var state = seed &* 6364136223846793005 &+ 1442695040888963407
+    var state = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
     return (0..<count).map { _ in
-        state = state &* 6364136223846793005 &+ 1442695040888963407
+        state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
         return UInt8(truncatingIfNeeded: state >> 56) | 1
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import LogStoreTestSupport
 import Testing
+
 @testable import LogStoreEngine
 
 /// `Log.verify` and `Log.inspect` on real store directories under the temporary directory.
@@ -33,7 +34,7 @@ import Testing
     static func payloads(count: Int, seed: UInt64 = 42) -> [[UInt8]] {
         var state = seed
         func next() -> UInt64 {
-            state = state &* 6364136223846793005 &+ 1442695040888963407
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
             return state >> 33
         }
         return (0..<count).map { index in
@@ -46,8 +47,10 @@ import Testing
     }
 
     /// Writes `payloads` into a new store with small segments and closes it.
-    static func writeStore(_ payloads: [[UInt8]], segmentByteCountMax: UInt64 = 4096,
-                           durability: Durability = .none) throws -> WrittenStore {
+    static func writeStore(
+        _ payloads: [[UInt8]], segmentByteCountMax: UInt64 = 4096,
+        durability: Durability = .none
+    ) throws -> WrittenStore {
         let directory = temporaryDirectory()
         var options = LogOptions()
         options.segmentByteCountMax = segmentByteCountMax
@@ -227,7 +230,8 @@ import Testing
         handle.close()
 
         let report = try Log.verify(directory: store.directory)
-        let problem = try #require(report.corruptions.first { $0.file == LogFileNames.segment(store.segmentBaseOffsets[1]) })
+        let problem = try #require(
+            report.corruptions.first { $0.file == LogFileNames.segment(store.segmentBaseOffsets[1]) })
         #expect(problem.offset == last.offset)
         #expect(problem.message.contains("records are missing"))
         // The index still describes the record that is gone; that is the segment's damage, not reported twice.
@@ -238,7 +242,7 @@ import Testing
         let store = try Self.writeStore(Self.payloads(count: 100))
         defer { Self.remove(store.directory) }
         let base = store.segmentBaseOffsets[1]
-        try Self.flipByte(in: store.segmentPath(base), at: 20) // inside the store UUID
+        try Self.flipByte(in: store.segmentPath(base), at: 20)  // inside the store UUID
 
         let report = try Log.verify(directory: store.directory)
         #expect(report.problems.count == 1)
@@ -257,7 +261,7 @@ import Testing
         let report = try Log.verify(directory: store.directory)
         #expect(report.problems.count == 1)
         #expect(report.problems.first?.file == "store.meta")
-        #expect(report.storeID == storeID) // taken from the segment headers
+        #expect(report.storeID == storeID)  // taken from the segment headers
         #expect(report.recordCount == 50)
     }
 
@@ -281,8 +285,9 @@ import Testing
         defer { Self.remove(store.directory) }
         let end = store.positions.last!.endOffset
         // Half a record header where the next record would start: a writer died mid-append.
-        try Self.write(Array(repeating: 0xAB, count: 17), to: store.segmentPath(store.segmentBaseOffsets.last!),
-                       at: store.filePosition(of: end))
+        try Self.write(
+            Array(repeating: 0xAB, count: 17), to: store.segmentPath(store.segmentBaseOffsets.last!),
+            at: store.filePosition(of: end))
 
         let report = try Log.verify(directory: store.directory)
         #expect(!report.hasCorruption)
@@ -299,7 +304,7 @@ import Testing
         var state: UInt64 = 7
         let payloads = (0..<90).map { _ in
             (0..<(60 * 1024)).map { _ in
-                state = state &* 6364136223846793005 &+ 1442695040888963407
+                state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
                 return UInt8(truncatingIfNeeded: state >> 56)
             }
         }
@@ -342,10 +347,14 @@ import Testing
         let handle = try PosixFileSystem().openFile(path, mode: .readWrite)
         var header = try handle.read(byteCount: 64, at: 0)
         let decoded = try SegmentHeader.decode(header).get()
-        header = SegmentHeader(formatVersion: FormatConstants.formatVersion + 1, storeID: decoded.storeID,
-                               baseOffset: decoded.baseOffset).encoded()
+        header = SegmentHeader(
+            formatVersion: FormatConstants.formatVersion + 1, storeID: decoded.storeID,
+            baseOffset: decoded.baseOffset
+        ).encoded()
         try handle.write(header, at: 0)
         handle.close()
-        #expect { try Log.verify(directory: store.directory) } throws: { ($0 as? LogError)?.code == .newerFormatVersion }
+        #expect { try Log.verify(directory: store.directory) } throws: {
+            ($0 as? LogError)?.code == .newerFormatVersion
+        }
     }
 }

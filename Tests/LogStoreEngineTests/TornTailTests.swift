@@ -1,6 +1,7 @@
 import Foundation
 import LogStoreTestSupport
 import Testing
+
 @testable import LogStoreEngine
 
 @Suite struct TornTailTests {
@@ -26,8 +27,9 @@ import Testing
                 files[storePath + "/" + name] = fileSystem.durableBytes(at: storePath + "/" + name)
             }
             let header = FormatConstants.segmentHeaderByteCount
-            return Fixture(files: files, records: records, lastRecordPosition: Int(records[4].offset) + header,
-                           lastRecordEnd: Int(records[4].endOffset) + header)
+            return Fixture(
+                files: files, records: records, lastRecordPosition: Int(records[4].offset) + header,
+                lastRecordEnd: Int(records[4].endOffset) + header)
         }
 
         func fileSystem(segment bytes: [UInt8]) throws -> SimulatedFileSystem {
@@ -50,7 +52,9 @@ import Testing
             case .cutShort: break
             case .zerosFollow: bytes += [UInt8](repeating: 0, count: fixture.lastRecordEnd - position + 100)
             case .randomBytesFollow:
-                bytes += (0..<(fixture.lastRecordEnd - position + 100)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+                bytes += (0..<(fixture.lastRecordEnd - position + 100)).map { _ in
+                    UInt8.random(in: 0...255, using: &generator)
+                }
             }
             let fileSystem = try fixture.fileSystem(segment: bytes)
             let log = try Log.open(directory: storePath, options: simulatedOptions(fileSystem))
@@ -67,7 +71,8 @@ import Testing
             #expect(next.offset == fixture.records[4].offset)
             try log.close()
             let reopened = try Log.open(directory: storePath, options: simulatedOptions(fileSystem))
-            #expect(try readAll(reopened).map(\.payload) == fixture.records.prefix(4).map(\.payload) + [Array("next".utf8)])
+            #expect(
+                try readAll(reopened).map(\.payload) == fixture.records.prefix(4).map(\.payload) + [Array("next".utf8)])
             #expect(!reopened.recoveryReport.droppedAnything)
             try reopened.close()
         }
@@ -103,8 +108,9 @@ import Testing
         let fixture = try Fixture.make()
         var bytes = fixture.files[fixture.segment]!
         // Rewrite the last record's header with a 4 GiB length and a correct header CRC.
-        var header = RecordHeader(payloadCRC: 0, offset: fixture.records[4].offset, storedByteCount: UInt32.max - 1,
-                                  uncompressedByteCount: UInt32.max - 1, type: .data, flags: 0)
+        var header = RecordHeader(
+            payloadCRC: 0, offset: fixture.records[4].offset, storedByteCount: UInt32.max - 1,
+            uncompressedByteCount: UInt32.max - 1, type: .data, flags: 0)
         var writer = ByteWriter()
         header.encode(into: &writer)
         bytes.replaceSubrange(fixture.lastRecordPosition..<(fixture.lastRecordPosition + 32), with: writer.bytes)

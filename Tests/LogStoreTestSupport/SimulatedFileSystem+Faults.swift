@@ -1,6 +1,7 @@
-import class Foundation.NSCondition
-import struct Foundation.Date
 import LogStoreEngine
+
+import struct Foundation.Date
+import class Foundation.NSCondition
 
 extension SimulatedFileSystem {
     /// A kind of call a fault can be armed for.
@@ -69,15 +70,18 @@ extension SimulatedFileSystem {
         path: PathFilter = .any, writingByteCount: Int? = nil, repeating: Bool = false
     ) {
         precondition(count >= 0, "a fault cannot fire before it is armed")
-        let fault = ArmedFault(operation: operation, remaining: count, code: code, filter: path,
-                               writingByteCount: writingByteCount, repeating: repeating)
+        let fault = ArmedFault(
+            operation: operation, remaining: count, code: code, filter: path,
+            writingByteCount: writingByteCount, repeating: repeating)
         locked { state in state.faults.append(fault) }
     }
 
     /// The `count`+1-th `write` from now fails with `code`, after `writingByteCount` of its
     /// leading bytes (default none) reached the file.
-    public func failWrite(after count: Int = 0, code: Int32 = ErrorCode.ioError,
-                          writingByteCount: Int? = nil, path: PathFilter = .any) {
+    public func failWrite(
+        after count: Int = 0, code: Int32 = ErrorCode.ioError,
+        writingByteCount: Int? = nil, path: PathFilter = .any
+    ) {
         injectFault(.write, after: count, code: code, path: path, writingByteCount: writingByteCount)
     }
 
@@ -226,7 +230,9 @@ struct ArmedFault {
 extension State {
     /// Counts a call of `operation` on `path` (and `otherPath`) against the armed faults;
     /// returns the fault that fires for it, if any.
-    func takeFault(_ operation: SimulatedFileSystem.Operation, path: String, orPath otherPath: String? = nil) -> ArmedFault? {
+    func takeFault(_ operation: SimulatedFileSystem.Operation, path: String, orPath otherPath: String? = nil)
+        -> ArmedFault?
+    {
         if faults.isEmpty { return nil }
         var fired: ArmedFault?
         var firedIndex: Int?
@@ -247,8 +253,10 @@ extension State {
     }
 
     /// Throws the fault armed for this call, if one fires.
-    func checkFault(_ operation: SimulatedFileSystem.Operation, path: String, orPath otherPath: String? = nil,
-                    operation name: String, reportedPath: String) throws(FileSystemError) {
+    func checkFault(
+        _ operation: SimulatedFileSystem.Operation, path: String, orPath otherPath: String? = nil,
+        operation name: String, reportedPath: String
+    ) throws(FileSystemError) {
         if let fault = takeFault(operation, path: path, orPath: otherPath) {
             throw FileSystemError(code: fault.code, operation: name, path: reportedPath)
         }

@@ -1,9 +1,9 @@
 import LogStoreEngine
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// An open file of a ``SimulatedFileSystem``: one open file description. Its state (open or
@@ -17,8 +17,10 @@ final class SimulatedFileHandle: FileHandle {
     let normalizedPath: String
     let isWritable: Bool
 
-    init(fileSystem: SimulatedFileSystem, id: UInt64, inodeNumber: UInt64, path: String,
-         normalizedPath: String, isWritable: Bool) {
+    init(
+        fileSystem: SimulatedFileSystem, id: UInt64, inodeNumber: UInt64, path: String,
+        normalizedPath: String, isWritable: Bool
+    ) {
         self.fileSystem = fileSystem
         self.id = id
         self.inodeNumber = inodeNumber
@@ -68,14 +70,18 @@ let simulatedMaximumFileSize: UInt64 = 1 << 32
 
 extension SimulatedFileSystem {
     /// The inode of an open handle, or `EBADF` for a closed one.
-    private func openInode(_ handle: SimulatedFileHandle, _ state: State, operation: String) throws(FileSystemError) -> Inode {
+    private func openInode(_ handle: SimulatedFileHandle, _ state: State, operation: String) throws(FileSystemError)
+        -> Inode
+    {
         guard state.openHandles.contains(handle.id), let inode = state.inodes[handle.inodeNumber] else {
             throw FileSystemError(code: EBADF, operation: operation, path: handle.path)
         }
         return inode
     }
 
-    func read(_ handle: SimulatedFileHandle, into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws(FileSystemError) -> Int {
+    func read(_ handle: SimulatedFileHandle, into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64)
+        throws(FileSystemError) -> Int
+    {
         try locked { (state) throws(FileSystemError) in
             let inode = try openInode(handle, state, operation: "pread")
             try state.checkFault(.read, path: handle.normalizedPath, operation: "pread", reportedPath: handle.path)
@@ -89,7 +95,9 @@ extension SimulatedFileSystem {
         }
     }
 
-    func write(_ handle: SimulatedFileHandle, _ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(FileSystemError) {
+    func write(_ handle: SimulatedFileHandle, _ bytes: UnsafeRawBufferPointer, at offset: UInt64)
+        throws(FileSystemError)
+    {
         try locked { (state) throws(FileSystemError) in
             let inode = try openInode(handle, state, operation: "pwrite")
             guard handle.isWritable else {
@@ -128,7 +136,8 @@ extension SimulatedFileSystem {
         // A disk's flush takes time; the data written meanwhile may become durable too, which a
         // real fdatasync also allows.
         if let latency = locked({ state in state.syncLatency }) {
-            let microseconds = latency.components.seconds * 1_000_000 + latency.components.attoseconds / 1_000_000_000_000
+            let microseconds =
+                latency.components.seconds * 1_000_000 + latency.components.attoseconds / 1_000_000_000_000
             usleep(useconds_t(max(0, microseconds)))
         }
         condition.lock()
@@ -170,7 +179,8 @@ extension SimulatedFileSystem {
                 // ftruncate on a descriptor not open for writing.
                 throw FileSystemError(code: EINVAL, operation: "ftruncate", path: handle.path)
             }
-            try state.checkFault(.truncate, path: handle.normalizedPath, operation: "ftruncate", reportedPath: handle.path)
+            try state.checkFault(
+                .truncate, path: handle.normalizedPath, operation: "ftruncate", reportedPath: handle.path)
             if byteCount > simulatedMaximumFileSize {
                 throw FileSystemError(code: EFBIG, operation: "ftruncate", path: handle.path)
             }

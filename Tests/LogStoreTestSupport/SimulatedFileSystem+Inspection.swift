@@ -1,9 +1,9 @@
 import LogStoreEngine
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Test helpers that read or change the state directly, bypassing faults and capacity.
@@ -120,8 +120,10 @@ extension SimulatedFileSystem {
         locked { state in state.openHandles.count }
     }
 
-    private func alterFile(_ path: String, operation: String,
-                           _ change: (Inode) throws(FileSystemError) -> Void) throws(FileSystemError) {
+    private func alterFile(
+        _ path: String, operation: String,
+        _ change: (Inode) throws(FileSystemError) -> Void
+    ) throws(FileSystemError) {
         let normalized = Self.normalize(path)
         try locked { (state) throws(FileSystemError) in
             switch state.lookup(normalized) {

@@ -138,7 +138,8 @@ final class State {
     func lookup(_ normalized: String) -> Entry? {
         if let directory = directories[normalized] { return .directory(directory) }
         guard let (parent, name) = SimulatedFileSystem.split(normalized),
-              let number = directories[parent]?.current[name] else { return nil }
+            let number = directories[parent]?.current[name]
+        else { return nil }
         return .file(inodes[number]!)
     }
 
@@ -163,7 +164,9 @@ final class State {
     }
 
     /// The directory that holds a normalised path, and the path's last component.
-    func parentDirectory(of normalized: String, operation: String, path: String) throws(FileSystemError) -> (Directory, String) {
+    func parentDirectory(of normalized: String, operation: String, path: String) throws(FileSystemError) -> (
+        Directory, String
+    ) {
         guard let (parent, name) = SimulatedFileSystem.split(normalized) else {
             throw FileSystemError(code: ErrorCode.isDirectory, operation: operation, path: path)
         }

@@ -1,11 +1,12 @@
-import class Foundation.NSCondition
 import LogStoreEngine
 import Synchronization
 
+import class Foundation.NSCondition
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// An in-memory ``FileSystem`` that models what a disk keeps when the power fails.

@@ -16,7 +16,8 @@ public final class TemporaryDirectory: Sendable {
     public let path: String
 
     public init(_ label: String = "test") {
-        path = URL(fileURLWithPath: NSTemporaryDirectory())
+        path =
+            URL(fileURLWithPath: NSTemporaryDirectory())
             .appendingPathComponent("logstore-\(label)-\(UUID().uuidString)").path
     }
 

@@ -1,8 +1,8 @@
 import Foundation
-import Synchronization
 import LogStore
-import SampleTrips
 import LogStoreTestSupport
+import SampleTrips
+import Synchronization
 import Testing
 
 /// What only the JSON archive store has: its file. The context behaviour it shares with LogStore
@@ -13,7 +13,9 @@ import Testing
         let temporary = TemporaryDirectory("archive")
         var path: String { temporary.path }
         var file: String { path + "/store/trips.json" }
-        func names() throws -> [String] { try FileManager.default.contentsOfDirectory(atPath: path + "/store").sorted() }
+        func names() throws -> [String] {
+            try FileManager.default.contentsOfDirectory(atPath: path + "/store").sorted()
+        }
     }
 
     func open(_ path: String) throws -> ModelContainer {
@@ -44,7 +46,9 @@ import Testing
         #expect(document["storeIdentifier"] as? String == store.identifier)
         let snapshots = try #require(document["snapshots"] as? [[String: Any]])
         #expect(snapshots.count == 3)
-        let names = snapshots.compactMap { ($0["values"] as? [String: Any])?["name"] as? [String: Any] }.compactMap { $0["string"] as? String }
+        let names = snapshots.compactMap { ($0["values"] as? [String: Any])?["name"] as? [String: Any] }.compactMap {
+            $0["string"] as? String
+        }
         #expect(names == ["Lisbon", "Porto"])
         // No temporary files are left behind.
         #expect(try directory.names() == ["trips.json"])
@@ -58,10 +62,12 @@ import Testing
         let directory = Directory()
         let store = try #require(try open(directory.file).dataStore(as: ArchiveStore.self))
         let temporary = PersistentIdentifier.temporary(entityName: "LivingAccommodation")
-        let result = try store.save(DataStoreSaveChangesRequest(inserted: [
-            DefaultSnapshot(persistentIdentifier: temporary,
-                            values: ["address": .string("Rua 1"), "placeName": .string("Casa"), "isConfirmed": .bool(true)]),
-        ]))
+        let result = try store.save(
+            DataStoreSaveChangesRequest(inserted: [
+                DefaultSnapshot(
+                    persistentIdentifier: temporary,
+                    values: ["address": .string("Rua 1"), "placeName": .string("Casa"), "isConfirmed": .bool(true)])
+            ]))
         let permanent = try #require(result.remappedIdentifiers[temporary])
         #expect(permanent.storeIdentifier == store.identifier)
         #expect(result.storeIdentifier == store.identifier)
@@ -69,8 +75,12 @@ import Testing
         #expect(try store.snapshot(for: permanent)?.values["placeName"] == .string("Casa"))
         // A save that changes nothing writes nothing.
         let before = try Data(contentsOf: URL(fileURLWithPath: directory.file))
-        _ = try store.save(DataStoreSaveChangesRequest(updated: [DefaultSnapshot(persistentIdentifier: permanent,
-                                                                                  values: ["placeName": .string("Casa")])]))
+        _ = try store.save(
+            DataStoreSaveChangesRequest(updated: [
+                DefaultSnapshot(
+                    persistentIdentifier: permanent,
+                    values: ["placeName": .string("Casa")])
+            ]))
         #expect(try Data(contentsOf: URL(fileURLWithPath: directory.file)) == before)
     }
 
@@ -83,9 +93,10 @@ import Testing
         let before = try Data(contentsOf: URL(fileURLWithPath: directory.file))
         let store = try #require(container.dataStore(as: ArchiveStore.self))
         #expect(throws: LogStoreError.unknownEntity("Spaceship")) {
-            try store.save(DataStoreSaveChangesRequest(inserted: [
-                DefaultSnapshot(persistentIdentifier: .temporary(entityName: "Spaceship"), values: [:]),
-            ]))
+            try store.save(
+                DataStoreSaveChangesRequest(inserted: [
+                    DefaultSnapshot(persistentIdentifier: .temporary(entityName: "Spaceship"), values: [:])
+                ]))
         }
         #expect(try Data(contentsOf: URL(fileURLWithPath: directory.file)) == before)
         #expect(try directory.names() == ["trips.json"])
@@ -117,7 +128,8 @@ import Testing
         let directory = Directory()
         _ = try open(directory.file)
         let store = directory.path + "/store/"
-        _ = FileManager.default.createFile(atPath: store + ".trips.json.\(UUID().uuidString).tmp", contents: Data("{".utf8))
+        _ = FileManager.default.createFile(
+            atPath: store + ".trips.json.\(UUID().uuidString).tmp", contents: Data("{".utf8))
         _ = FileManager.default.createFile(atPath: store + "notes.txt", contents: Data("keep".utf8))
         _ = try open(directory.file)
         #expect(try directory.names() == ["notes.txt", "trips.json"])
@@ -134,7 +146,8 @@ import Testing
             return path == URL(fileURLWithPath: directory.file).standardizedFileURL.path
         }
 
-        try Data("{\"format\":2,\"storeIdentifier\":\"x\",\"snapshots\":[],\"more\":{}}".utf8).write(to: URL(fileURLWithPath: directory.file))
+        try Data("{\"format\":2,\"storeIdentifier\":\"x\",\"snapshots\":[],\"more\":{}}".utf8).write(
+            to: URL(fileURLWithPath: directory.file))
         #expect {
             _ = try open(directory.file)
         } throws: { error in
@@ -150,7 +163,10 @@ import Testing
         let second = try #require(try open(other).dataStore(as: ArchiveStore.self))
         try FileManager.default.removeItem(atPath: directory.file)
         try FileManager.default.copyItem(atPath: other, toPath: directory.file)
-        #expect(throws: ArchiveStoreError.foreignArchive(path: first.path, expected: first.identifier, found: second.identifier)) {
+        #expect(
+            throws: ArchiveStoreError.foreignArchive(
+                path: first.path, expected: first.identifier, found: second.identifier)
+        ) {
             _ = try first.fetchCount(DataStoreFetchRequest(descriptor: FetchDescriptor<Trip>()))
         }
     }
@@ -161,13 +177,16 @@ import Testing
         let store = try ArchiveStore(ArchiveStoreConfiguration(schema: schema, path: directory.file))
         let values: [Double] = [1.5, .infinity, -.infinity, .nan, -0.0, .leastNonzeroMagnitude]
         let temporaries = values.map { _ in PersistentIdentifier.temporary(entityName: "Reading") }
-        let result = try store.save(DataStoreSaveChangesRequest(inserted: zip(temporaries, values).map {
-            DefaultSnapshot(persistentIdentifier: $0, values: ["value": .double($1)])
-        }))
+        let result = try store.save(
+            DataStoreSaveChangesRequest(
+                inserted: zip(temporaries, values).map {
+                    DefaultSnapshot(persistentIdentifier: $0, values: ["value": .double($1)])
+                }))
         let reopened = try ArchiveStore(ArchiveStoreConfiguration(schema: schema, path: directory.file))
         for (temporary, value) in zip(temporaries, values) {
-            let stored = try reopened.snapshot(for: try #require(result.remappedIdentifiers[temporary]))?.values["value"]
-            guard case let .double(read)? = stored else {
+            let stored = try reopened.snapshot(for: try #require(result.remappedIdentifiers[temporary]))?.values[
+                "value"]
+            guard case .double(let read)? = stored else {
                 Issue.record("\(value) came back as \(String(describing: stored))")
                 continue
             }
@@ -178,14 +197,17 @@ import Testing
     @Test func concurrentSavesFromTwoStoresOnOneFileLoseNothing() throws {
         let directory = Directory()
         let schema = Schema([Schema.Entity("Reading", attributes: [.init("value", .int)])])
-        let stores = [try ArchiveStore(ArchiveStoreConfiguration(schema: schema, path: directory.file, isDurable: false)),
-                      try ArchiveStore(ArchiveStoreConfiguration(schema: schema, path: directory.file, isDurable: false))]
+        let stores = [
+            try ArchiveStore(ArchiveStoreConfiguration(schema: schema, path: directory.file, isDurable: false)),
+            try ArchiveStore(ArchiveStoreConfiguration(schema: schema, path: directory.file, isDurable: false)),
+        ]
         #expect(stores[0].identifier == stores[1].identifier)
         let failures = Mutex(0)
         DispatchQueue.concurrentPerform(iterations: 8) { worker in
             for index in 0..<10 {
-                let snapshot = DefaultSnapshot(persistentIdentifier: .temporary(entityName: "Reading"),
-                                               values: ["value": .int(Int64(worker * 100 + index))])
+                let snapshot = DefaultSnapshot(
+                    persistentIdentifier: .temporary(entityName: "Reading"),
+                    values: ["value": .int(Int64(worker * 100 + index))])
                 do { _ = try stores[worker % 2].save(DataStoreSaveChangesRequest(inserted: [snapshot])) } catch {
                     failures.withLock { $0 += 1 }
                 }

@@ -1,9 +1,10 @@
 import Foundation
-@testable import LogStore
 import LogStoreEngine
-import SampleTrips
 import LogStoreTestSupport
+import SampleTrips
 import Testing
+
+@testable import LogStore
 
 /// Open time with and without a checkpoint, on real files. Not an assertion, a measurement: runs
 /// only with `LOGSTORE_MEASURE=1` (optionally `LOGSTORE_MEASURE_COUNT=<transactions>`, default
@@ -22,9 +23,11 @@ import Testing
     func openTimeWithAndWithoutACheckpoint() throws {
         let environment = ProcessInfo.processInfo.environment
         let transactionCount = environment["LOGSTORE_MEASURE_COUNT"].flatMap(Int.init) ?? 100_000
-        let temporary = TemporaryDirectory("checkpoint-measure"), directory = temporary.path
+        let temporary = TemporaryDirectory("checkpoint-measure")
+        let directory = temporary.path
         defer { temporary.remove() }
-        let configuration = LogStoreConfiguration(directory: directory, durability: .none, checkpointIntervalByteCount: 0)
+        let configuration = LogStoreConfiguration(
+            directory: directory, durability: .none, checkpointIntervalByteCount: 0)
         let clock = ContinuousClock()
         func open() throws -> (ModelContainer, LogStore, Double) {
             let start = clock.now
@@ -46,15 +49,17 @@ import Testing
                     "startDate": .date(day(number)), "endDate": .date(day(number + 3)),
                     "bucketList": .array([]), "livingAccommodation": .null,
                 ]
-                let result = try store.save(DataStoreSaveChangesRequest(
-                    inserted: [DefaultSnapshot(persistentIdentifier: temporary, values: values)]))
+                let result = try store.save(
+                    DataStoreSaveChangesRequest(
+                        inserted: [DefaultSnapshot(persistentIdentifier: temporary, values: values)]))
                 identifiers.append(result.remappedIdentifiers[temporary]!)
             } else {
                 let identifier = identifiers.randomElement(using: &random)!
                 var values = store.snapshot(for: identifier)!.values
                 values["destination"] = .string("moved \(number)")
-                _ = try store.save(DataStoreSaveChangesRequest(
-                    updated: [DefaultSnapshot(persistentIdentifier: identifier, values: values)]))
+                _ = try store.save(
+                    DataStoreSaveChangesRequest(
+                        updated: [DefaultSnapshot(persistentIdentifier: identifier, values: values)]))
             }
         }
         let buildSeconds = Self.seconds(clock.now - buildStart)
@@ -78,7 +83,8 @@ import Testing
         let checkpointSeconds = Self.seconds(clock.now - checkpointStart)
         try store.close()
         let checkpointPath = directory + "/" + CheckpointFileName.name(offset: offset)
-        let checkpointBytes = (try FileManager.default.attributesOfItem(atPath: checkpointPath)[.size] as? NSNumber)?.intValue ?? 0
+        let checkpointBytes =
+            (try FileManager.default.attributesOfItem(atPath: checkpointPath)[.size] as? NSNumber)?.intValue ?? 0
 
         var withCheckpoint: [Double] = []
         for _ in 0..<3 {
@@ -96,18 +102,21 @@ import Testing
         let log = try Log.open(directory: directory, options: options)
         let logOpenSeconds = Self.seconds(clock.now - logStart)
         let readStart = clock.now
-        _ = try CheckpointFiles(log: log, directory: directory, fileSystem: PosixFileSystem()).read(offset: offset,
-                                                                                                       decodesRows: true)
+        _ = try CheckpointFiles(log: log, directory: directory, fileSystem: PosixFileSystem()).read(
+            offset: offset,
+            decodesRows: true)
         let readSeconds = Self.seconds(clock.now - readStart)
         let validateStart = clock.now
-        _ = try CheckpointFiles(log: log, directory: directory, fileSystem: PosixFileSystem()).read(offset: offset,
-                                                                                                       decodesRows: false)
+        _ = try CheckpointFiles(log: log, directory: directory, fileSystem: PosixFileSystem()).read(
+            offset: offset,
+            decodesRows: false)
         let validateSeconds = Self.seconds(clock.now - validateStart)
         try log.close()
         func milliseconds(_ values: [Double]) -> String {
             values.map { String(format: "%.0f", $0 * 1000) }.joined(separator: " / ") + " ms"
         }
-        print("""
+        print(
+            """
             CHECKPOINT MEASUREMENT: \(transactionCount) transactions, \(rowCount) trips, log \(logBytes) bytes, \
             built in \(String(format: "%.1f", buildSeconds)) s
               open without checkpoint (replay all): \(milliseconds(withoutCheckpoint))

@@ -1,9 +1,10 @@
 import Foundation
-@testable import LogStore
 import LogStoreEngine
 import LogStoreTestSupport
 import SampleTrips
 import Testing
+
+@testable import LogStore
 
 /// Checkpoints (DECISIONS.md D4): a checkpoint plus the records after it gives exactly the state
 /// a full replay gives; open replays only what follows X; a damaged checkpoint, or one beyond the
@@ -24,10 +25,13 @@ import Testing
         }
     }
 
-    static func open(_ fileSystem: SimulatedFileSystem, interval: UInt64 = 0,
-                     durability: Durability = .synchronous) throws -> (ModelContainer, LogStore) {
-        let configuration = LogStoreConfiguration(directory: directory, durability: durability,
-                                                  checkpointIntervalByteCount: interval, fileSystem: fileSystem)
+    static func open(
+        _ fileSystem: SimulatedFileSystem, interval: UInt64 = 0,
+        durability: Durability = .synchronous
+    ) throws -> (ModelContainer, LogStore) {
+        let configuration = LogStoreConfiguration(
+            directory: directory, durability: durability,
+            checkpointIntervalByteCount: interval, fileSystem: fileSystem)
         let container = try ModelContainer(for: sampleTripsModels, configuration: configuration)
         return (container, container.dataStore(as: LogStore.self)!)
     }
@@ -41,11 +45,14 @@ import Testing
             switch Int.random(in: 0..<10, using: &random) {
             case 0..<4:
                 names += 1
-                let trip = Trip(name: "trip \(names)", destination: "place \(Int.random(in: 0..<50, using: &random))",
-                                startDate: day(names), endDate: day(names + Int.random(in: 1...9, using: &random)))
+                let trip = Trip(
+                    name: "trip \(names)", destination: "place \(Int.random(in: 0..<50, using: &random))",
+                    startDate: day(names), endDate: day(names + Int.random(in: 1...9, using: &random)))
                 for item in 0..<Int.random(in: 0...2, using: &random) {
-                    trip.bucketList.append(BucketListItem(title: "item \(item)", details: String(repeating: "é", count: item),
-                                                          hasReservation: Bool.random(using: &random)))
+                    trip.bucketList.append(
+                        BucketListItem(
+                            title: "item \(item)", details: String(repeating: "é", count: item),
+                            hasReservation: Bool.random(using: &random)))
                 }
                 if Bool.random(using: &random) {
                     trip.livingAccommodation = LivingAccommodation(address: "street \(names)", placeName: "hotel")
@@ -93,8 +100,10 @@ import Testing
         return copy
     }
 
-    static func expectCorruption(naming name: String, _ body: () throws -> Void,
-                                 sourceLocation: SourceLocation = #_sourceLocation) {
+    static func expectCorruption(
+        naming name: String, _ body: () throws -> Void,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         do {
             try body()
             Issue.record("expected corruption naming \(name), but the store opened", sourceLocation: sourceLocation)
@@ -129,7 +138,8 @@ import Testing
             try store.close()
             (container, store) = try Self.open(fileSystem)
             #expect(store.openedFromCheckpointOffset == offset)
-            try Self.randomSaves(container, count: Int.random(in: 1...20, using: &random), random: &random, names: &names)
+            try Self.randomSaves(
+                container, count: Int.random(in: 1...20, using: &random), random: &random, names: &names)
             offset = try store.checkpoint()
         }
         try Self.randomSaves(container, count: Int.random(in: 0...25, using: &random), random: &random, names: &names)
@@ -247,7 +257,8 @@ import Testing
 
         // The log lost its end (a torn tail cut on recovery) below the checkpoint's offset.
         let torn = fileSystem.powerCut(.everything)
-        let segment = Self.directory + "/" + torn.fileNames(in: Self.directory).filter { $0.hasSuffix(".log") }.sorted().last!
+        let segment =
+            Self.directory + "/" + torn.fileNames(in: Self.directory).filter { $0.hasSuffix(".log") }.sorted().last!
         let base = UInt64(String(segment.split(separator: "/").last!.prefix(20)))!
         try torn.truncateFile(segment, toByteCount: Int(offset - base) + 64 - 5)
         Self.expectCorruption(naming: name) { _ = try Self.open(torn) }
@@ -323,11 +334,13 @@ import Testing
             case 9: fileSystem.failSync(path: temporary)
             case 10: fileSystem.failRename(path: .suffix(".ckpt"))
             case 11: fileSystem.failSyncDirectory(path: .exactly(Self.directory))
-            case 12: fileSystem.failRemove(path: .suffix(".ckpt")) // pruning the old one fails: both stay
+            case 12:
+                fileSystem.failRemove(path: .suffix(".ckpt"))  // pruning the old one fails: both stay
                 completes = true
-            case 13: fileSystem.failSyncDirectory(after: 1, path: .exactly(Self.directory)) // pruning not durable
+            case 13:
+                fileSystem.failSyncDirectory(after: 1, path: .exactly(Self.directory))  // pruning not durable
                 completes = true
-            default: completes = true // cut after a complete checkpoint, seeded
+            default: completes = true  // cut after a complete checkpoint, seeded
             }
             var second: UInt64?
             do { second = try store.checkpoint() } catch {
@@ -399,8 +412,10 @@ import Testing
         // Saves until well past a few intervals.
         while store.logEndOffset < 6 * interval {
             saved += 1
-            context.insert(Trip(name: "auto \(saved)", destination: String(repeating: "x", count: 40),
-                                startDate: day(saved), endDate: day(saved + 1)))
+            context.insert(
+                Trip(
+                    name: "auto \(saved)", destination: String(repeating: "x", count: 40),
+                    startDate: day(saved), endDate: day(saved + 1)))
             try context.save()
         }
         store.waitForCheckpoints()
@@ -409,8 +424,9 @@ import Testing
         let newest = try #require(store.newestCheckpointOffset)
         #expect(newest >= 4 * interval)
         #expect(Self.checkpointNames(fileSystem) == [CheckpointFileName.name(offset: newest)])
-        #expect(fileSystem.durableFileNames(in: Self.directory).filter { CheckpointFileName.offset($0) != nil }
-            == [CheckpointFileName.name(offset: newest)])
+        #expect(
+            fileSystem.durableFileNames(in: Self.directory).filter { CheckpointFileName.offset($0) != nil }
+                == [CheckpointFileName.name(offset: newest)])
         let expected = store.allSnapshots()
         try store.close()
 
@@ -451,7 +467,8 @@ import Testing
     /// running; the reopened store holds every save.
     @Test func concurrentSavesWithAutomaticCheckpoints() throws {
         let fileSystem = SimulatedFileSystem()
-        let (container, store) = try Self.open(fileSystem, interval: 1024, durability: .batched(syncIntervalMax: .milliseconds(1)))
+        let (container, store) = try Self.open(
+            fileSystem, interval: 1024, durability: .batched(syncIntervalMax: .milliseconds(1)))
         let group = DispatchGroup()
         for thread in 0..<3 {
             group.enter()
@@ -459,7 +476,10 @@ import Testing
                 defer { group.leave() }
                 let context = ModelContext(container)
                 for number in 0..<60 {
-                    context.insert(Trip(name: "t\(thread)-\(number)", destination: "d", startDate: day(number), endDate: day(number + 1)))
+                    context.insert(
+                        Trip(
+                            name: "t\(thread)-\(number)", destination: "d", startDate: day(number),
+                            endDate: day(number + 1)))
                     try! context.save()
                 }
             }.start()
@@ -486,28 +506,38 @@ import Testing
         var random = Random(state: 21)
         for number in 0..<300 {
             let id = PersistentIdentifier.identifier(for: store.uuidString, entityName: "Trip", primaryKey: UUID())
-            state.apply(.insert(id, [
-                "name": .string("trip \(number)"),
-                "destination": .string(String(repeating: "d", count: Int.random(in: 0...100, using: &random))),
-                "startDate": .date(day(number)), "endDate": .date(day(number + 1)),
-                "bucketList": .array([]), "livingAccommodation": .null,
-            ]))
+            state.apply(
+                .insert(
+                    id,
+                    [
+                        "name": .string("trip \(number)"),
+                        "destination": .string(String(repeating: "d", count: Int.random(in: 0...100, using: &random))),
+                        "startDate": .date(day(number)), "endDate": .date(day(number + 1)),
+                        "bucketList": .array([]), "livingAccommodation": .null,
+                    ]))
             if number % 7 == 0 { state.apply(.delete(id, tombstone: [:])) }
-            let item = PersistentIdentifier.identifier(for: store.uuidString, entityName: "BucketListItem", primaryKey: UUID())
-            state.apply(.insert(item, ["title": .string("t"), "details": .string("é"), "hasReservation": .bool(true),
-                                       "isInPlan": .bool(false)]))
+            let item = PersistentIdentifier.identifier(
+                for: store.uuidString, entityName: "BucketListItem", primaryKey: UUID())
+            state.apply(
+                .insert(
+                    item,
+                    [
+                        "title": .string("t"), "details": .string("é"), "hasReservation": .bool(true),
+                        "isInPlan": .bool(false),
+                    ]))
         }
-        let header = CheckpointHeader(storeID: store, offset: 12345, lastToken: HistoryToken(storeIdentifier: store, offset: 99, check: 7),
-                                      table: table, sequenceEnd: state.sequenceEnd, lastTimestampMicroseconds: 1_000_000,
-                                      lowWaterMark: HistoryToken(storeIdentifier: store, offset: 50, check: 3),
-                                      bookmarks: [CheckpointBookmark(name: "sync", token: nil, lastActivityMicroseconds: 5)])
+        let header = CheckpointHeader(
+            storeID: store, offset: 12345, lastToken: HistoryToken(storeIdentifier: store, offset: 99, check: 7),
+            table: table, sequenceEnd: state.sequenceEnd, lastTimestampMicroseconds: 1_000_000,
+            lowWaterMark: HistoryToken(storeIdentifier: store, offset: 50, check: 3),
+            bookmarks: [CheckpointBookmark(name: "sync", token: nil, lastActivityMicroseconds: 5)])
         var encoder = CheckpointEncoder()
         encoder.chunkByteCountTarget = 2000
-        encoder.entryByteCountMax = 160 // forces rows with long destinations to split
+        encoder.entryByteCountMax = 160  // forces rows with long destinations to split
         var records: [(type: RecordType, payload: [UInt8])] = []
         _ = try encoder.encode(header: header, state: state) { type, payload in records.append((type, payload)) }
         #expect(records.count > 10)
-        #expect(records.filter { $0.type == .checkpointChunk }.contains { $0.payload[2] == 1 }) // a continued row
+        #expect(records.filter { $0.type == .checkpointChunk }.contains { $0.payload[2] == 1 })  // a continued row
         var decoder = CheckpointDecoder(storeIdentifier: store.uuidString, decodesRows: true)
         for record in records { try decoder.take(record.type, record.payload) }
         let (decodedHeader, decodedState) = try decoder.finish()
@@ -522,7 +552,9 @@ import Testing
         // A chunk left out is caught by the counts.
         var missing = CheckpointDecoder(storeIdentifier: store.uuidString, decodesRows: false)
         #expect(throws: ByteReaderError.self) {
-            for (index, record) in records.enumerated() where index != 3 { try missing.take(record.type, record.payload) }
+            for (index, record) in records.enumerated() where index != 3 {
+                try missing.take(record.type, record.payload)
+            }
             _ = try missing.finish()
         }
     }

@@ -13,7 +13,9 @@ import Testing
         let container = try makeContainer(SimulatedFileSystem())
         let context = ModelContext(container)
         let trip = Trip(name: "Lisbon", destination: "Portugal", startDate: day(1), endDate: day(8))
-        trip.bucketList = [BucketListItem(title: "Tram 28", details: "early"), BucketListItem(title: "Belém", details: "")]
+        trip.bucketList = [
+            BucketListItem(title: "Tram 28", details: "early"), BucketListItem(title: "Belém", details: ""),
+        ]
         trip.livingAccommodation = LivingAccommodation(address: "Rua Augusta 1", placeName: "Pensão")
         context.insert(trip)
         try context.save()
@@ -37,9 +39,12 @@ import Testing
     let fileSystem = SimulatedFileSystem()
     let container = try ModelContainer(
         for: sampleTripsModels,
-        configuration: LogStoreConfiguration(directory: "/suspended", checkpointIntervalByteCount: 0, fileSystem: fileSystem))
+        configuration: LogStoreConfiguration(
+            directory: "/suspended", checkpointIntervalByteCount: 0, fileSystem: fileSystem))
     let context = ModelContext(container)
-    let first = Trip(name: "First", destination: "A", startDate: Date(timeIntervalSince1970: 0), endDate: Date(timeIntervalSince1970: 1))
+    let first = Trip(
+        name: "First", destination: "A", startDate: Date(timeIntervalSince1970: 0),
+        endDate: Date(timeIntervalSince1970: 1))
     context.insert(first)
     try await context.save()
     first.destination = "B"
@@ -50,7 +55,9 @@ import Testing
     while fileSystem.heldSyncCount == 0 && Date() < deadline { try await Task.sleep(for: .milliseconds(1)) }
     #expect(fileSystem.heldSyncCount > 0)
     // Meanwhile, on the same actor:
-    let second = Trip(name: "Second", destination: "C", startDate: Date(timeIntervalSince1970: 2), endDate: Date(timeIntervalSince1970: 3))
+    let second = Trip(
+        name: "Second", destination: "C", startDate: Date(timeIntervalSince1970: 2),
+        endDate: Date(timeIntervalSince1970: 3))
     context.insert(second)
     first.destination = "D"
     fileSystem.releaseSyncs()

@@ -6,7 +6,8 @@ import SampleTrips
 import Testing
 
 func makeContainer(_ fileSystem: SimulatedFileSystem, directory: String = "/trips") throws -> ModelContainer {
-    try ModelContainer(for: sampleTripsModels, configuration: LogStoreConfiguration(directory: directory, fileSystem: fileSystem))
+    try ModelContainer(
+        for: sampleTripsModels, configuration: LogStoreConfiguration(directory: directory, fileSystem: fileSystem))
 }
 
 func day(_ number: Int) -> Date { Date(timeIntervalSince1970: Double(number) * 86_400) }
@@ -40,7 +41,8 @@ final class StoreFixture {
     func open() throws -> ModelContainer {
         switch kind {
         case .log: try makeContainer(fileSystem)
-        case .archive: try ModelContainer(for: sampleTripsModels, configuration: ArchiveStoreConfiguration(path: archivePath))
+        case .archive:
+            try ModelContainer(for: sampleTripsModels, configuration: ArchiveStoreConfiguration(path: archivePath))
         }
     }
 
@@ -56,7 +58,8 @@ final class StoreFixture {
 
     /// A save straight through the store API.
     func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>, in container: ModelContainer) throws
-        -> DataStoreSaveChangesResult<DefaultSnapshot> {
+        -> DataStoreSaveChangesResult<DefaultSnapshot>
+    {
         switch kind {
         case .log: try container.dataStore(as: LogStore.self)!.save(request)
         case .archive: try container.dataStore(as: ArchiveStore.self)!.save(request)
@@ -114,14 +117,17 @@ private func makeTrip(_ name: String, _ destination: String, _ start: Int) -> Tr
         #expect(try context.fetchCount(FetchDescriptor<BucketListItem>()) == 1)
     }
 
-    @Test("Temporary identifiers become permanent at save, and references among new models follow",
-          arguments: StoreKind.allCases)
+    @Test(
+        "Temporary identifiers become permanent at save, and references among new models follow",
+        arguments: StoreKind.allCases)
     func temporaryIdentifiersAreRemapped(_ kind: StoreKind) throws {
         let fixture = StoreFixture(kind)
         let container = try fixture.open()
         let context = ModelContext(container)
         let trip = makeTrip("Lisbon", "Portugal", 1)
-        let items = [BucketListItem(title: "Tram 28", details: "ride it"), BucketListItem(title: "Fado", details: "listen")]
+        let items = [
+            BucketListItem(title: "Tram 28", details: "ride it"), BucketListItem(title: "Fado", details: "listen"),
+        ]
         let stay = LivingAccommodation(address: "Rua 1", placeName: "Casa")
         trip.bucketList = items
         trip.livingAccommodation = stay
@@ -152,8 +158,9 @@ private func makeTrip(_ name: String, _ destination: String, _ start: Int) -> Tr
 
     // MARK: Tracking changes
 
-    @Test("hasChanges follows edits, and rollback reverts changes, drops inserts and undoes deletes",
-          arguments: StoreKind.allCases)
+    @Test(
+        "hasChanges follows edits, and rollback reverts changes, drops inserts and undoes deletes",
+        arguments: StoreKind.allCases)
     func hasChangesAndRollback(_ kind: StoreKind) throws {
         let fixture = StoreFixture(kind)
         let container = try fixture.open()
@@ -278,7 +285,8 @@ private func makeTrip(_ name: String, _ destination: String, _ start: Int) -> Tr
         #expect(try fresh.fetch(FetchDescriptor<LivingAccommodation>()).map(\.placeName) == ["Quinta"])
     }
 
-    @Test("Inserting a trip with a saved trip's name and dates updates that trip (upsert)", arguments: StoreKind.allCases)
+    @Test(
+        "Inserting a trip with a saved trip's name and dates updates that trip (upsert)", arguments: StoreKind.allCases)
     func uniqueUpsert(_ kind: StoreKind) throws {
         let fixture = StoreFixture(kind)
         let container = try fixture.open()
@@ -316,8 +324,9 @@ private func makeTrip(_ name: String, _ destination: String, _ start: Int) -> Tr
 
     // MARK: Fetching
 
-    @Test("Predicates, sorts, limits and offsets; fetchCount and fetchIdentifiers agree with fetch",
-          arguments: StoreKind.allCases)
+    @Test(
+        "Predicates, sorts, limits and offsets; fetchCount and fetchIdentifiers agree with fetch",
+        arguments: StoreKind.allCases)
     func predicateSortLimitOffset(_ kind: StoreKind) throws {
         let fixture = StoreFixture(kind)
         let container = try fixture.open()
@@ -326,8 +335,9 @@ private func makeTrip(_ name: String, _ destination: String, _ start: Int) -> Tr
         try context.save()
 
         let portugal = "Portugal"
-        var latestInPortugal = FetchDescriptor<Trip>(predicate: #Predicate { $0.destination == portugal },
-                                                     sortBy: [SortDescriptor(\.startDate, order: .reverse)])
+        var latestInPortugal = FetchDescriptor<Trip>(
+            predicate: #Predicate { $0.destination == portugal },
+            sortBy: [SortDescriptor(\.startDate, order: .reverse)])
         latestInPortugal.fetchOffset = 1
         latestInPortugal.fetchLimit = 2
         var window = FetchDescriptor<Trip>()
@@ -345,8 +355,11 @@ private func makeTrip(_ name: String, _ destination: String, _ start: Int) -> Tr
             (latestInPortugal, ["C", "A"]),
             (window, ["B", "C", "D"]),
             (byNameDescending, ["E", "D"]),
-            (FetchDescriptor(predicate: #Predicate { $0.startDate > afterDay2 }, sortBy: [SortDescriptor(\.startDate)]),
-             ["B", "E", "D"]),
+            (
+                FetchDescriptor(
+                    predicate: #Predicate { $0.startDate > afterDay2 }, sortBy: [SortDescriptor(\.startDate)]),
+                ["B", "E", "D"]
+            ),
             (pastTheEnd, []),
             (windowPastTheEnd, ["E"]),
             (FetchDescriptor(), ["A", "B", "C", "D", "E"]),
@@ -362,8 +375,9 @@ private func makeTrip(_ name: String, _ destination: String, _ start: Int) -> Tr
         }
     }
 
-    @Test("Unsaved inserts are fetched and unsaved deletes are not, unless includePendingChanges is false",
-          arguments: StoreKind.allCases)
+    @Test(
+        "Unsaved inserts are fetched and unsaved deletes are not, unless includePendingChanges is false",
+        arguments: StoreKind.allCases)
     func includePendingChanges(_ kind: StoreKind) throws {
         let fixture = StoreFixture(kind)
         let container = try fixture.open()
@@ -477,54 +491,93 @@ private func makeTrip(_ name: String, _ destination: String, _ start: Int) -> Tr
         let before = try fixture.allSnapshots(container)
         #expect(before["Trip"]?.count == 1)
         let storeIdentifier = try #require(lisbon.persistentModelID.storeIdentifier)
-        let missingStay = PersistentIdentifier.identifier(for: storeIdentifier, entityName: "LivingAccommodation", primaryKey: UUID())
-        let missingItem = PersistentIdentifier.identifier(for: storeIdentifier, entityName: "BucketListItem", primaryKey: UUID())
+        let missingStay = PersistentIdentifier.identifier(
+            for: storeIdentifier, entityName: "LivingAccommodation", primaryKey: UUID())
+        let missingItem = PersistentIdentifier.identifier(
+            for: storeIdentifier, entityName: "BucketListItem", primaryKey: UUID())
         let missingTrip = PersistentIdentifier.identifier(for: storeIdentifier, entityName: "Trip", primaryKey: UUID())
 
         // Every bad insert rides with a good one: the whole save must be refused.
-        let goodItem = DefaultSnapshot(persistentIdentifier: .temporary(entityName: "BucketListItem"),
-                                       values: ["title": .string("Fado"), "details": .string("listen"),
-                                                "hasReservation": .bool(false), "isInPlan": .bool(false)])
+        let goodItem = DefaultSnapshot(
+            persistentIdentifier: .temporary(entityName: "BucketListItem"),
+            values: [
+                "title": .string("Fado"), "details": .string("listen"),
+                "hasReservation": .bool(false), "isInPlan": .bool(false),
+            ])
         func newTrip(_ values: [String: AttributeValue], dropping dropped: String? = nil) -> DefaultSnapshot {
-            var base: [String: AttributeValue] = ["name": .string("Porto"), "destination": .string("Portugal"),
-                                                  "startDate": .date(day(9)), "endDate": .date(day(11)),
-                                                  "bucketList": .array([]), "livingAccommodation": .null]
+            var base: [String: AttributeValue] = [
+                "name": .string("Porto"), "destination": .string("Portugal"),
+                "startDate": .date(day(9)), "endDate": .date(day(11)),
+                "bucketList": .array([]), "livingAccommodation": .null,
+            ]
             if let dropped { base[dropped] = nil }
-            return DefaultSnapshot(persistentIdentifier: .temporary(entityName: "Trip"), values: base.merging(values) { $1 })
+            return DefaultSnapshot(
+                persistentIdentifier: .temporary(entityName: "Trip"), values: base.merging(values) { $1 })
         }
         func update(_ values: [String: AttributeValue], of identifier: PersistentIdentifier = lisbon.persistentModelID)
-            -> DefaultSnapshot {
+            -> DefaultSnapshot
+        {
             DefaultSnapshot(persistentIdentifier: identifier, values: values)
         }
         let cases: [(String, DataStoreSaveChangesRequest<DefaultSnapshot>, LogStoreError)] = [
-            ("unknown entity",
-             DataStoreSaveChangesRequest(inserted: [goodItem, DefaultSnapshot(persistentIdentifier: .temporary(entityName: "Spaceship"),
-                                                                               values: [:])]),
-             .unknownEntity("Spaceship")),
-            ("unknown attribute", DataStoreSaveChangesRequest(inserted: [goodItem, newTrip(["color": .string("red")])]),
-             .unknownAttribute(entity: "Trip", attribute: "color")),
-            ("wrong value type", DataStoreSaveChangesRequest(inserted: [goodItem, newTrip(["name": .int(3)])]),
-             .valueTypeMismatch(entity: "Trip", attribute: "name", expected: "String", value: .int(3))),
-            ("missing required value", DataStoreSaveChangesRequest(inserted: [goodItem, newTrip([:], dropping: "destination")]),
-             .missingValue(entity: "Trip", attribute: "destination")),
-            ("reference to a missing model",
-             DataStoreSaveChangesRequest(inserted: [goodItem, newTrip(["livingAccommodation": .reference(missingStay)])]),
-             .missingReference(entity: "Trip", attribute: "livingAccommodation", identifier: missingStay)),
-            ("wrong value type in an update",
-             DataStoreSaveChangesRequest(inserted: [goodItem], updated: [update(["destination": .bool(true)])]),
-             .valueTypeMismatch(entity: "Trip", attribute: "destination", expected: "String", value: .bool(true))),
-            ("unknown attribute in an update",
-             DataStoreSaveChangesRequest(inserted: [goodItem], updated: [update(["color": .string("red")])]),
-             .unknownAttribute(entity: "Trip", attribute: "color")),
-            ("reference to a missing model in an update",
-             DataStoreSaveChangesRequest(inserted: [goodItem], updated: [update(["bucketList": .array([.reference(missingItem)])])]),
-             .missingReference(entity: "Trip", attribute: "bucketList", identifier: missingItem)),
-            ("update of a model not in the store",
-             DataStoreSaveChangesRequest(inserted: [goodItem], updated: [update(["destination": .string("Spain")], of: missingTrip)]),
-             .modelNotFound(missingTrip)),
-            ("delete of a model not in the store",
-             DataStoreSaveChangesRequest(inserted: [goodItem], deleted: [update([:], of: missingTrip)]),
-             .modelNotFound(missingTrip)),
+            (
+                "unknown entity",
+                DataStoreSaveChangesRequest(inserted: [
+                    goodItem,
+                    DefaultSnapshot(
+                        persistentIdentifier: .temporary(entityName: "Spaceship"),
+                        values: [:]),
+                ]),
+                .unknownEntity("Spaceship")
+            ),
+            (
+                "unknown attribute",
+                DataStoreSaveChangesRequest(inserted: [goodItem, newTrip(["color": .string("red")])]),
+                .unknownAttribute(entity: "Trip", attribute: "color")
+            ),
+            (
+                "wrong value type", DataStoreSaveChangesRequest(inserted: [goodItem, newTrip(["name": .int(3)])]),
+                .valueTypeMismatch(entity: "Trip", attribute: "name", expected: "String", value: .int(3))
+            ),
+            (
+                "missing required value",
+                DataStoreSaveChangesRequest(inserted: [goodItem, newTrip([:], dropping: "destination")]),
+                .missingValue(entity: "Trip", attribute: "destination")
+            ),
+            (
+                "reference to a missing model",
+                DataStoreSaveChangesRequest(inserted: [
+                    goodItem, newTrip(["livingAccommodation": .reference(missingStay)]),
+                ]),
+                .missingReference(entity: "Trip", attribute: "livingAccommodation", identifier: missingStay)
+            ),
+            (
+                "wrong value type in an update",
+                DataStoreSaveChangesRequest(inserted: [goodItem], updated: [update(["destination": .bool(true)])]),
+                .valueTypeMismatch(entity: "Trip", attribute: "destination", expected: "String", value: .bool(true))
+            ),
+            (
+                "unknown attribute in an update",
+                DataStoreSaveChangesRequest(inserted: [goodItem], updated: [update(["color": .string("red")])]),
+                .unknownAttribute(entity: "Trip", attribute: "color")
+            ),
+            (
+                "reference to a missing model in an update",
+                DataStoreSaveChangesRequest(
+                    inserted: [goodItem], updated: [update(["bucketList": .array([.reference(missingItem)])])]),
+                .missingReference(entity: "Trip", attribute: "bucketList", identifier: missingItem)
+            ),
+            (
+                "update of a model not in the store",
+                DataStoreSaveChangesRequest(
+                    inserted: [goodItem], updated: [update(["destination": .string("Spain")], of: missingTrip)]),
+                .modelNotFound(missingTrip)
+            ),
+            (
+                "delete of a model not in the store",
+                DataStoreSaveChangesRequest(inserted: [goodItem], deleted: [update([:], of: missingTrip)]),
+                .modelNotFound(missingTrip)
+            ),
         ]
         for (label, request, expected) in cases {
             #expect(throws: expected, "\(label)") { _ = try fixture.save(request, in: container) }

@@ -1,9 +1,10 @@
 import Foundation
-@testable import LogStore
 import LogStoreEngine
 import LogStoreTestSupport
 import SampleTrips
 import Testing
+
+@testable import LogStore
 
 /// The store after history deletion: failure refolds, time travel and token checks start from the
 /// checkpoint at the low-water mark, not from the first kept record.
@@ -29,8 +30,8 @@ import Testing
         fileSystem.injectFault(.sync, path: .any, repeating: true)
         let context = ModelContext(container)
         context.insert(Trip(name: "cut back", destination: "", startDate: Date(), endDate: Date()))
-        try context.save() // returns after the write in .none mode
-        #expect(throws: (any Error).self) { try store.log.sync() } // fail-stop: cut back to the durable end
+        try context.save()  // returns after the write in .none mode
+        #expect(throws: (any Error).self) { try store.log.sync() }  // fail-stop: cut back to the durable end
         let names = Set((store.allSnapshots()["Trip"] ?? []).compactMap { $0["name"] })
         #expect(names.count == 30)
         #expect(!names.contains(.string("cut back")))

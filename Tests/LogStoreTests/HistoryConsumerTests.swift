@@ -1,9 +1,10 @@
 import Foundation
-@testable import LogStore
 import LogStoreEngine
 import LogStoreTestSupport
 import SampleTrips
 import Testing
+
+@testable import LogStore
 
 /// History consumers (D7): a registration is durable before it returns, an expired token is
 /// refused for a bookmark, and a bookmark behind the low-water mark holds nothing back.
@@ -22,9 +23,10 @@ import Testing
         for number in 0..<40 { tokens.append(try H.saveTrip(container, number)) }
         try store.registerHistoryConsumer("sync", after: tokens[2])
         let cutoff = tokens[30]
-        let forced = try store.deleteHistory(HistoryDescriptor(predicate: #Predicate { $0.token <= cutoff }), force: true)
+        let forced = try store.deleteHistory(
+            HistoryDescriptor(predicate: #Predicate { $0.token <= cutoff }), force: true)
         #expect(!forced.deletedSegments.isEmpty)
-        #expect(tokens[2].offset < store.log.startOffset) // the bookmark's record is gone
+        #expect(tokens[2].offset < store.log.startOffset)  // the bookmark's record is gone
 
         // Clamped to "sync" (behind L): nothing to do — but it throws.
         #expect(throws: Never.self) { try store.deleteHistory(HistoryDescriptor<DefaultHistoryTransaction>()) }

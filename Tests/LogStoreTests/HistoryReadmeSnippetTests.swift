@@ -2,17 +2,20 @@
 // stops compiling or passing, the README is wrong.
 import Foundation
 import LogStore
-import SampleTrips
 import LogStoreTestSupport
+import SampleTrips
 import Testing
 
 @Test func historyReadmeSnippetRunsAsWritten() throws {
-    let temporary = TemporaryDirectory("readme-history"), directory = temporary.path
+    let temporary = TemporaryDirectory("readme-history")
+    let directory = temporary.path
     defer { temporary.remove() }
-    let container = try ModelContainer(for: sampleTripsModels, configuration: LogStoreConfiguration(directory: directory))
+    let container = try ModelContainer(
+        for: sampleTripsModels, configuration: LogStoreConfiguration(directory: directory))
     let context = ModelContext(container)
-    let trip = Trip(name: "Paris", destination: "France", startDate: Date(timeIntervalSince1970: 0),
-                    endDate: Date(timeIntervalSince1970: 86_400))
+    let trip = Trip(
+        name: "Paris", destination: "France", startDate: Date(timeIntervalSince1970: 0),
+        endDate: Date(timeIntervalSince1970: 86_400))
     context.insert(trip)
     try context.save()
     let savedJSON = try JSONEncoder().encode(container.dataStore(as: LogStore.self)!.currentToken!)
@@ -24,8 +27,9 @@ import Testing
     // --- README snippet begins
     // The app kept its token as JSON; the widget saved with `context.author = "widget"`.
     let saved = try JSONDecoder().decode(DefaultHistoryToken.self, from: savedJSON)
-    let changes = try context.fetchHistory(HistoryDescriptor<DefaultHistoryTransaction>(
-        predicate: #Predicate { $0.token > saved && $0.author == "widget" }))
+    let changes = try context.fetchHistory(
+        HistoryDescriptor<DefaultHistoryTransaction>(
+            predicate: #Predicate { $0.token > saved && $0.author == "widget" }))
     for transaction in changes {
         for change in transaction.changes {
             switch change {
@@ -56,7 +60,8 @@ import Testing
     #expect(try JSONDecoder().decode(DefaultHistoryToken.self, from: newJSON) == upTo)
     #expect(store.historyLowWaterMark == upTo)
     #expect(throws: LogStoreError.historyTokenExpired(resumeToken: upTo)) {
-        try context.fetchHistory(HistoryDescriptor<DefaultHistoryTransaction>(predicate: #Predicate { $0.token > saved }))
+        try context.fetchHistory(
+            HistoryDescriptor<DefaultHistoryTransaction>(predicate: #Predicate { $0.token > saved }))
     }
     try store.close()
 }

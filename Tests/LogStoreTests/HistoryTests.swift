@@ -1,9 +1,10 @@
 import Foundation
-@testable import LogStore
 import LogStoreEngine
 import LogStoreTestSupport
 import SampleTrips
 import Testing
+
+@testable import LogStore
 
 /// History (DECISIONS.md D6, D7): fetching after a token, author filters with Swift semantics,
 /// tombstones, token validation, deleteHistory and the low-water mark, consumers holding history
@@ -11,11 +12,14 @@ import Testing
 @Suite struct HistoryTests {
     static let directory = "/history"
 
-    static func open(_ fileSystem: SimulatedFileSystem, segmentByteCountMax: UInt64 = 64 * 1024 * 1024,
-                     durability: Durability = .synchronous) throws -> (ModelContainer, LogStore) {
-        let configuration = LogStoreConfiguration(directory: directory, durability: durability,
-                                                  segmentByteCountMax: segmentByteCountMax,
-                                                  checkpointIntervalByteCount: 0, fileSystem: fileSystem)
+    static func open(
+        _ fileSystem: SimulatedFileSystem, segmentByteCountMax: UInt64 = 64 * 1024 * 1024,
+        durability: Durability = .synchronous
+    ) throws -> (ModelContainer, LogStore) {
+        let configuration = LogStoreConfiguration(
+            directory: directory, durability: durability,
+            segmentByteCountMax: segmentByteCountMax,
+            checkpointIntervalByteCount: 0, fileSystem: fileSystem)
         let container = try ModelContainer(for: sampleTripsModels, configuration: configuration)
         return (container, container.dataStore(as: LogStore.self)!)
     }
@@ -25,8 +29,10 @@ import Testing
     static func saveTrip(_ container: ModelContainer, _ number: Int, author: String? = nil) throws -> HistoryToken {
         let context = ModelContext(container)
         context.author = author
-        context.insert(Trip(name: "trip \(number)", destination: "place \(number)", startDate: day(number),
-                            endDate: day(number + 3)))
+        context.insert(
+            Trip(
+                name: "trip \(number)", destination: "place \(number)", startDate: day(number),
+                endDate: day(number + 3)))
         try context.save()
         return try #require(container.dataStore(as: LogStore.self)!.currentToken)
     }
@@ -73,7 +79,7 @@ import Testing
         #expect(transactions.count == 1)
         let changes = try #require(transactions.first?.changes)
         #expect(changes.count == 1)
-        guard case let .update(update) = changes.first else {
+        guard case .update(let update) = changes.first else {
             Issue.record("expected an update, got \(changes)")
             return
         }
@@ -94,7 +100,7 @@ import Testing
         try app.save()
         let deletion = try #require(try store.fetchHistory(Self.after(newToken)).last)
         let tombstones = deletion.changes.compactMap { change -> HistoryDelete? in
-            if case let .delete(delete) = change { return delete }
+            if case .delete(let delete) = change { return delete }
             return nil
         }
         #expect(tombstones.count == 2)
@@ -139,16 +145,24 @@ import Testing
     @Test func tokenBoundsLimitsAndSorts() throws {
         let (container, store) = try Self.open(SimulatedFileSystem())
         var tokens: [HistoryToken] = []
-        for number in 0..<10 { tokens.append(try Self.saveTrip(container, number, author: number.isMultiple(of: 2) ? "even" : nil)) }
+        for number in 0..<10 {
+            tokens.append(try Self.saveTrip(container, number, author: number.isMultiple(of: 2) ? "even" : nil))
+        }
         let (low, high) = (tokens[2], tokens[7])
-        #expect(Self.tokens(try store.fetchHistory(HistoryDescriptor(predicate: #Predicate { $0.token > low && $0.token <= high })))
-            == Array(tokens[3...7]))
-        #expect(Self.tokens(try store.fetchHistory(HistoryDescriptor(predicate: #Predicate { low <= $0.token && high > $0.token })))
-            == Array(tokens[2...6]))
+        #expect(
+            Self.tokens(
+                try store.fetchHistory(HistoryDescriptor(predicate: #Predicate { $0.token > low && $0.token <= high })))
+                == Array(tokens[3...7]))
+        #expect(
+            Self.tokens(
+                try store.fetchHistory(HistoryDescriptor(predicate: #Predicate { low <= $0.token && high > $0.token })))
+                == Array(tokens[2...6]))
         var limited = HistoryDescriptor<DefaultHistoryTransaction>(predicate: #Predicate { $0.token > low })
         limited.fetchLimit = 3
         #expect(Self.tokens(try store.fetchHistory(limited)) == Array(tokens[3...5]))
-        var newestFirst = HistoryDescriptor<DefaultHistoryTransaction>(sortBy: [SortDescriptor(\.transactionIdentifier, order: .reverse)])
+        var newestFirst = HistoryDescriptor<DefaultHistoryTransaction>(sortBy: [
+            SortDescriptor(\.transactionIdentifier, order: .reverse)
+        ])
         newestFirst.fetchLimit = 2
         #expect(Self.tokens(try store.fetchHistory(newestFirst)) == [tokens[9], tokens[8]])
         #expect(try store.fetchHistory(Self.after(tokens[9])).isEmpty)
@@ -168,7 +182,8 @@ import Testing
         #expect(throws: LogStoreError.historyTokenBeyondEnd(beyond, end: store.logEndOffset)) {
             try store.fetchHistory(Self.after(beyond))
         }
-        let wrongCheck = HistoryToken(storeIdentifier: token.storeIdentifier, offset: token.offset, check: token.check ^ 1)
+        let wrongCheck = HistoryToken(
+            storeIdentifier: token.storeIdentifier, offset: token.offset, check: token.check ^ 1)
         do {
             _ = try store.fetchHistory(Self.after(wrongCheck))
             Issue.record("a token with the wrong check was accepted")
@@ -220,7 +235,8 @@ import Testing
         let stateBefore = store.allSnapshots()
         let segmentsBefore = store.log.segmentBaseOffsets.count
         let cutoff = tokens[24]
-        let compaction = try store.deleteHistory(HistoryDescriptor(predicate: #Predicate { $0.token <= cutoff }), force: false)
+        let compaction = try store.deleteHistory(
+            HistoryDescriptor(predicate: #Predicate { $0.token <= cutoff }), force: false)
         #expect(compaction.lowWaterMark == cutoff)
         #expect(!compaction.deletedSegments.isEmpty)
         #expect(store.log.segmentBaseOffsets.count == segmentsBefore - compaction.deletedSegments.count)
@@ -231,7 +247,9 @@ import Testing
             #expect(Self.tokens(try store.fetchHistory(Self.after(cutoff))) == Array(tokens[25...]), "round \(round)")
             #expect(Self.tokens(try store.fetchHistory(HistoryDescriptor())) == Array(tokens[25...]), "round \(round)")
             for older in [tokens[0], tokens[10], tokens[23]] {
-                #expect(throws: LogStoreError.historyTokenExpired(resumeToken: cutoff)) { try store.fetchHistory(Self.after(older)) }
+                #expect(throws: LogStoreError.historyTokenExpired(resumeToken: cutoff)) {
+                    try store.fetchHistory(Self.after(older))
+                }
             }
             #expect(throws: LogStoreError.historyTokenExpired(resumeToken: cutoff)) {
                 try store.fetchHistory(HistoryDescriptor(predicate: #Predicate { $0.token >= cutoff }))
@@ -304,7 +322,8 @@ import Testing
             for number in 100..<140 { try Self.saveTrip(container, number) }
         }
         let used = fileSystem.usedByteCount
-        let compaction = try store.deleteHistory(HistoryDescriptor(predicate: #Predicate { $0.token <= cutoff }), force: false)
+        let compaction = try store.deleteHistory(
+            HistoryDescriptor(predicate: #Predicate { $0.token <= cutoff }), force: false)
         #expect(!compaction.deletedSegments.isEmpty)
         #expect(fileSystem.usedByteCount < used)
         try Self.saveTrip(container, 200)
@@ -338,9 +357,11 @@ import Testing
         let (container, store) = try Self.open(SimulatedFileSystem())
         let first = try Self.saveTrip(container, 1, author: "a")
         let second = try Self.saveTrip(container, 2, author: "a")
-        for predicate in [#Predicate<DefaultHistoryTransaction> { $0.author == "a" },
-                          #Predicate<DefaultHistoryTransaction> { $0.token > first },
-                          #Predicate<DefaultHistoryTransaction> { $0.token <= second || $0.author == nil }] {
+        for predicate in [
+            #Predicate<DefaultHistoryTransaction> { $0.author == "a" },
+            #Predicate<DefaultHistoryTransaction> { $0.token > first },
+            #Predicate<DefaultHistoryTransaction> { $0.token <= second || $0.author == nil },
+        ] {
             #expect {
                 try store.deleteHistory(HistoryDescriptor(predicate: predicate))
             } throws: { error in
@@ -370,7 +391,8 @@ import Testing
         try store.acknowledgeHistory("widget", through: tokens[12])
         #expect(store.historyConsumers.map(\.name) == ["sync", "widget"])
         let cutoff = tokens[15]
-        let clamped = try store.deleteHistory(HistoryDescriptor(predicate: #Predicate { $0.token <= cutoff }), force: false)
+        let clamped = try store.deleteHistory(
+            HistoryDescriptor(predicate: #Predicate { $0.token <= cutoff }), force: false)
         #expect(clamped.lowWaterMark == tokens[5])
         #expect(clamped.heldBackByConsumer == "sync")
         #expect(Self.tokens(try store.fetchHistory(Self.after(tokens[5]))) == Array(tokens[6...]))
@@ -389,7 +411,9 @@ import Testing
             try store.fetchHistory(Self.after(tokens[12]))
         }
         try store.unregisterHistoryConsumer("sync")
-        #expect(throws: LogStoreError.unknownConsumer("sync")) { try store.acknowledgeHistory("sync", through: tokens[19]) }
+        #expect(throws: LogStoreError.unknownConsumer("sync")) {
+            try store.acknowledgeHistory("sync", through: tokens[19])
+        }
         try store.close()
     }
 
@@ -424,8 +448,9 @@ import Testing
         var result: [String: [DefaultSnapshot]] = [:]
         for entity in store.schema.entities {
             result[entity.name] = state.rows(of: entity.name).map {
-                DefaultSnapshot(persistentIdentifier: .identifier(for: store.identifier, entityName: entity.name, primaryKey: $0.0),
-                                values: $0.1.values)
+                DefaultSnapshot(
+                    persistentIdentifier: .identifier(for: store.identifier, entityName: entity.name, primaryKey: $0.0),
+                    values: $0.1.values)
             }
         }
         return result
@@ -583,7 +608,9 @@ import Testing
         let mark = try #require(compaction.lowWaterMark)
         #expect(store.logEndOffset - mark.offset <= 2048 + 300)
         #expect(store.logEndOffset - store.log.startOffset <= 2048 + 1024 + 300)
-        #expect(throws: LogStoreError.historyTokenExpired(resumeToken: mark)) { try store.fetchHistory(H.after(tokens[3])) }
+        #expect(throws: LogStoreError.historyTokenExpired(resumeToken: mark)) {
+            try store.fetchHistory(H.after(tokens[3]))
+        }
         let retained = try store.fetchHistory(HistoryDescriptor())
         #expect(retained.first.map { $0.token.offset >= store.logEndOffset - 2048 } == true)
         #expect(H.tokens(retained) == tokens.filter { $0 > mark })
@@ -600,8 +627,9 @@ import Testing
     /// With limits in the configuration, retention runs by itself after saves, off the save path.
     @Test func retentionRunsInTheBackground() throws {
         let fileSystem = SimulatedFileSystem()
-        var configuration = LogStoreConfiguration(directory: H.directory, segmentByteCountMax: 1024,
-                                                  checkpointIntervalByteCount: 0, fileSystem: fileSystem)
+        var configuration = LogStoreConfiguration(
+            directory: H.directory, segmentByteCountMax: 1024,
+            checkpointIntervalByteCount: 0, fileSystem: fileSystem)
         configuration.historyRetention = HistoryRetention(historyByteCountMax: 2048)
         let container = try ModelContainer(for: sampleTripsModels, configuration: configuration)
         let store = try #require(container.dataStore(as: LogStore.self))
@@ -623,9 +651,11 @@ import Testing
         let long = ProcessInfo.processInfo.environment["LOGSTORE_LONG"] != nil
         var reads: [Int: Int] = [:]
         for count in [10_000, long ? 1_000_000 : 200_000] {
-            let temporary = TemporaryDirectory("seek"), directory = temporary.path
+            let temporary = TemporaryDirectory("seek")
+            let directory = temporary.path
             defer { temporary.remove() }
-            let configuration = LogStoreConfiguration(directory: directory, durability: .none, checkpointIntervalByteCount: 0)
+            let configuration = LogStoreConfiguration(
+                directory: directory, durability: .none, checkpointIntervalByteCount: 0)
             let container = try ModelContainer(for: sampleTripsModels, configuration: configuration)
             let store = try #require(container.dataStore(as: LogStore.self))
             try H.saveTrip(container, 0, author: "seed")
@@ -643,14 +673,18 @@ import Testing
             let fetched = try store.fetchHistoryCounting(descriptor)
             #expect(fetched.transactions.count == 1_000)
             #expect(fetched.transactions.first?.token.offset == positions[count - 1_000].offset)
-            let byAuthor = try store.fetchHistoryCounting(HistoryDescriptor(predicate: #Predicate {
-                $0.token > token && $0.author == "seed"
-            }))
+            let byAuthor = try store.fetchHistoryCounting(
+                HistoryDescriptor(
+                    predicate: #Predicate {
+                        $0.token > token && $0.author == "seed"
+                    }))
             #expect(byAuthor.transactions.count == 1_000)
             reads[count] = fetched.recordsRead
             // The index keeps a record start every indexIntervalByteCount bytes.
             let perInterval = Int(FormatConstants.indexIntervalByteCount) / payload.count + 2
-            #expect(fetched.recordsRead <= 1_000 + perInterval + 1, "\(count) transactions: \(fetched.recordsRead) records read")
+            #expect(
+                fetched.recordsRead <= 1_000 + perInterval + 1,
+                "\(count) transactions: \(fetched.recordsRead) records read")
             #expect(byAuthor.recordsRead <= 1_000 + perInterval + 1)
             try store.close()
         }
@@ -690,15 +724,18 @@ import Testing
                 #Predicate { $0.token > low && $0.token > high && $0.author != name },
             ]
             // Shapes 0–5 and 8 are answered without Predicate.evaluate; the others need it.
-            #expect(catalogue.map { HistoryQuery($0).needsEvaluation }
-                == [false, false, false, false, false, false, true, true, false, true, false])
+            #expect(
+                catalogue.map { HistoryQuery($0).needsEvaluation }
+                    == [false, false, false, false, false, false, true, true, false, true, false])
             for (index, predicate) in catalogue.enumerated() {
                 let expected = try all.filter { try predicate.evaluate($0) }
                 var descriptor = HistoryDescriptor<DefaultHistoryTransaction>(predicate: predicate)
                 #expect(try store.fetchHistory(descriptor) == expected, "shape \(index)")
                 let limit = Int.random(in: 0...5, using: &random)
                 descriptor.fetchLimit = limit
-                #expect(try store.fetchHistory(descriptor) == Array(expected.prefix(limit)), "shape \(index) limit \(limit)")
+                #expect(
+                    try store.fetchHistory(descriptor) == Array(expected.prefix(limit)), "shape \(index) limit \(limit)"
+                )
             }
         }
         try store.close()

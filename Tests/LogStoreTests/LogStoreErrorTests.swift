@@ -7,7 +7,8 @@ import Testing
 /// `LogStoreError` is matched by code and by family, carries where it applies as fields, and
 /// reports corruption one way whether the log or a payload decoder found it.
 @Suite struct LogStoreErrorTests {
-    static let identifier = PersistentIdentifier.identifier(for: UUID().uuidString, entityName: "Trip", primaryKey: UUID())
+    static let identifier = PersistentIdentifier.identifier(
+        for: UUID().uuidString, entityName: "Trip", primaryKey: UUID())
 
     @Test func aCatchClauseMatchesByCode() {
         func refuse() throws { throw LogStoreError.modelNotFound(Self.identifier) }
@@ -27,7 +28,10 @@ import Testing
         let errors: [(LogStoreError, LogStoreError.Family)] = [
             (.schemaMismatch(entity: "Trip", attribute: "name", reason: "retyped"), .schema),
             (.modelNotFound(Self.identifier), .invalidSave),
-            (.uniqueConstraintViolation(entity: "Trip", constraint: ["name"], values: [.string("Lisbon")]), .invalidSave),
+            (
+                .uniqueConstraintViolation(entity: "Trip", constraint: ["name"], values: [.string("Lisbon")]),
+                .invalidSave
+            ),
             (.historyPositionPastEnd(offset: 9, end: 8), .history),
             (.corruptRecord(offset: 42, reason: "bad varint"), .corruption),
             (.log(LogError(.corruption, "bad CRC", file: "/s/00000000000000000000.log", offset: 42)), .corruption),
@@ -44,7 +48,8 @@ import Testing
 
     @Test func corruptionIsOneCodeWhicheverLayerFoundIt() {
         let decoded = LogStoreError.corruptRecord(offset: 42, reason: "bad varint")
-        let logged = LogStoreError.log(LogError(.corruption, "bad CRC", file: "/s/00000000000000000000.log", offset: 42))
+        let logged = LogStoreError.log(
+            LogError(.corruption, "bad CRC", file: "/s/00000000000000000000.log", offset: 42))
         #expect(decoded.code == .corruption)
         #expect(logged.code == .corruption)
         #expect(decoded.offset == 42 && logged.offset == 42)
@@ -53,14 +58,16 @@ import Testing
     }
 
     @Test func theFieldsSayWhereTheErrorApplies() {
-        let expired = LogStoreError.historyTokenExpired(resumeToken: HistoryToken(storeIdentifier: UUID(), offset: 7, check: 1))
+        let expired = LogStoreError.historyTokenExpired(
+            resumeToken: HistoryToken(storeIdentifier: UUID(), offset: 7, check: 1))
         #expect(expired.resumeToken?.offset == 7)
         #expect(expired.message.contains("token > resumeToken"))
         let denied = LogStoreError.deleteDenied(Self.identifier, relationship: "trips", related: Self.identifier)
         #expect(denied.entity == "Trip")
         #expect(denied.attribute == "trips")
         #expect(denied.identifier == Self.identifier)
-        let beyond = LogStoreError.historyTokenBeyondEnd(HistoryToken(storeIdentifier: UUID(), offset: 90, check: 1), end: 80)
+        let beyond = LogStoreError.historyTokenBeyondEnd(
+            HistoryToken(storeIdentifier: UUID(), offset: 90, check: 1), end: 80)
         #expect(beyond.code == .historyPositionPastEnd)
         #expect(beyond.token?.offset == 90)
     }

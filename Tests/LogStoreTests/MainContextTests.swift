@@ -8,12 +8,14 @@ import Testing
 /// autosave on, so ported code that never calls `save()` keeps its data.
 @Suite @MainActor struct MainContextTests {
     static func container(_ fileSystem: SimulatedFileSystem) throws -> ModelContainer {
-        try ModelContainer(for: Trip.self, configurations: LogStoreConfiguration(directory: "/trips", fileSystem: fileSystem))
+        try ModelContainer(
+            for: Trip.self, configurations: LogStoreConfiguration(directory: "/trips", fileSystem: fileSystem))
     }
 
     static func trip(_ name: String) -> Trip {
-        Trip(name: name, destination: "Portugal", startDate: Date(timeIntervalSince1970: 1_750_000_000),
-             endDate: Date(timeIntervalSince1970: 1_750_086_400))
+        Trip(
+            name: name, destination: "Portugal", startDate: Date(timeIntervalSince1970: 1_750_000_000),
+            endDate: Date(timeIntervalSince1970: 1_750_086_400))
     }
 
     /// Waits (bounded) for the main context's autosave to run.
@@ -39,7 +41,8 @@ import Testing
         // Another context, and a reopen, see it.
         #expect(try ModelContext(container).fetchCount(FetchDescriptor<Trip>()) == 1)
         try container.dataStore(as: LogStore.self)!.close()
-        #expect(try ModelContext(try Self.container(fileSystem)).fetch(FetchDescriptor<Trip>()).map(\.name) == ["Lisbon"])
+        #expect(
+            try ModelContext(try Self.container(fileSystem)).fetch(FetchDescriptor<Trip>()).map(\.name) == ["Lisbon"])
     }
 
     @Test func changesMadeInOneTurnAreOneSave() async throws {

@@ -2,6 +2,7 @@ import Foundation
 import LogStore
 import LogStoreEngine
 import LogStoreTestSupport
+import Synchronization
 import Testing
 
 /// A small model for property tests: a unique-free key, a counter, an optional tag, and a
@@ -36,14 +37,19 @@ func itemValues(_ items: [Item]) -> Set<ItemValue> {
 
 @Suite struct ModelPropertyTests {
     static func container(_ fileSystem: SimulatedFileSystem) throws -> ModelContainer {
-        try ModelContainer(for: [Item.self], configuration: LogStoreConfiguration(directory: "/items", fileSystem: fileSystem))
+        try ModelContainer(
+            for: [Item.self], configuration: LogStoreConfiguration(directory: "/items", fileSystem: fileSystem))
     }
 
     /// A container of `kind` for Items: the log on `fileSystem`, the archive in `directory`.
-    static func container(_ kind: StoreKind, fileSystem: SimulatedFileSystem, directory: String) throws -> ModelContainer {
+    static func container(_ kind: StoreKind, fileSystem: SimulatedFileSystem, directory: String) throws
+        -> ModelContainer
+    {
         switch kind {
         case .log: try container(fileSystem)
-        case .archive: try ModelContainer(for: [Item.self], configuration: ArchiveStoreConfiguration(path: directory + "/items.json"))
+        case .archive:
+            try ModelContainer(
+                for: [Item.self], configuration: ArchiveStoreConfiguration(path: directory + "/items.json"))
         }
     }
 
@@ -54,13 +60,14 @@ func itemValues(_ items: [Item]) -> Set<ItemValue> {
     func savedStateMatchesAReferenceModel(kind: StoreKind, seed: Int) throws {
         var random = SeededGenerator(seed: UInt64(seed) &* 31 &+ 7)
         let fileSystem = SimulatedFileSystem()
-        let temporary = TemporaryDirectory("items"), directory = temporary.path
+        let temporary = TemporaryDirectory("items")
+        let directory = temporary.path
         defer { temporary.remove() }
         var container = try Self.container(kind, fileSystem: fileSystem, directory: directory)
         var context = ModelContext(container)
         // The reference: committed values per live instance, and the instances a save will keep.
         var committed: [ObjectIdentifier: ItemValue] = [:]
-        var live: [Item] = []          // saved and not deleted (as the context sees them)
+        var live: [Item] = []  // saved and not deleted (as the context sees them)
         var pendingInserts: [Item] = []
         var pendingDeletes: [Item] = []
         var nextKey = 0
@@ -87,7 +94,9 @@ func itemValues(_ items: [Item]) -> Set<ItemValue> {
                 default: item.friend = candidates.randomElement(using: &random)
                 }
             case 6:
-                guard let item = live.filter({ item in !pendingDeletes.contains { $0 === item } }).randomElement(using: &random)
+                guard
+                    let item = live.filter({ item in !pendingDeletes.contains { $0 === item } }).randomElement(
+                        using: &random)
                 else { continue }
                 context.delete(item)
                 pendingDeletes.append(item)
@@ -95,7 +104,9 @@ func itemValues(_ items: [Item]) -> Set<ItemValue> {
                 context.rollback()
                 pendingInserts.removeAll()
                 pendingDeletes.removeAll()
-                for item in live { #expect(value(item) == committed[ObjectIdentifier(item)], "seed \(seed) step \(step): rollback") }
+                for item in live {
+                    #expect(value(item) == committed[ObjectIdentifier(item)], "seed \(seed) step \(step): rollback")
+                }
             default:
                 try context.save()
                 live.removeAll { item in pendingDeletes.contains { $0 === item } }
@@ -124,8 +135,9 @@ func itemValues(_ items: [Item]) -> Set<ItemValue> {
         _ = try store.checkpoint()
         try store.close()
         container = try Self.container(kind, fileSystem: fileSystem, directory: directory)
-        #expect(itemValues(try ModelContext(container).fetch(FetchDescriptor<Item>())) == expected,
-                "seed \(seed): after checkpoint and reopen")
+        #expect(
+            itemValues(try ModelContext(container).fetch(FetchDescriptor<Item>())) == expected,
+            "seed \(seed): after checkpoint and reopen")
     }
 
     @Test func eightThreadsSavingThroughTheirOwnContextsShareSyncs() throws {
@@ -156,5 +168,3 @@ func itemValues(_ items: [Item]) -> Set<ItemValue> {
         #expect(statistics.syncCount - before.syncCount < 200, "saves should share fdatasyncs")
     }
 }
-
-import Synchronization

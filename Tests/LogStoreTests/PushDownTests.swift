@@ -1,8 +1,9 @@
 import Foundation
-@testable import LogStore
 import LogStoreEngine
 import LogStoreTestSupport
 import Testing
+
+@testable import LogStore
 
 /// A model with one attribute of each kind the push-down compares.
 final class QueryItem: PersistentModel {
@@ -42,8 +43,10 @@ struct QueryConstants {
 
 enum QueryCatalogue {
     /// Canonically equivalent pairs ("é" / "e\u{301}"), mixed case, prefixes, the empty string.
-    static let strings = ["é", "e\u{301}", "e", "E", "É", "E\u{301}", "café", "cafe\u{301}", "Café", "CAFÉ", "abc", "ABC",
-                          "Abc", "ab", "", "zebra", "Zebra", "naïve", "nai\u{308}ve", "ß", "ss", "a", "b", "x é y"]
+    static let strings = [
+        "é", "e\u{301}", "e", "E", "É", "E\u{301}", "café", "cafe\u{301}", "Café", "CAFÉ", "abc", "ABC",
+        "Abc", "ab", "", "zebra", "Zebra", "naïve", "nai\u{308}ve", "ß", "ss", "a", "b", "x é y",
+    ]
     static let doubles: [Double] = [-1.5, 0, -0.0, 2.5, 7, 1e9, .nan, 0.1 + 0.2, 0.3]
 
     static func string(_ random: inout SeededGenerator) -> String {
@@ -53,9 +56,10 @@ enum QueryCatalogue {
     }
 
     static func constants(_ random: inout SeededGenerator) -> QueryConstants {
-        QueryConstants(s: string(&random), t: string(&random), n: Int.random(in: -3...12, using: &random),
-                       m: Int.random(in: -3...12, using: &random), d: doubles.randomElement(using: &random)!,
-                       day: Date(timeIntervalSince1970: Double(Int.random(in: 0...20, using: &random)) * 86_400))
+        QueryConstants(
+            s: string(&random), t: string(&random), n: Int.random(in: -3...12, using: &random),
+            m: Int.random(in: -3...12, using: &random), d: doubles.randomElement(using: &random)!,
+            day: Date(timeIntervalSince1970: Double(Int.random(in: 0...20, using: &random)) * 86_400))
     }
 
     static func item(_ random: inout SeededGenerator) -> QueryItem {
@@ -73,78 +77,303 @@ enum QueryCatalogue {
 
     /// Shapes the store must push down (never decline).
     static let pushed: [(String, @Sendable (QueryConstants) -> Predicate<QueryItem>)] = [
-        ("name == s", { c in let s = c.s; return #Predicate { $0.name == s } }),
-        ("name != s", { c in let s = c.s; return #Predicate { $0.name != s } }),
-        ("name < s", { c in let s = c.s; return #Predicate { $0.name < s } }),
-        ("name <= s", { c in let s = c.s; return #Predicate { $0.name <= s } }),
-        ("name > s", { c in let s = c.s; return #Predicate { $0.name > s } }),
-        ("name >= s", { c in let s = c.s; return #Predicate { $0.name >= s } }),
-        ("name.contains(s)", { c in let s = c.s; return #Predicate { $0.name.contains(s) } }),
-        ("name.starts(with: s)", { c in let s = c.s; return #Predicate { $0.name.starts(with: s) } }),
+        (
+            "name == s",
+            { c in
+                let s = c.s
+                return #Predicate { $0.name == s }
+            }
+        ),
+        (
+            "name != s",
+            { c in
+                let s = c.s
+                return #Predicate { $0.name != s }
+            }
+        ),
+        (
+            "name < s",
+            { c in
+                let s = c.s
+                return #Predicate { $0.name < s }
+            }
+        ),
+        (
+            "name <= s",
+            { c in
+                let s = c.s
+                return #Predicate { $0.name <= s }
+            }
+        ),
+        (
+            "name > s",
+            { c in
+                let s = c.s
+                return #Predicate { $0.name > s }
+            }
+        ),
+        (
+            "name >= s",
+            { c in
+                let s = c.s
+                return #Predicate { $0.name >= s }
+            }
+        ),
+        (
+            "name.contains(s)",
+            { c in
+                let s = c.s
+                return #Predicate { $0.name.contains(s) }
+            }
+        ),
+        (
+            "name.starts(with: s)",
+            { c in
+                let s = c.s
+                return #Predicate { $0.name.starts(with: s) }
+            }
+        ),
         ("note == nil", { _ in #Predicate { $0.note == nil } }),
         ("note != nil", { _ in #Predicate { $0.note != nil } }),
-        ("note == s", { c in let s = c.s; return #Predicate { $0.note == s } }),
-        ("note != s", { c in let s = c.s; return #Predicate { $0.note != s } }),
-        ("note?.contains(s) == true", { c in let s = c.s; return #Predicate { $0.note?.contains(s) == true } }),
-        ("note?.contains(s) == false", { c in let s = c.s; return #Predicate { $0.note?.contains(s) == false } }),
-        ("note?.contains(s) != true", { c in let s = c.s; return #Predicate { $0.note?.contains(s) != true } }),
-        ("note?.starts(with: s) == true", { c in let s = c.s; return #Predicate { $0.note?.starts(with: s) == true } }),
-        ("(note ?? \"\") < s", { c in let s = c.s; return #Predicate { ($0.note ?? "") < s } }),
-        ("(note ?? t) == s", { c in let s = c.s, t = c.t; return #Predicate { ($0.note ?? t) == s } }),
-        ("count == n", { c in let n = c.n; return #Predicate { $0.count == n } }),
-        ("count > n && count < m", { c in let n = c.n, m = c.m; return #Predicate { $0.count > n && $0.count < m } }),
-        ("count <= n || score > d", { c in let n = c.n, d = c.d; return #Predicate { $0.count <= n || $0.score > d } }),
-        ("!(count >= n)", { c in let n = c.n; return #Predicate { !($0.count >= n) } }),
-        ("rating == n", { c in let n = c.n; return #Predicate { $0.rating == n } }),
+        (
+            "note == s",
+            { c in
+                let s = c.s
+                return #Predicate { $0.note == s }
+            }
+        ),
+        (
+            "note != s",
+            { c in
+                let s = c.s
+                return #Predicate { $0.note != s }
+            }
+        ),
+        (
+            "note?.contains(s) == true",
+            { c in
+                let s = c.s
+                return #Predicate { $0.note?.contains(s) == true }
+            }
+        ),
+        (
+            "note?.contains(s) == false",
+            { c in
+                let s = c.s
+                return #Predicate { $0.note?.contains(s) == false }
+            }
+        ),
+        (
+            "note?.contains(s) != true",
+            { c in
+                let s = c.s
+                return #Predicate { $0.note?.contains(s) != true }
+            }
+        ),
+        (
+            "note?.starts(with: s) == true",
+            { c in
+                let s = c.s
+                return #Predicate { $0.note?.starts(with: s) == true }
+            }
+        ),
+        (
+            "(note ?? \"\") < s",
+            { c in
+                let s = c.s
+                return #Predicate { ($0.note ?? "") < s }
+            }
+        ),
+        (
+            "(note ?? t) == s",
+            { c in
+                let s = c.s
+                let t = c.t
+                return #Predicate { ($0.note ?? t) == s }
+            }
+        ),
+        (
+            "count == n",
+            { c in
+                let n = c.n
+                return #Predicate { $0.count == n }
+            }
+        ),
+        (
+            "count > n && count < m",
+            { c in
+                let n = c.n
+                let m = c.m
+                return #Predicate { $0.count > n && $0.count < m }
+            }
+        ),
+        (
+            "count <= n || score > d",
+            { c in
+                let n = c.n
+                let d = c.d
+                return #Predicate { $0.count <= n || $0.score > d }
+            }
+        ),
+        (
+            "!(count >= n)",
+            { c in
+                let n = c.n
+                return #Predicate { !($0.count >= n) }
+            }
+        ),
+        (
+            "rating == n",
+            { c in
+                let n = c.n
+                return #Predicate { $0.rating == n }
+            }
+        ),
         ("rating == nil", { _ in #Predicate { $0.rating == nil } }),
-        ("(rating ?? 0) > n", { c in let n = c.n; return #Predicate { ($0.rating ?? 0) > n } }),
-        ("rating.flatMap { $0 > n } == true", { c in let n = c.n; return #Predicate { $0.rating.flatMap { $0 > n } == true } }),
-        ("score < d", { c in let d = c.d; return #Predicate { $0.score < d } }),
-        ("score == d", { c in let d = c.d; return #Predicate { $0.score == d } }),
-        ("score >= d && flag", { c in let d = c.d; return #Predicate { $0.score >= d && $0.flag } }),
+        (
+            "(rating ?? 0) > n",
+            { c in
+                let n = c.n
+                return #Predicate { ($0.rating ?? 0) > n }
+            }
+        ),
+        (
+            "rating.flatMap { $0 > n } == true",
+            { c in
+                let n = c.n
+                return #Predicate { $0.rating.flatMap { $0 > n } == true }
+            }
+        ),
+        (
+            "score < d",
+            { c in
+                let d = c.d
+                return #Predicate { $0.score < d }
+            }
+        ),
+        (
+            "score == d",
+            { c in
+                let d = c.d
+                return #Predicate { $0.score == d }
+            }
+        ),
+        (
+            "score >= d && flag",
+            { c in
+                let d = c.d
+                return #Predicate { $0.score >= d && $0.flag }
+            }
+        ),
         ("flag == true", { _ in #Predicate { $0.flag == true } }),
         ("!flag", { _ in #Predicate { !$0.flag } }),
-        ("day < day", { c in let day = c.day; return #Predicate { $0.day < day } }),
-        ("day >= day && name != s", { c in let day = c.day, s = c.s; return #Predicate { $0.day >= day && $0.name != s } }),
-        ("tags.contains(s)", { c in let s = c.s; return #Predicate { $0.tags.contains(s) } }),
-        ("[s, t].contains(name)", { c in let names = [c.s, c.t]; return #Predicate { names.contains($0.name) } }),
-        ("name == s || name == t || note == s", { c in
-            let s = c.s, t = c.t
-            return #Predicate { $0.name == s || $0.name == t || $0.note == s }
-        }),
-        ("!(name.contains(s) || note == nil)", { c in let s = c.s; return #Predicate { !($0.name.contains(s) || $0.note == nil) } }),
-        ("(name == s && count > n) || (!flag && score <= d)", { c in
-            let s = c.s, n = c.n, d = c.d
-            return #Predicate { ($0.name == s && $0.count > n) || (!$0.flag && $0.score <= d) }
-        }),
-        ("name.contains(s) && (note ?? \"\").contains(t)", { c in
-            let s = c.s, t = c.t
-            return #Predicate { $0.name.contains(s) && ($0.note ?? "").contains(t) }
-        }),
-        ("count != n && rating != nil", { c in let n = c.n; return #Predicate { $0.count != n && $0.rating != nil } }),
+        (
+            "day < day",
+            { c in
+                let day = c.day
+                return #Predicate { $0.day < day }
+            }
+        ),
+        (
+            "day >= day && name != s",
+            { c in
+                let day = c.day
+                let s = c.s
+                return #Predicate { $0.day >= day && $0.name != s }
+            }
+        ),
+        (
+            "tags.contains(s)",
+            { c in
+                let s = c.s
+                return #Predicate { $0.tags.contains(s) }
+            }
+        ),
+        (
+            "[s, t].contains(name)",
+            { c in
+                let names = [c.s, c.t]
+                return #Predicate { names.contains($0.name) }
+            }
+        ),
+        (
+            "name == s || name == t || note == s",
+            { c in
+                let s = c.s
+                let t = c.t
+                return #Predicate { $0.name == s || $0.name == t || $0.note == s }
+            }
+        ),
+        (
+            "!(name.contains(s) || note == nil)",
+            { c in
+                let s = c.s
+                return #Predicate { !($0.name.contains(s) || $0.note == nil) }
+            }
+        ),
+        (
+            "(name == s && count > n) || (!flag && score <= d)",
+            { c in
+                let s = c.s
+                let n = c.n
+                let d = c.d
+                return #Predicate { ($0.name == s && $0.count > n) || (!$0.flag && $0.score <= d) }
+            }
+        ),
+        (
+            "name.contains(s) && (note ?? \"\").contains(t)",
+            { c in
+                let s = c.s
+                let t = c.t
+                return #Predicate { $0.name.contains(s) && ($0.note ?? "").contains(t) }
+            }
+        ),
+        (
+            "count != n && rating != nil",
+            { c in
+                let n = c.n
+                return #Predicate { $0.count != n && $0.rating != nil }
+            }
+        ),
         ("true", { _ in #Predicate { _ in true } }),
     ]
 
     /// Shapes the store declines (the context evaluates them): results must still agree.
     static let declined: [(String, @Sendable (QueryConstants) -> Predicate<QueryItem>)] = [
-        ("name.count > n", { c in let n = c.n; return #Predicate { $0.name.count > n } }),
-        ("tags.count == n || name == s", { c in let n = c.n, s = c.s; return #Predicate { $0.tags.count == n || $0.name == s } }),
+        (
+            "name.count > n",
+            { c in
+                let n = c.n
+                return #Predicate { $0.name.count > n }
+            }
+        ),
+        (
+            "tags.count == n || name == s",
+            { c in
+                let n = c.n
+                let s = c.s
+                return #Predicate { $0.tags.count == n || $0.name == s }
+            }
+        ),
     ]
 
-    static var sorts: [[SortDescriptor<QueryItem>]] { [
-        [],
-        [SortDescriptor(\.name)],
-        [SortDescriptor(\.name, order: .reverse)],
-        [SortDescriptor(\.count, order: .reverse), SortDescriptor(\.name)],
-        [SortDescriptor(\.score)],
-        [SortDescriptor(\.day), SortDescriptor(\.count)],
-    ] }
+    static var sorts: [[SortDescriptor<QueryItem>]] {
+        [
+            [],
+            [SortDescriptor(\.name)],
+            [SortDescriptor(\.name, order: .reverse)],
+            [SortDescriptor(\.count, order: .reverse), SortDescriptor(\.name)],
+            [SortDescriptor(\.score)],
+            [SortDescriptor(\.day), SortDescriptor(\.count)],
+        ]
+    }
 }
 
 @Suite struct PushDownTests {
     /// What the context does when a store declines: every model, `Predicate.evaluate`, the sort,
     /// then offset and limit — computed here independently of the store.
-    static func reference(_ all: [QueryItem], _ descriptor: FetchDescriptor<QueryItem>) throws -> [PersistentIdentifier] {
+    static func reference(_ all: [QueryItem], _ descriptor: FetchDescriptor<QueryItem>) throws -> [PersistentIdentifier]
+    {
         var models = all
         if let predicate = descriptor.predicate { models = try models.filter { try predicate.evaluate($0) } }
         if !descriptor.sortBy.isEmpty { models.sort(using: descriptor.sortBy) }
@@ -155,8 +384,9 @@ enum QueryCatalogue {
 
     static func fill(seed: UInt64, count: Int) throws -> (ModelContainer, SimulatedFileSystem) {
         let fileSystem = SimulatedFileSystem()
-        let container = try ModelContainer(for: QueryItem.self,
-                                           configurations: LogStoreConfiguration(directory: "/query", fileSystem: fileSystem))
+        let container = try ModelContainer(
+            for: QueryItem.self,
+            configurations: LogStoreConfiguration(directory: "/query", fileSystem: fileSystem))
         var random = SeededGenerator(seed: seed)
         let context = ModelContext(container)
         for _ in 0..<count { context.insert(QueryCatalogue.item(&random)) }
@@ -172,8 +402,9 @@ enum QueryCatalogue {
         return (container, fileSystem)
     }
 
-    @Test("Push-down and Predicate.evaluate agree on random predicates over random data (fetch, fetchCount, fetchIdentifiers)",
-          arguments: [UInt64(1), 2, 3])
+    @Test(
+        "Push-down and Predicate.evaluate agree on random predicates over random data (fetch, fetchCount, fetchIdentifiers)",
+        arguments: [UInt64(1), 2, 3])
     func pushDownMatchesEvaluate(seed: UInt64) throws {
         let (container, _) = try Self.fill(seed: seed, count: 300)
         let store = try #require(container.dataStore(as: LogStore.self))
@@ -185,13 +416,15 @@ enum QueryCatalogue {
         for (name, shape) in QueryCatalogue.pushed + QueryCatalogue.declined {
             for _ in 0..<6 {
                 let constants = QueryCatalogue.constants(&random)
-                var descriptor = FetchDescriptor<QueryItem>(predicate: shape(constants),
-                                                            sortBy: QueryCatalogue.sorts.randomElement(using: &random)!)
+                var descriptor = FetchDescriptor<QueryItem>(
+                    predicate: shape(constants),
+                    sortBy: QueryCatalogue.sorts.randomElement(using: &random)!)
                 if random.nextBool() { descriptor.fetchLimit = Int.random(in: 0...40, using: &random) }
                 if random.nextBool() { descriptor.fetchOffset = Int.random(in: 0...40, using: &random) }
                 let expected = try Self.reference(all, descriptor)
                 if !expected.isEmpty { nonEmpty += 1 }
-                let label = "\(name) with \(constants), limit \(descriptor.fetchLimit.map(String.init) ?? "-"), offset \(descriptor.fetchOffset.map(String.init) ?? "-")"
+                let label =
+                    "\(name) with \(constants), limit \(descriptor.fetchLimit.map(String.init) ?? "-"), offset \(descriptor.fetchOffset.map(String.init) ?? "-")"
                 #expect(try context.fetch(descriptor).map(\.persistentModelID) == expected, "\(label)")
                 #expect(try context.fetchIdentifiers(descriptor) == expected, "\(label)")
                 #expect(try context.fetchCount(descriptor) == expected.count, "\(label)")
@@ -205,7 +438,7 @@ enum QueryCatalogue {
                 }
             }
         }
-        #expect(nonEmpty > 100) // the catalogue is not vacuous
+        #expect(nonEmpty > 100)  // the catalogue is not vacuous
     }
 
     @Test("Canonically equivalent strings are equal in a pushed-down predicate, and case is not folded")
@@ -219,10 +452,12 @@ enum QueryCatalogue {
         }
         try context.save()
         let composed = "é"
-        let matches = try ModelContext(container).fetch(FetchDescriptor<QueryItem>(predicate: #Predicate { $0.name == composed }))
+        let matches = try ModelContext(container).fetch(
+            FetchDescriptor<QueryItem>(predicate: #Predicate { $0.name == composed }))
         #expect(matches.map(\.name.unicodeScalars.count).sorted() == [1, 2])
-        let count = try ModelContext(container).fetchCount(FetchDescriptor<QueryItem>(predicate: #Predicate { $0.name.contains("e") }))
-        #expect(count == 1) // "e\u{301}" is one Character, not "e"
+        let count = try ModelContext(container).fetchCount(
+            FetchDescriptor<QueryItem>(predicate: #Predicate { $0.name.contains("e") }))
+        #expect(count == 1)  // "e\u{301}" is one Character, not "e"
     }
 
     @Test("A pushed-down fetch sees unsaved changes of registered models (evaluated in memory then)")
@@ -245,13 +480,14 @@ enum QueryCatalogue {
         let setup = ModelContext(container)
         for _ in 0..<200 {
             let item = QueryCatalogue.item(&random)
-            item.score = 1 // NaN never equals itself, so a model holding it always looks changed (see the report)
+            item.score = 1  // NaN never equals itself, so a model holding it always looks changed (see the report)
             item.flag = false
             setup.insert(item)
         }
         try setup.save()
         let context = ModelContext(container)
-        var descriptor = FetchDescriptor<QueryItem>(predicate: #Predicate { $0.count > 2 }, sortBy: [SortDescriptor(\.name)])
+        var descriptor = FetchDescriptor<QueryItem>(
+            predicate: #Predicate { $0.count > 2 }, sortBy: [SortDescriptor(\.name)])
         descriptor.fetchOffset = 3
         let expected = try ModelContext(container).fetch(descriptor).map(\.persistentModelID)
         var visited: [PersistentIdentifier] = []
@@ -267,7 +503,8 @@ enum QueryCatalogue {
         // A changed batch stays registered and is saved.
         try context.enumerate(descriptor, batchSize: 7) { item in item.flag = true }
         try context.save()
-        let flagged = try ModelContext(container).fetchIdentifiers(FetchDescriptor<QueryItem>(predicate: #Predicate { $0.flag }))
+        let flagged = try ModelContext(container).fetchIdentifiers(
+            FetchDescriptor<QueryItem>(predicate: #Predicate { $0.flag }))
         #expect(Set(flagged) == Set(expected))
     }
 
@@ -276,7 +513,8 @@ enum QueryCatalogue {
     @Test(.enabled(if: ProcessInfo.processInfo.environment["LOGSTORE_MEASURE"] == "1"))
     func measureSelectiveFetchOverOneMillion() throws {
         let count = Int(ProcessInfo.processInfo.environment["LOGSTORE_MEASURE_COUNT"] ?? "") ?? 1_000_000
-        let temporary = TemporaryDirectory("measure"), directory = temporary.path
+        let temporary = TemporaryDirectory("measure")
+        let directory = temporary.path
         defer { temporary.remove() }
         var configuration = LogStoreConfiguration(directory: directory, durability: .none)
         configuration.checkpointIntervalByteCount = 0
@@ -293,7 +531,8 @@ enum QueryCatalogue {
             inserted = min(count, inserted + 20_000)
             try context.save()
         }
-        let lower = count / 2, upper = count / 2 + 100
+        let lower = count / 2
+        let upper = count / 2 + 100
         let predicate = #Predicate<QueryItem> { $0.count >= lower && $0.count < upper }
         let clock = ContinuousClock()
         var pushed: [PersistentIdentifier] = []
@@ -312,6 +551,8 @@ enum QueryCatalogue {
             limitOne = try ModelContext(container).fetch(descriptor)
         }
         #expect(pushed == evaluated && pushed.count == 100 && limitOne.count == 1)
-        print("MEASURE \(count) models, 100 matching: push-down \(pushedTime), materialise + Predicate.evaluate \(evaluateTime), limit-1 fetch \(limitOneTime)")
+        print(
+            "MEASURE \(count) models, 100 matching: push-down \(pushedTime), materialise + Predicate.evaluate \(evaluateTime), limit-1 fetch \(limitOneTime)"
+        )
     }
 }

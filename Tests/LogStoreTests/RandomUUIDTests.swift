@@ -1,7 +1,8 @@
 import Foundation
-@testable import LogStore
 import LogStoreTestSupport
 import Testing
+
+@testable import LogStore
 
 /// Primary keys come from `RandomUUID` (D5: random UUIDs, never a counter), drawn in blocks from
 /// the kernel's CSPRNG.
@@ -25,20 +26,24 @@ import Testing
             return all
         }
         #expect(Set(keys).count == keys.count)
-        let zeroBytes = keys.reduce(0) { count, key in count + withUnsafeBytes(of: key.uuid) { $0.filter { $0 == 0 }.count } }
+        let zeroBytes = keys.reduce(0) { count, key in
+            count + withUnsafeBytes(of: key.uuid) { $0.filter { $0 == 0 }.count }
+        }
         // 14 fully random bytes per key: about 1 in 256 is zero.
         #expect(Double(zeroBytes) < Double(keys.count * 14) / 256 * 2 + 20)
     }
 
     @Test func savesMintDistinctPermanentKeys() throws {
         let schema = Schema([Schema.Entity("Item", attributes: [.init("n", .int)])])
-        let temporary = TemporaryDirectory("random-uuid"), directory = temporary.path
+        let temporary = TemporaryDirectory("random-uuid")
+        let directory = temporary.path
         defer { temporary.remove() }
         let store = try LogStore(LogStoreConfiguration(schema: schema, directory: directory, durability: .none))
         defer { try? store.close() }
         var request = DataStoreSaveChangesRequest<DefaultSnapshot>()
         for n in 0..<600 {
-            request.inserted.append(DefaultSnapshot(persistentIdentifier: .temporary(entityName: "Item"), values: ["n": .int(Int64(n))]))
+            request.inserted.append(
+                DefaultSnapshot(persistentIdentifier: .temporary(entityName: "Item"), values: ["n": .int(Int64(n))]))
         }
         let result = try store.save(request)
         let permanent = Set(result.remappedIdentifiers.values.map(\.primaryKey))

@@ -3,8 +3,10 @@
 import Foundation
 import LogStore
 import LogStoreTestSupport
+// The README's "Queries, uniqueness and time travel" section, verbatim but for the directory and
+// the expectations.
+import SampleTrips
 import Testing
-
 
 // 1. Declare a model: a final class with its stored properties listed by key path.
 final class ReadmeTrip: PersistentModel {
@@ -13,7 +15,7 @@ final class ReadmeTrip: PersistentModel {
         .attribute("destination", \.destination),
         .attribute("startDate", \.startDate),
     ]
-    static let uniquenessConstraints = [["name", "startDate"]]   // #Unique: a collision updates
+    static let uniquenessConstraints = [["name", "startDate"]]  // #Unique: a collision updates
 
     let modelState = ModelState()
     var name = ""
@@ -22,14 +24,15 @@ final class ReadmeTrip: PersistentModel {
     required init() {}
 }
 
-
 @Test func readmeSnippetRunsAsWritten() throws {
-    let temporary = TemporaryDirectory("readme"), directory = temporary.path
+    let temporary = TemporaryDirectory("readme")
+    let directory = temporary.path
     defer { temporary.remove() }
     // 2. Open a container on a store directory (created when missing).
-    let container = try ModelContainer(for: ReadmeTrip.self,
-                                       configurations: LogStoreConfiguration(directory: directory))
-    
+    let container = try ModelContainer(
+        for: ReadmeTrip.self,
+        configurations: LogStoreConfiguration(directory: directory))
+
     // 3. Insert and save through a context: one save, one durable transaction record.
     let context = ModelContext(container)
     let trip = ReadmeTrip()
@@ -37,25 +40,23 @@ final class ReadmeTrip: PersistentModel {
     trip.destination = "Portugal"
     context.insert(trip)
     try context.save()
-    
+
     // 4. Fetch with Foundation's #Predicate and SortDescriptor.
-    var descriptor = FetchDescriptor<ReadmeTrip>(predicate: #Predicate { $0.destination == "Portugal" },
-                                           sortBy: [SortDescriptor(\.startDate)])
+    var descriptor = FetchDescriptor<ReadmeTrip>(
+        predicate: #Predicate { $0.destination == "Portugal" },
+        sortBy: [SortDescriptor(\.startDate)])
     descriptor.fetchLimit = 10
     let trips = try context.fetch(descriptor)
     #expect(trips.map(\.name) == ["Lisbon"])
 }
 
-// The README's "Queries, uniqueness and time travel" section, verbatim but for the directory and
-// the expectations.
-import SampleTrips
-
 @Test func readmeQueriesSectionRunsAsWritten() throws {
-    let temporary = TemporaryDirectory("readme-queries"), directory = temporary.path
+    let temporary = TemporaryDirectory("readme-queries")
+    let directory = temporary.path
     defer { temporary.remove() }
 
     var configuration = LogStoreConfiguration(directory: directory)
-    configuration.uniqueCollisionPolicy = .upsert   // the default; .throw refuses a colliding insert
+    configuration.uniqueCollisionPolicy = .upsert  // the default; .throw refuses a colliding insert
     let container = try ModelContainer(for: sampleTripsModels, configuration: configuration)
     let store = container.dataStore(as: LogStore.self)!
     let context = ModelContext(container)
@@ -70,8 +71,9 @@ import SampleTrips
 
     // A #Predicate fetch with a sort and a limit: the store evaluates all three itself.
     let country = "Portugal"
-    var descriptor = FetchDescriptor<Trip>(predicate: #Predicate { $0.destination == country && $0.name.contains("is") },
-                                           sortBy: [SortDescriptor(\.startDate, order: .reverse)])
+    var descriptor = FetchDescriptor<Trip>(
+        predicate: #Predicate { $0.destination == country && $0.name.contains("is") },
+        sortBy: [SortDescriptor(\.startDate, order: .reverse)])
     descriptor.fetchLimit = 5
     let trips = try context.fetch(descriptor)
     #expect(trips.map(\.name) == ["Lisbon"])
@@ -82,7 +84,8 @@ import SampleTrips
     #expect(titles == ["Tram 28"])
 
     // Upsert: the same name and dates update the stored trip (same identifier, new destination).
-    context.insert(Trip(name: "Lisbon", destination: "Portugal (Alfama)", startDate: start, endDate: start + 4 * 86_400))
+    context.insert(
+        Trip(name: "Lisbon", destination: "Portugal (Alfama)", startDate: start, endDate: start + 4 * 86_400))
     try context.save()
     #expect(try ModelContext(container).fetch(FetchDescriptor<Trip>()).map(\.destination) == ["Portugal (Alfama)"])
 

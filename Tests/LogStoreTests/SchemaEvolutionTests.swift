@@ -16,7 +16,9 @@ final class GadgetV1: PersistentModel {
 
 final class GadgetUnique: PersistentModel {
     static let entityName = "Gadget"
-    static let schemaProperties: [ModelProperty<GadgetUnique>] = [.attribute("name", \.name), .attribute("size", \.size)]
+    static let schemaProperties: [ModelProperty<GadgetUnique>] = [
+        .attribute("name", \.name), .attribute("size", \.size),
+    ]
     static let uniquenessConstraints = [["name"]]
     let modelState = ModelState()
     var name = ""
@@ -40,7 +42,9 @@ final class GadgetWithColor: PersistentModel {
 /// Changes a type: not an addition.
 final class GadgetRetyped: PersistentModel {
     static let entityName = "Gadget"
-    static let schemaProperties: [ModelProperty<GadgetRetyped>] = [.attribute("name", \.name), .attribute("size", \.size)]
+    static let schemaProperties: [ModelProperty<GadgetRetyped>] = [
+        .attribute("name", \.name), .attribute("size", \.size),
+    ]
     let modelState = ModelState()
     var name = ""
     var size = ""
@@ -64,7 +68,8 @@ final class GadgetRequiredWeight: PersistentModel {
     let fileSystem = SimulatedFileSystem()
 
     func container(_ type: any PersistentModel.Type) throws -> ModelContainer {
-        try ModelContainer(for: [type], configuration: LogStoreConfiguration(directory: "/gadgets", fileSystem: fileSystem))
+        try ModelContainer(
+            for: [type], configuration: LogStoreConfiguration(directory: "/gadgets", fileSystem: fileSystem))
     }
 
     func close(_ container: ModelContainer) throws { try container.dataStore(as: LogStore.self)!.close() }
@@ -131,8 +136,9 @@ final class GadgetRequiredWeight: PersistentModel {
 @Suite struct TransactionLimitTests {
     @Test func anOversizedSaveThrowsAndWritesNothing() throws {
         let fileSystem = SimulatedFileSystem()
-        let container = try ModelContainer(for: [GadgetV1.self],
-                                           configuration: LogStoreConfiguration(directory: "/big", fileSystem: fileSystem))
+        let container = try ModelContainer(
+            for: [GadgetV1.self],
+            configuration: LogStoreConfiguration(directory: "/big", fileSystem: fileSystem))
         let store = try #require(container.dataStore(as: LogStore.self))
         let context = ModelContext(container)
         let small = GadgetV1()

@@ -1,9 +1,10 @@
 import Foundation
-@testable import LogStore
 import LogStoreEngine
 import LogStoreTestSupport
 import SampleTrips
 import Testing
+
+@testable import LogStore
 
 /// Regression tests from the crash-safety review of the store layer.
 @Suite struct StoreFailureTests {
@@ -18,8 +19,8 @@ import Testing
         try store.log.sync()
         fileSystem.failSync(path: .suffix(".log"))
         context.insert(Trip(name: "cut back", destination: "", startDate: Date(), endDate: Date()))
-        try context.save() // returns after the write in .none mode
-        #expect(throws: (any Error).self) { try store.log.sync() } // fail-stop: cut back to the durable end
+        try context.save()  // returns after the write in .none mode
+        #expect(throws: (any Error).self) { try store.log.sync() }  // fail-stop: cut back to the durable end
         #expect(store.allSnapshots()["Trip"]?.map { $0["name"] } == [.string("durable")])
         #expect((store.currentToken?.offset ?? .max) < store.logEndOffset)
         #expect(try ModelContext(container).fetchCount(FetchDescriptor<Trip>()) == 1)
@@ -29,14 +30,19 @@ import Testing
     /// A schema record that checks out under its CRC but repeats an entity id is refused as
     /// malformed instead of crashing the process.
     @Test func aSchemaTableWithRepeatedIdsIsRefused() throws {
-        var table = try #require(try SchemaTable().extended(toCover: Schema([
-            Schema.Entity("A", attributes: [.init("x", .int)]), Schema.Entity("B", attributes: [.init("y", .int)]),
-        ])))
+        var table = try #require(
+            try SchemaTable().extended(
+                toCover: Schema([
+                    Schema.Entity("A", attributes: [.init("x", .int)]),
+                    Schema.Entity("B", attributes: [.init("y", .int)]),
+                ])))
         table.entities[1].id = table.entities[0].id
         #expect(throws: ByteReaderError.self) { _ = try SchemaTable.decode(table.encoded()) }
-        var attributes = try #require(try SchemaTable().extended(toCover: Schema([
-            Schema.Entity("A", attributes: [.init("x", .int), .init("y", .int)]),
-        ])))
+        var attributes = try #require(
+            try SchemaTable().extended(
+                toCover: Schema([
+                    Schema.Entity("A", attributes: [.init("x", .int), .init("y", .int)])
+                ])))
         attributes.entities[0].attributes[1].id = attributes.entities[0].attributes[0].id
         #expect(throws: ByteReaderError.self) { _ = try SchemaTable.decode(attributes.encoded()) }
     }

@@ -10,8 +10,9 @@ import Testing
     static let directory = "/replay"
 
     static func container(_ fileSystem: SimulatedFileSystem) throws -> ModelContainer {
-        try ModelContainer(for: sampleTripsModels,
-                           configuration: LogStoreConfiguration(directory: directory, fileSystem: fileSystem))
+        try ModelContainer(
+            for: sampleTripsModels,
+            configuration: LogStoreConfiguration(directory: directory, fileSystem: fileSystem))
     }
 
     static func day(_ number: Int) -> Date { Date(timeIntervalSince1970: Double(number) * 86_400) }
@@ -26,8 +27,10 @@ import Testing
         let app = ModelContext(container)
         app.author = "app"
         let lisbon = Trip(name: "Lisbon", destination: "Portugal", startDate: day(1), endDate: day(5))
-        lisbon.bucketList = [BucketListItem(title: "Tram 28", details: "ride it"),
-                             BucketListItem(title: "Belém", details: "pastéis", hasReservation: true)]
+        lisbon.bucketList = [
+            BucketListItem(title: "Tram 28", details: "ride it"),
+            BucketListItem(title: "Belém", details: "pastéis", hasReservation: true),
+        ]
         lisbon.livingAccommodation = LivingAccommodation(address: "Rua 1", placeName: "Casa")
         let kyoto = Trip(name: "Kyoto", destination: "Japan", startDate: day(10), endDate: day(20))
         kyoto.bucketList = [BucketListItem(title: "Inari", details: "at dawn", isInPlan: true)]
@@ -59,18 +62,27 @@ import Testing
 
     /// The values a model of each SampleTrips entity holds, as the store keeps them.
     static func values(_ trip: Trip) -> [String: AttributeValue] {
-        ["name": .string(trip.name), "destination": .string(trip.destination), "startDate": .date(trip.startDate),
-         "endDate": .date(trip.endDate), "bucketList": .array(trip.bucketList.map { .reference($0.persistentModelID) }),
-         "livingAccommodation": trip.livingAccommodation.map { .reference($0.persistentModelID) } ?? .null]
+        [
+            "name": .string(trip.name), "destination": .string(trip.destination), "startDate": .date(trip.startDate),
+            "endDate": .date(trip.endDate),
+            "bucketList": .array(trip.bucketList.map { .reference($0.persistentModelID) }),
+            "livingAccommodation": trip.livingAccommodation.map { .reference($0.persistentModelID) } ?? .null,
+        ]
     }
 
     static func values(_ item: BucketListItem) -> [String: AttributeValue] {
-        ["title": .string(item.title), "details": .string(item.details), "hasReservation": .bool(item.hasReservation),
-         "isInPlan": .bool(item.isInPlan)]
+        [
+            "title": .string(item.title), "details": .string(item.details),
+            "hasReservation": .bool(item.hasReservation),
+            "isInPlan": .bool(item.isInPlan),
+        ]
     }
 
     static func values(_ stay: LivingAccommodation) -> [String: AttributeValue] {
-        ["address": .string(stay.address), "placeName": .string(stay.placeName), "isConfirmed": .bool(stay.isConfirmed)]
+        [
+            "address": .string(stay.address), "placeName": .string(stay.placeName),
+            "isConfirmed": .bool(stay.isConfirmed),
+        ]
     }
 
     static func rows(_ state: StoreState, _ entityName: String) -> [DefaultSnapshot] {
@@ -92,11 +104,15 @@ import Testing
         #expect(items.map(\.title) == ["Inari"])
         #expect(stays.map(\.placeName) == ["Ryokan"])
         // The same models, in the same (insertion) order, with the same values.
-        #expect(Self.rows(state, "Trip") == trips.map { DefaultSnapshot(persistentIdentifier: $0.persistentModelID, values: Self.values($0)) })
-        #expect(Self.rows(state, "BucketListItem")
-            == items.map { DefaultSnapshot(persistentIdentifier: $0.persistentModelID, values: Self.values($0)) })
-        #expect(Self.rows(state, "LivingAccommodation")
-            == stays.map { DefaultSnapshot(persistentIdentifier: $0.persistentModelID, values: Self.values($0)) })
+        #expect(
+            Self.rows(state, "Trip")
+                == trips.map { DefaultSnapshot(persistentIdentifier: $0.persistentModelID, values: Self.values($0)) })
+        #expect(
+            Self.rows(state, "BucketListItem")
+                == items.map { DefaultSnapshot(persistentIdentifier: $0.persistentModelID, values: Self.values($0)) })
+        #expect(
+            Self.rows(state, "LivingAccommodation")
+                == stays.map { DefaultSnapshot(persistentIdentifier: $0.persistentModelID, values: Self.values($0)) })
         #expect(Self.rows(state, "Trip").first?["destination"] == .string("Japan (Kansai)"))
         #expect(Self.rows(state, "Trip").last?["destination"] == .string("Norway (fjords)"))
         #expect(Self.rows(state, "LivingAccommodation").first?["isConfirmed"] == .bool(true))
@@ -105,8 +121,9 @@ import Testing
         #expect(state.storeIdentifier.uuidString == store.identifier)
         #expect(state.schemaVersion == 1)
         #expect(state.entities.map(\.name) == ["Trip", "BucketListItem", "LivingAccommodation"])
-        #expect(state.entity(named: "Trip")?.attributeNames
-            == ["name", "destination", "startDate", "endDate", "bucketList", "livingAccommodation"])
+        #expect(
+            state.entity(named: "Trip")?.attributeNames
+                == ["name", "destination", "startDate", "endDate", "bucketList", "livingAccommodation"])
         #expect(state.transactionCount == history.count)
         #expect(state.lastToken == store.currentToken)
         for entity in state.entities { #expect(entity.rows == store.allSnapshots()[entity.name]) }
@@ -130,13 +147,15 @@ import Testing
             }
         }
         // The offset of a save's record is inclusive: one byte before it, the save is not folded.
-        let beforeSecond = try LogStore.replay(directory: Self.directory, fileSystem: fileSystem,
-                                               through: history[1].0.offset - 1)
+        let beforeSecond = try LogStore.replay(
+            directory: Self.directory, fileSystem: fileSystem,
+            through: history[1].0.offset - 1)
         #expect(beforeSecond.lastToken == history[0].0)
         #expect(Self.rows(beforeSecond, "Trip") == history[0].1["Trip"])
         // Before the first transaction: the schema, and no models.
-        let beforeFirst = try LogStore.replay(directory: Self.directory, fileSystem: fileSystem,
-                                              through: history[0].0.offset - 1)
+        let beforeFirst = try LogStore.replay(
+            directory: Self.directory, fileSystem: fileSystem,
+            through: history[0].0.offset - 1)
         #expect(beforeFirst.schemaVersion == 1)
         #expect(beforeFirst.transactionCount == 0)
         #expect(beforeFirst.lastToken == nil)

@@ -1,11 +1,12 @@
 import ArgumentParser
 import Foundation
-@testable import LogStore
 import LogStoreEngine
 import LogStoreTestSupport
-@testable import logstore
 import SampleTrips
 import Testing
+
+@testable import LogStore
+@testable import logstore
 
 /// `LogStore.replay(directory:until:)` and `logstore replay --until`.
 @Suite struct TimeTravelTests {
@@ -19,15 +20,17 @@ import Testing
         }
     }
 
-    @Test("replay(until:) gives the state exactly as after each save, from the log start or the newest checkpoint before it")
+    @Test(
+        "replay(until:) gives the state exactly as after each save, from the log start or the newest checkpoint before it"
+    )
     func untilEachSave() throws {
         let fileSystem = SimulatedFileSystem()
         var configuration = LogStoreConfiguration(directory: StoreReplayTests.directory, fileSystem: fileSystem)
         configuration.checkpointIntervalByteCount = 0
         let container = try ModelContainer(for: sampleTripsModels, configuration: configuration)
         let store = try #require(container.dataStore(as: LogStore.self))
-        var history = try StoreReplayTests.saveHistory(container) // 4 saves
-        let checkpoint = try store.checkpoint() // after the 4th save
+        var history = try StoreReplayTests.saveHistory(container)  // 4 saves
+        let checkpoint = try store.checkpoint()  // after the 4th save
         let context = ModelContext(container)
         context.insert(Trip(name: "Porto", destination: "Portugal", startDate: day(40), endDate: day(42)))
         try context.save()
@@ -39,13 +42,15 @@ import Testing
         #expect(Set(history.map(\.0)).count == 6)
 
         for (index, (token, snapshots)) in history.enumerated() {
-            let state = try LogStore.replay(directory: StoreReplayTests.directory, fileSystem: fileSystem, until: .token(token))
+            let state = try LogStore.replay(
+                directory: StoreReplayTests.directory, fileSystem: fileSystem, until: .token(token))
             Self.expectState(state, equals: snapshots)
             #expect(state.lastToken == token)
             // Saves 4 to 6 start from the checkpoint written right after save 4 (X = its end).
             #expect(state.checkpointOffset == (index >= 3 ? checkpoint : nil), "save \(index + 1)")
-            let bare = try LogStore.replay(directory: StoreReplayTests.directory, fileSystem: fileSystem,
-                                           until: .offset(token.offset))
+            let bare = try LogStore.replay(
+                directory: StoreReplayTests.directory, fileSystem: fileSystem,
+                until: .offset(token.offset))
             #expect(bare == state)
         }
     }
@@ -62,8 +67,11 @@ import Testing
             try LogStore.replay(directory: directory, fileSystem: fileSystem, until: position)
         }
         let foreign = HistoryToken(storeIdentifier: UUID(), offset: token.offset, check: token.check)
-        #expect(throws: LogStoreError.historyTokenOfAnotherStore(foreign, store: token.storeIdentifier)) { try replay(.token(foreign)) }
-        let wrongCheck = HistoryToken(storeIdentifier: token.storeIdentifier, offset: token.offset, check: token.check ^ 1)
+        #expect(throws: LogStoreError.historyTokenOfAnotherStore(foreign, store: token.storeIdentifier)) {
+            try replay(.token(foreign))
+        }
+        let wrongCheck = HistoryToken(
+            storeIdentifier: token.storeIdentifier, offset: token.offset, check: token.check ^ 1)
         #expect {
             try replay(.token(wrongCheck))
         } throws: { error in
@@ -78,23 +86,31 @@ import Testing
             _ = try replay(.offset(token.offset + 1))
             Issue.record("a position inside a record was accepted")
         } catch {
-            guard case LogStoreError.historyPositionNotATransaction = error else { Issue.record("\(error)"); return }
+            guard case LogStoreError.historyPositionNotATransaction = error else {
+                Issue.record("\(error)")
+                return
+            }
         }
         // The log's first record is the schema record, not a transaction.
         do {
             _ = try replay(.offset(0))
             Issue.record("a schema record was accepted")
         } catch {
-            guard case LogStoreError.historyPositionNotATransaction = error else { Issue.record("\(error)"); return }
+            guard case LogStoreError.historyPositionNotATransaction = error else {
+                Issue.record("\(error)")
+                return
+            }
             #expect(error.message.contains("schema"))
         }
     }
 
     @Test("logstore replay --until prints the state after that save; bad positions exit with code 2")
     func command() throws {
-        let temporary = TemporaryDirectory("until"), directory = temporary.path
+        let temporary = TemporaryDirectory("until")
+        let directory = temporary.path
         defer { temporary.remove() }
-        let container = try ModelContainer(for: sampleTripsModels, configuration: LogStoreConfiguration(directory: directory))
+        let container = try ModelContainer(
+            for: sampleTripsModels, configuration: LogStoreConfiguration(directory: directory))
         let history = try StoreReplayTests.saveHistory(container)
         try container.dataStore(as: LogStore.self)!.close()
 
@@ -104,7 +120,9 @@ import Testing
                 Self.expectState(state, equals: snapshots)
                 let output = ReplayJSON(state)
                 #expect(output.lastToken == token)
-                #expect(output.entities["Trip"]?.map { $0.id } == snapshots["Trip"]?.map { $0.persistentIdentifier.primaryKey.uuidString })
+                #expect(
+                    output.entities["Trip"]?.map { $0.id }
+                        == snapshots["Trip"]?.map { $0.persistentIdentifier.primaryKey.uuidString })
                 #expect(ReplayCommand.text(state).contains("the last at log offset \(Format.grouped(token.offset))"))
             }
         }
@@ -116,8 +134,11 @@ import Testing
 
         let token = history[0].0
         let foreign = HistoryToken(storeIdentifier: UUID(), offset: token.offset, check: token.check)
-        let badCheck = HistoryToken(storeIdentifier: token.storeIdentifier, offset: token.offset, check: token.check &+ 1)
-        for bad in ["not a position", try Self.json(foreign), try Self.json(badCheck), "999999999", String(token.offset + 1)] {
+        let badCheck = HistoryToken(
+            storeIdentifier: token.storeIdentifier, offset: token.offset, check: token.check &+ 1)
+        for bad in [
+            "not a position", try Self.json(foreign), try Self.json(badCheck), "999999999", String(token.offset + 1),
+        ] {
             let command = try ReplayCommand.parse([directory, "--until", bad, "--json"])
             #expect(throws: ExitCode(2), "\(bad)") { try command.run() }
         }
@@ -145,14 +166,17 @@ import Testing
         return try TransactionRecord.decode(record.payload, table: table, storeIdentifier: store.identifier).changes
     }
 
-    @Test("Deleting a trip cascades to its bucket list and accommodation; each cascaded delete is a change in the record")
+    @Test(
+        "Deleting a trip cascades to its bucket list and accommodation; each cascaded delete is a change in the record")
     func cascadeIsRecorded() throws {
         let fileSystem = SimulatedFileSystem()
         let container = try makeContainer(fileSystem)
         let store = try #require(container.dataStore(as: LogStore.self))
         let context = ModelContext(container)
         let trip = Trip(name: "Lisbon", destination: "Portugal", startDate: day(1), endDate: day(5))
-        trip.bucketList = [BucketListItem(title: "Tram 28", details: "ride"), BucketListItem(title: "Belém", details: "eat")]
+        trip.bucketList = [
+            BucketListItem(title: "Tram 28", details: "ride"), BucketListItem(title: "Belém", details: "eat"),
+        ]
         trip.livingAccommodation = LivingAccommodation(address: "Rua 1", placeName: "Casa")
         let other = Trip(name: "Oslo", destination: "Norway", startDate: day(9), endDate: day(10))
         other.bucketList = [BucketListItem(title: "Fjord", details: "cruise")]
@@ -167,13 +191,13 @@ import Testing
         let token = try #require(store.currentToken)
         let changes = try Self.changes(at: token, of: store)
         let deleted = changes.compactMap { change -> PersistentIdentifier? in
-            if case let .delete(identifier, _) = change { identifier } else { nil }
+            if case .delete(let identifier, _) = change { identifier } else { nil }
         }
         #expect(Set(deleted) == cascaded.union([tripID]))
         #expect(deleted.count == 4)
         // The tombstone keeps the trip's preserved values.
         let tombstone = changes.compactMap { change -> [String: AttributeValue]? in
-            if case let .delete(identifier, tombstone) = change, identifier == tripID { tombstone } else { nil }
+            if case .delete(let identifier, let tombstone) = change, identifier == tripID { tombstone } else { nil }
         }.first
         #expect(tombstone?["name"] == .string("Lisbon"))
         let fresh = ModelContext(container)
@@ -181,15 +205,17 @@ import Testing
         #expect(try fresh.fetchCount(FetchDescriptor<LivingAccommodation>()) == 0)
         // Replay (open) folds the recorded effects to the same state, without running delete rules.
         let replayed = try LogStore.replay(directory: "/trips", fileSystem: fileSystem)
-        #expect(StoreReplayTests.rows(replayed, "BucketListItem").map(\.persistentIdentifier)
-            == [other.bucketList[0].persistentModelID])
+        #expect(
+            StoreReplayTests.rows(replayed, "BucketListItem").map(\.persistentIdentifier)
+                == [other.bucketList[0].persistentModelID])
     }
 
     @Test("A deny rule refuses the delete while trips remain, writes nothing, and allows it once they are gone")
     func denyRefuses() throws {
         let fileSystem = SimulatedFileSystem()
-        let container = try ModelContainer(for: sampleTripsModels + [Traveller.self],
-                                           configuration: LogStoreConfiguration(directory: "/deny", fileSystem: fileSystem))
+        let container = try ModelContainer(
+            for: sampleTripsModels + [Traveller.self],
+            configuration: LogStoreConfiguration(directory: "/deny", fileSystem: fileSystem))
         let store = try #require(container.dataStore(as: LogStore.self))
         let context = ModelContext(container)
         let traveller = Traveller()
@@ -202,13 +228,16 @@ import Testing
         let before = store.logEndOffset
 
         context.delete(traveller)
-        #expect(throws: LogStoreError.deleteDenied(traveller.persistentModelID, relationship: "trips",
-                                                   related: trip.persistentModelID)) { try context.save() }
+        #expect(
+            throws: LogStoreError.deleteDenied(
+                traveller.persistentModelID, relationship: "trips",
+                related: trip.persistentModelID)
+        ) { try context.save() }
         #expect(store.logEndOffset == before)
         #expect(try ModelContext(container).fetchCount(FetchDescriptor<Traveller>()) == 1)
 
         context.rollback()
-        context.delete(trip) // cascades to its bucket list, nullifies the traveller's reference
+        context.delete(trip)  // cascades to its bucket list, nullifies the traveller's reference
         try context.save()
         let changes = try Self.changes(at: store.currentToken!, of: store)
         #expect(changes.contains(.update(traveller.persistentModelID, ["trips": .array([])])))
@@ -218,8 +247,9 @@ import Testing
         #expect(try ModelContext(container).fetchCount(FetchDescriptor<Traveller>()) == 0)
     }
 
-    @Test("uniqueCollisionPolicy .throw names the entity and values and writes nothing; .upsert (default) updates",
-          arguments: [UniqueCollisionPolicy.throw, .upsert])
+    @Test(
+        "uniqueCollisionPolicy .throw names the entity and values and writes nothing; .upsert (default) updates",
+        arguments: [UniqueCollisionPolicy.throw, .upsert])
     func uniquePolicy(policy: UniqueCollisionPolicy) throws {
         let fileSystem = SimulatedFileSystem()
         var configuration = LogStoreConfiguration(directory: "/unique", fileSystem: fileSystem)
@@ -236,8 +266,9 @@ import Testing
         let destinations = { try ModelContext(container).fetch(FetchDescriptor<Trip>()).map(\.destination) }
         switch policy {
         case .throw:
-            let error = LogStoreError.uniqueConstraintViolation(entity: "Trip", constraint: ["name", "startDate", "endDate"],
-                                                                 values: [.string("Lisbon"), .date(day(1)), .date(day(5))])
+            let error = LogStoreError.uniqueConstraintViolation(
+                entity: "Trip", constraint: ["name", "startDate", "endDate"],
+                values: [.string("Lisbon"), .date(day(1)), .date(day(5))])
             #expect(throws: error) { try again.save() }
             #expect(error.description.contains("Trip") && error.description.contains("\"Lisbon\""))
             #expect(store.logEndOffset == before)

@@ -1,13 +1,15 @@
-@testable import LogStore
 import LogStoreEngine
 import Testing
+
+@testable import LogStore
 
 /// Stored strings decode ASCII on a fast path; everything else is validated as UTF-8.
 @Suite struct ValueCodecStringTests {
     static func read(_ bytes: [UInt8]) throws -> String {
         var writer = ByteWriter()
         writer.writeLengthPrefixed(bytes)
-        return try ByteReader.read(writer.bytes) { reader throws(ByteReaderError) in try ValueCodec.readString(&reader) }
+        return try ByteReader.read(writer.bytes) { reader throws(ByteReaderError) in try ValueCodec.readString(&reader)
+        }
     }
 
     @Test func asciiAndOtherUTF8RoundTrip() throws {

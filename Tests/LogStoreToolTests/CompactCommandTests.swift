@@ -1,10 +1,11 @@
 import ArgumentParser
 import Foundation
-@testable import logstore
 import LogStore
 import LogStoreEngine
 import SampleTrips
 import Testing
+
+@testable import logstore
 
 /// `logstore compact`: --through, --keep-bytes, --keep-age, consumers and --force, option rules.
 @Suite struct CompactCommandTests {
@@ -17,11 +18,13 @@ import Testing
 
     @Test func throughATokenDeletesThroughItAndTheSegmentsItFrees() throws {
         let store = TemporaryStore()
-        let tokens = try store.saveTrips(Array(repeating: "app", count: 12), segmentByteCountMax: Self.segmentByteCountMax)
+        let tokens = try store.saveTrips(
+            Array(repeating: "app", count: 12), segmentByteCountMax: Self.segmentByteCountMax)
         let before = try Self.segmentFiles(store.directory)
         #expect(before.count > 3)
-        let command = try #require(try LogStoreCommand.parseAsRoot(["compact", store.directory, "--through", tokens[7].json])
-            as? CompactCommand)
+        let command = try #require(
+            try LogStoreCommand.parseAsRoot(["compact", store.directory, "--through", tokens[7].json])
+                as? CompactCommand)
         #expect(command.mode == .through(.token(tokens[7])))
         let report = try CompactCommand.compact(directory: store.directory, mode: command.mode!, force: false)
         #expect(report.previousLowWaterMark == nil)
@@ -34,15 +37,18 @@ import Testing
         #expect(report.deletedSegments.allSatisfy { $0.count == 24 && $0.hasSuffix(".log") })
         #expect(report.text.contains("Low-water mark: none → \(tokens[7].json)"))
         #expect(report.text.contains("Deleted \(report.deletedSegments.count) segment file"))
-        #expect(try HistoryCommand.fetch(directory: store.directory, after: nil, author: nil, limit: nil).map(\.token)
-            == Array(tokens[8...]))
+        #expect(
+            try HistoryCommand.fetch(directory: store.directory, after: nil, author: nil, limit: nil).map(\.token)
+                == Array(tokens[8...]))
 
         // Again through a bare offset at or below L: nothing to delete.
-        let again = try CompactCommand.compact(directory: store.directory, mode: .through(.offset(tokens[3].offset)), force: false)
+        let again = try CompactCommand.compact(
+            directory: store.directory, mode: .through(.offset(tokens[3].offset)), force: false)
         #expect(!again.deletedHistory && again.deletedSegments.isEmpty && again.lowWaterMark == tokens[7])
         #expect(again.text == "Nothing to delete: the low-water mark stays at \(tokens[7].json).")
         // A bare offset past L moves it.
-        let further = try CompactCommand.compact(directory: store.directory, mode: .through(.offset(tokens[9].offset)), force: false)
+        let further = try CompactCommand.compact(
+            directory: store.directory, mode: .through(.offset(tokens[9].offset)), force: false)
         #expect(further.previousLowWaterMark == tokens[7] && further.lowWaterMark == tokens[9])
         // The JSON form.
         let json = try JSONSerialization.jsonObject(with: JSONEncoder().encode(further)) as? [String: Any]
@@ -53,15 +59,17 @@ import Testing
 
     @Test func keepBytesKeepsAboutThatMuchHistory() throws {
         let store = TemporaryStore()
-        let tokens = try store.saveTrips(Array(repeating: "app", count: 12), segmentByteCountMax: Self.segmentByteCountMax)
+        let tokens = try store.saveTrips(
+            Array(repeating: "app", count: 12), segmentByteCountMax: Self.segmentByteCountMax)
         let end = try Log.inspect(directory: store.directory).endOffset
-        let keep = end - tokens[6].offset // keep the records from the seventh save on
+        let keep = end - tokens[6].offset  // keep the records from the seventh save on
         #expect(try CompactCommand.parseByteCount(String(keep)) == keep)
         let report = try CompactCommand.compact(directory: store.directory, mode: .keepBytes(keep), force: false)
         #expect(report.lowWaterMark == tokens[5])
         #expect(!report.deletedSegments.isEmpty)
-        #expect(try HistoryCommand.fetch(directory: store.directory, after: nil, author: nil, limit: nil).map(\.token)
-            == Array(tokens[6...]))
+        #expect(
+            try HistoryCommand.fetch(directory: store.directory, after: nil, author: nil, limit: nil).map(\.token)
+                == Array(tokens[6...]))
         // A limit above the history's size deletes nothing.
         let none = try CompactCommand.compact(directory: store.directory, mode: .keepBytes(1 << 30), force: false)
         #expect(!none.deletedHistory && none.lowWaterMark == tokens[5])
@@ -75,8 +83,11 @@ import Testing
         #expect(try CompactCommand.parseAge("1s") == .seconds(1))
         let report = try CompactCommand.compact(directory: store.directory, mode: .keepAge(.seconds(1)), force: false)
         #expect(report.lowWaterMark == old[2])
-        #expect(try HistoryCommand.fetch(directory: store.directory, after: nil, author: nil, limit: nil).map(\.token) == young)
-        let none = try CompactCommand.compact(directory: store.directory, mode: .keepAge(.seconds(7 * 86_400)), force: false)
+        #expect(
+            try HistoryCommand.fetch(directory: store.directory, after: nil, author: nil, limit: nil).map(\.token)
+                == young)
+        let none = try CompactCommand.compact(
+            directory: store.directory, mode: .keepAge(.seconds(7 * 86_400)), force: false)
         #expect(!none.deletedHistory)
     }
 
@@ -86,15 +97,18 @@ import Testing
             let bookmark = try store.fetchHistory(HistoryDescriptor())[2].token
             try store.registerHistoryConsumer("sync", after: bookmark)
         }
-        let held = try CompactCommand.compact(directory: store.directory, mode: .through(.token(tokens[6])), force: false)
+        let held = try CompactCommand.compact(
+            directory: store.directory, mode: .through(.token(tokens[6])), force: false)
         #expect(held.lowWaterMark == tokens[2])
         #expect(held.heldBackByConsumer == "sync")
         #expect(held.text.contains(#"Held back by the history consumer "sync""#))
-        let forced = try CompactCommand.compact(directory: store.directory, mode: .through(.token(tokens[6])), force: true)
+        let forced = try CompactCommand.compact(
+            directory: store.directory, mode: .through(.token(tokens[6])), force: true)
         #expect(forced.previousLowWaterMark == tokens[2] && forced.lowWaterMark == tokens[6])
         #expect(forced.heldBackByConsumer == nil)
-        let parsed = try #require(try LogStoreCommand.parseAsRoot(["compact", store.directory, "--keep-bytes", "1K", "--force"])
-            as? CompactCommand)
+        let parsed = try #require(
+            try LogStoreCommand.parseAsRoot(["compact", store.directory, "--keep-bytes", "1K", "--force"])
+                as? CompactCommand)
         #expect(parsed.force && parsed.mode == .keepBytes(1024))
     }
 
@@ -103,7 +117,8 @@ import Testing
         #expect(usageExitCode(["compact", directory]) == 64)
         #expect(usageExitCode(["compact", directory, "--through", "5", "--keep-bytes", "1K"]) == 64)
         #expect(usageExitCode(["compact", directory, "--keep-bytes", "1K", "--keep-age", "1d"]) == 64)
-        #expect(usageExitCode(["compact", directory, "--through", "5", "--keep-bytes", "1K", "--keep-age", "1d"]) == 64)
+        #expect(
+            usageExitCode(["compact", directory, "--through", "5", "--keep-bytes", "1K", "--keep-age", "1d"]) == 64)
         #expect(usageExitCode(["compact", directory, "--keep-bytes", "12X"]) == 64)
         #expect(usageExitCode(["compact", directory, "--keep-age", "12"]) == 64)
         #expect(usageExitCode(["compact", directory, "--keep-age", "7d"]) == nil)

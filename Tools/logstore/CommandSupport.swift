@@ -85,7 +85,8 @@ enum Format {
     /// Left-aligns the first column and right-aligns the others.
     static func table(_ rows: [[String]]) -> String {
         guard let columnCount = rows.map(\.count).max() else { return "" }
-        let widths = (0..<columnCount).map { column in rows.map { column < $0.count ? $0[column].count : 0 }.max() ?? 0 }
+        let widths = (0..<columnCount).map { column in rows.map { column < $0.count ? $0[column].count : 0 }.max() ?? 0
+        }
         return rows.map { row in
             row.enumerated().map { column, cell in
                 let padding = String(repeating: " ", count: widths[column] - cell.count)
@@ -99,7 +100,9 @@ enum Format {
 /// output above shows only what lies before them.
 func warnAboutUnreadTail(_ tail: RecoveryReport.DroppedRecord?, directory: String) {
     guard let tail else { return }
-    printError("logstore: warning: the log was read up to offset \(tail.offset); the \(tail.byteCount) bytes after it "
-        + "in \((tail.file as NSString).lastPathComponent) are not a readable record (\(tail.reason)). They are a torn "
-        + "tail that the next open for writing cuts, an append in flight, or damage: `logstore verify \(directory)` tells which.")
+    printError(
+        "logstore: warning: the log was read up to offset \(tail.offset); the \(tail.byteCount) bytes after it "
+            + "in \((tail.file as NSString).lastPathComponent) are not a readable record (\(tail.reason)). They are a torn "
+            + "tail that the next open for writing cuts, an append in flight, or damage: `logstore verify \(directory)` tells which."
+    )
 }

@@ -23,16 +23,19 @@ struct CompactCommand: ParsableCommand {
     @Argument(help: "The store directory.")
     var directory: String
 
-    @Option(help: ArgumentHelp("Delete history through this position (token <= POS).", valueName: "POS"),
-            transform: HistoryPosition.parse)
+    @Option(
+        help: ArgumentHelp("Delete history through this position (token <= POS).", valueName: "POS"),
+        transform: HistoryPosition.parse)
     var through: HistoryPosition?
 
-    @Option(help: ArgumentHelp("Keep about this many bytes of history (plain bytes or K, M, G).", valueName: "N"),
-            transform: CompactCommand.parseByteCount)
+    @Option(
+        help: ArgumentHelp("Keep about this many bytes of history (plain bytes or K, M, G).", valueName: "N"),
+        transform: CompactCommand.parseByteCount)
     var keepBytes: UInt64?
 
-    @Option(help: ArgumentHelp("Keep the history younger than this (90s, 30m, 12h, 7d).", valueName: "DURATION"),
-            transform: CompactCommand.parseAge)
+    @Option(
+        help: ArgumentHelp("Keep the history younger than this (90s, 30m, 12h, 7d).", valueName: "DURATION"),
+        transform: CompactCommand.parseAge)
     var keepAge: Duration?
 
     @Flag(help: "Delete past the bookmarks of registered history consumers.")
@@ -50,9 +53,9 @@ struct CompactCommand: ParsableCommand {
 
     var mode: Mode? {
         switch (through, keepBytes, keepAge) {
-        case let (position?, nil, nil): .through(position)
-        case let (nil, bytes?, nil): .keepBytes(bytes)
-        case let (nil, nil, age?): .keepAge(age)
+        case (let position?, nil, nil): .through(position)
+        case (nil, let bytes?, nil): .keepBytes(bytes)
+        case (nil, nil, let age?): .keepAge(age)
         default: nil
         }
     }
@@ -80,12 +83,15 @@ struct CompactCommand: ParsableCommand {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
         let digits = trimmed.prefix { $0.isASCII && $0.isNumber }
         let suffix = trimmed.dropFirst(digits.count).uppercased()
-        let multipliers: [String: UInt64] = ["": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10,
-                                             "M": 1 << 20, "MB": 1 << 20, "MIB": 1 << 20,
-                                             "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30]
+        let multipliers: [String: UInt64] = [
+            "": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10,
+            "M": 1 << 20, "MB": 1 << 20, "MIB": 1 << 20,
+            "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30,
+        ]
         guard let value = UInt64(digits), let multiplier = multipliers[suffix] else {
-            throw ValidationError("'\(text)' is not a byte count: give a whole number of bytes, optionally with K, M or G "
-                + "(binary: 1K = 1024 bytes).")
+            throw ValidationError(
+                "'\(text)' is not a byte count: give a whole number of bytes, optionally with K, M or G "
+                    + "(binary: 1K = 1024 bytes).")
         }
         let (product, overflow) = value.multipliedReportingOverflow(by: multiplier)
         guard !overflow else { throw ValidationError("'\(text)' is too many bytes.") }
@@ -97,8 +103,10 @@ struct CompactCommand: ParsableCommand {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
         let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3_600, "d": 86_400]
         guard let unit = trimmed.last, let seconds = units[unit], let value = Int64(trimmed.dropLast()), value >= 0,
-              value <= Int64.max / seconds / 1_000_000 else {
-            throw ValidationError("'\(text)' is not a duration: give a whole number with s, m, h or d (90s, 30m, 12h, 7d).")
+            value <= Int64.max / seconds / 1_000_000
+        else {
+            throw ValidationError(
+                "'\(text)' is not a duration: give a whole number with s, m, h or d (90s, 30m, 12h, 7d).")
         }
         return .seconds(value * seconds)
     }
@@ -111,7 +119,7 @@ struct CompactCommand: ParsableCommand {
         // instead of becoming a new, empty store.
         do { try Log.openReadOnly(directory: directory).close() } catch { throw LogStoreError.log(error) }
         var throughToken: HistoryToken?
-        if case let .through(position) = mode {
+        if case .through(let position) = mode {
             do {
                 throughToken = try position.resolve(in: directory)
             } catch let error as LogStoreError where error.code == .historyTokenExpired {
@@ -125,11 +133,12 @@ struct CompactCommand: ParsableCommand {
             switch mode {
             case .through:
                 let token = throughToken!
-                compaction = try store.deleteHistory(HistoryDescriptor(predicate: #Predicate { $0.token <= token }),
-                                                     force: force)
-            case let .keepBytes(bytes):
+                compaction = try store.deleteHistory(
+                    HistoryDescriptor(predicate: #Predicate { $0.token <= token }),
+                    force: force)
+            case .keepBytes(let bytes):
                 compaction = try store.applyRetention(HistoryRetention(historyByteCountMax: bytes), force: force)
-            case let .keepAge(age):
+            case .keepAge(let age):
                 compaction = try store.applyRetention(HistoryRetention(historyAgeMax: age), force: force)
             }
         } catch {
@@ -174,13 +183,13 @@ struct CompactionReport: Encodable, Equatable {
 
     private enum CodingKeys: String, CodingKey {
         case directory, previousLowWaterMark, lowWaterMark, deletedHistory, deletedSegments, reclaimedByteCount,
-             heldBackByConsumer, droppedConsumers
+            heldBackByConsumer, droppedConsumers
     }
 
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(directory, forKey: .directory)
-        try container.encode(previousLowWaterMark, forKey: .previousLowWaterMark) // null: no history deleted before
+        try container.encode(previousLowWaterMark, forKey: .previousLowWaterMark)  // null: no history deleted before
         try container.encode(lowWaterMark, forKey: .lowWaterMark)
         try container.encode(deletedHistory, forKey: .deletedHistory)
         try container.encode(deletedSegments, forKey: .deletedSegments)
@@ -195,20 +204,25 @@ struct CompactionReport: Encodable, Equatable {
             lines.append("Deleted history through token@\(lowWaterMark.offset).")
             lines.append("Low-water mark: \(previousLowWaterMark?.json ?? "none") → \(lowWaterMark.json)")
         } else {
-            lines.append("Nothing to delete: the low-water mark stays at \(lowWaterMark?.json ?? "none (no history deleted yet)").")
+            lines.append(
+                "Nothing to delete: the low-water mark stays at \(lowWaterMark?.json ?? "none (no history deleted yet)")."
+            )
         }
         if deletedSegments.isEmpty {
             if deletedHistory {
-                lines.append("No segment file deleted: each still holds history after the low-water mark, or is the one "
-                    + "being written.")
+                lines.append(
+                    "No segment file deleted: each still holds history after the low-water mark, or is the one "
+                        + "being written.")
             }
         } else {
-            lines.append("Deleted \(deletedSegments.count) segment file\(deletedSegments.count == 1 ? "" : "s") ("
-                + deletedSegments.joined(separator: ", ") + "): \(Format.bytes(reclaimedByteCount)) reclaimed.")
+            lines.append(
+                "Deleted \(deletedSegments.count) segment file\(deletedSegments.count == 1 ? "" : "s") ("
+                    + deletedSegments.joined(separator: ", ") + "): \(Format.bytes(reclaimedByteCount)) reclaimed.")
         }
         if let heldBackByConsumer {
-            lines.append("Held back by the history consumer \"\(heldBackByConsumer)\" (its bookmark is the oldest; "
-                + "--force deletes past it).")
+            lines.append(
+                "Held back by the history consumer \"\(heldBackByConsumer)\" (its bookmark is the oldest; "
+                    + "--force deletes past it).")
         }
         if !droppedConsumers.isEmpty {
             lines.append("Dropped history consumers: " + droppedConsumers.joined(separator: ", ") + ".")

@@ -8,7 +8,8 @@ import SampleTrips
 struct DemoCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
-        abstract: "Tour the model layer: save, fetch, update, upsert and delete SampleTrips models in a store (created if missing).",
+        abstract:
+            "Tour the model layer: save, fetch, update, upsert and delete SampleTrips models in a store (created if missing).",
         discussion: """
             Opens the store through ModelContainer and ModelContext with synchronous durability (each \
             save returns once an fdatasync covers its transaction), then: inserts three trips with \
@@ -33,12 +34,13 @@ struct TripsTour {
     var directory: String
 
     /// Round 1 starts on this day; each round's trips lie in their own seven weeks.
-    static let firstRoundStart = Date(timeIntervalSince1970: 1_777_852_800) // 2026-05-04
+    static let firstRoundStart = Date(timeIntervalSince1970: 1_777_852_800)  // 2026-05-04
     static let roundLength = 49
 
     func run(say: (String) -> Void) throws {
-        let container = try ModelContainer(for: sampleTripsModels,
-                                           configuration: LogStoreConfiguration(directory: directory, durability: .synchronous))
+        let container = try ModelContainer(
+            for: sampleTripsModels,
+            configuration: LogStoreConfiguration(directory: directory, durability: .synchronous))
         let store = container.dataStore(as: LogStore.self)!
         let app = ModelContext(container)
         app.author = "app"
@@ -61,10 +63,12 @@ struct TripsTour {
         say(meter.step("insert", "3 trips, \(itemCount) bucket list items, \(stayCount) accommodations", author: app))
 
         // 2. Fetch: this round's trips, by a #Predicate on dates, sorted by start date.
-        let thisRound = FetchDescriptor<Trip>(predicate: #Predicate { $0.startDate >= start && $0.startDate < end },
-                                              sortBy: [SortDescriptor(\.startDate)])
-        say("fetch   #Predicate { $0.startDate >= \(Self.day(start)) && $0.startDate < \(Self.day(end)) }, "
-            + "SortDescriptor(\\.startDate):")
+        let thisRound = FetchDescriptor<Trip>(
+            predicate: #Predicate { $0.startDate >= start && $0.startDate < end },
+            sortBy: [SortDescriptor(\.startDate)])
+        say(
+            "fetch   #Predicate { $0.startDate >= \(Self.day(start)) && $0.startDate < \(Self.day(end)) }, "
+                + "SortDescriptor(\\.startDate):")
         for trip in try app.fetch(thisRound) { say("          " + Self.line(trip)) }
 
         // 3. Update from another context: the widget confirms the Kyoto accommodation.
@@ -74,22 +78,27 @@ struct TripsTour {
         let kyoto = try widget.fetch(FetchDescriptor<Trip>(predicate: #Predicate { $0.name == kyotoName })).first!
         kyoto.livingAccommodation?.isConfirmed = true
         try widget.save()
-        say(meter.step("update", "\(kyoto.livingAccommodation?.placeName ?? "-") confirmed (isConfirmed = true)", author: widget))
+        say(
+            meter.step(
+                "update", "\(kyoto.livingAccommodation?.placeName ?? "-") confirmed (isConfirmed = true)",
+                author: widget))
 
         // 4. Upsert: inserting a trip with the same name and dates updates the existing one.
         let importer = ModelContext(container)
         importer.author = "import"
         let original = trips[2]
         let countBefore = try importer.fetchCount(thisRound)
-        let again = Trip(name: original.name, destination: "Iceland (Ring Road)", startDate: original.startDate,
-                         endDate: original.endDate)
+        let again = Trip(
+            name: original.name, destination: "Iceland (Ring Road)", startDate: original.startDate,
+            endDate: original.endDate)
         importer.insert(again)
         try importer.save()
         say(meter.step("upsert", "a new Trip named \(original.name), same dates", author: importer))
         let countAfter = try importer.fetchCount(thisRound)
-        say("          → updated \(Self.short(original.persistentModelID))"
-            + (again.persistentModelID == original.persistentModelID ? " (same identifier)" : "")
-            + ": destination \"\(again.destination)\", fetchCount \(countBefore) → \(countAfter)")
+        say(
+            "          → updated \(Self.short(original.persistentModelID))"
+                + (again.persistentModelID == original.persistentModelID ? " (same identifier)" : "")
+                + ": destination \"\(again.destination)\", fetchCount \(countBefore) → \(countAfter)")
 
         // 5. Delete: the cascade rules remove the trip's bucket list items and accommodation.
         let lisbon = trips[0]
@@ -99,8 +108,11 @@ struct TripsTour {
         try app.save()
         let itemsGone = itemsBefore - (try app.fetchCount(FetchDescriptor<BucketListItem>()))
         let staysGone = staysBefore - (try app.fetchCount(FetchDescriptor<LivingAccommodation>()))
-        say(meter.step("delete", "\(names.lisbon) + cascade: \(itemsGone) items, \(staysGone) accommodation"
-            + (staysGone == 1 ? "" : "s"), author: app))
+        say(
+            meter.step(
+                "delete",
+                "\(names.lisbon) + cascade: \(itemsGone) items, \(staysGone) accommodation"
+                    + (staysGone == 1 ? "" : "s"), author: app))
 
         // 6. History: the app keeps a token; the widget's changes after it; then history deletion.
         try historyTour(store: store, container: container, app: app, reykjavik: trips[2], meter: &meter, say: say)
@@ -113,8 +125,10 @@ struct TripsTour {
     /// The WWDC24 history scenario: the app saves its token as JSON, books a stay; the widget
     /// confirms it; the app fetches the widget's changes after its token; history is deleted
     /// through the widget's transaction, and the old token has expired.
-    private func historyTour(store: LogStore, container: ModelContainer, app: ModelContext, reykjavik: Trip,
-                             meter: inout SaveMeter, say: (String) -> Void) throws {
+    private func historyTour(
+        store: LogStore, container: ModelContainer, app: ModelContext, reykjavik: Trip,
+        meter: inout SaveMeter, say: (String) -> Void
+    ) throws {
         say("")
         // The app keeps its token as JSON (in UserDefaults, say).
         let savedJSON = try JSONEncoder().encode(store.currentToken)
@@ -127,24 +141,30 @@ struct TripsTour {
         let widget = ModelContext(container)
         widget.author = "widget"
         let name = reykjavik.name
-        let stay = try widget.fetch(FetchDescriptor<Trip>(predicate: #Predicate { $0.name == name })).first?.livingAccommodation
+        let stay = try widget.fetch(FetchDescriptor<Trip>(predicate: #Predicate { $0.name == name })).first?
+            .livingAccommodation
         stay?.isConfirmed = true
         try widget.save()
         say(meter.step("update", "\(stay?.placeName ?? "-") confirmed (isConfirmed = true)", author: widget))
 
-        let widgetChanges = try app.fetchHistory(HistoryDescriptor<DefaultHistoryTransaction>(
-            predicate: #Predicate { $0.token > saved && $0.author == "widget" }))
-        say("fetchHistory #Predicate { $0.token > saved && $0.author == \"widget\" }: \(widgetChanges.count) transaction"
-            + (widgetChanges.count == 1 ? "" : "s"))
+        let widgetChanges = try app.fetchHistory(
+            HistoryDescriptor<DefaultHistoryTransaction>(
+                predicate: #Predicate { $0.token > saved && $0.author == "widget" }))
+        say(
+            "fetchHistory #Predicate { $0.token > saved && $0.author == \"widget\" }: \(widgetChanges.count) transaction"
+                + (widgetChanges.count == 1 ? "" : "s"))
         for transaction in widgetChanges {
             for change in transaction.changes {
-                let (kind, values): (String, [String: AttributeValue]) = switch change {
-                case let .insert(insert): ("insert", insert.values)
-                case let .update(update): ("update", update.values)
-                case let .delete(delete): ("delete", delete.tombstone.values)
-                }
-                say("          token@\(transaction.transactionIdentifier) \(kind) \(Self.short(change.changedPersistentIdentifier)) "
-                    + values.sorted { $0.key < $1.key }.map { "\($0.key) = \(ReplayText.text($0.value))" }.joined(separator: ", "))
+                let (kind, values): (String, [String: AttributeValue]) =
+                    switch change {
+                    case .insert(let insert): ("insert", insert.values)
+                    case .update(let update): ("update", update.values)
+                    case .delete(let delete): ("delete", delete.tombstone.values)
+                    }
+                say(
+                    "          token@\(transaction.transactionIdentifier) \(kind) \(Self.short(change.changedPersistentIdentifier)) "
+                        + values.sorted { $0.key < $1.key }.map { "\($0.key) = \(ReplayText.text($0.value))" }.joined(
+                            separator: ", "))
             }
         }
 
@@ -152,13 +172,17 @@ struct TripsTour {
         let compaction = try store.deleteHistory(
             HistoryDescriptor<DefaultHistoryTransaction>(predicate: #Predicate { $0.token <= through }), force: false)
         let segments = compaction.deletedSegments.count
-        say("deleteHistory #Predicate { $0.token <= token@\(through.offset) }: low-water mark "
-            + "\(compaction.previousLowWaterMark.map { "token@\($0.offset)" } ?? "none") → "
-            + "\(compaction.lowWaterMark.map { "token@\($0.offset)" } ?? "none"), "
-            + (segments == 0 ? "0 segment files deleted (the one being written is kept)"
-                : "\(segments) segment file\(segments == 1 ? "" : "s") deleted, \(Format.bytes(compaction.reclaimedByteCount))"))
+        say(
+            "deleteHistory #Predicate { $0.token <= token@\(through.offset) }: low-water mark "
+                + "\(compaction.previousLowWaterMark.map { "token@\($0.offset)" } ?? "none") → "
+                + "\(compaction.lowWaterMark.map { "token@\($0.offset)" } ?? "none"), "
+                + (segments == 0
+                    ? "0 segment files deleted (the one being written is kept)"
+                    : "\(segments) segment file\(segments == 1 ? "" : "s") deleted, \(Format.bytes(compaction.reclaimedByteCount))")
+        )
         do {
-            _ = try app.fetchHistory(HistoryDescriptor<DefaultHistoryTransaction>(predicate: #Predicate { $0.token > saved }))
+            _ = try app.fetchHistory(
+                HistoryDescriptor<DefaultHistoryTransaction>(predicate: #Predicate { $0.token > saved }))
             say("fetchHistory after the saved token still worked: unexpected, history through it was deleted.")
         } catch let error as LogStoreError {
             guard error.code == .historyTokenExpired else { throw error }
@@ -171,8 +195,10 @@ struct TripsTour {
         if report.createdStore {
             say("Created the store \(store.identifier).")
         } else {
-            say("Opened the store \(store.identifier): "
-                + (tripCount == 0 ? "no trips yet." : "\(tripCount) trip\(tripCount == 1 ? "" : "s") from earlier rounds."))
+            say(
+                "Opened the store \(store.identifier): "
+                    + (tripCount == 0
+                        ? "no trips yet." : "\(tripCount) trip\(tripCount == 1 ? "" : "s") from earlier rounds."))
         }
         for record in report.droppedRecords { say("  recovery dropped \(record)") }
         for file in report.removedTemporaryFiles { say("  recovery removed the temporary file \(file)") }
@@ -191,13 +217,16 @@ struct TripsTour {
         let logBytes = inspection.endOffset - inspection.startOffset
         let segments = inspection.segments.count
         say("")
-        let source = state.checkpointOffset.map {
-            "the checkpoint at offset \($0) and the \(Format.grouped(state.transactionCount)) transactions after it"
-        } ?? "the log's \(Format.grouped(state.transactionCount)) transactions"
+        let source =
+            state.checkpointOffset.map {
+                "the checkpoint at offset \($0) and the \(Format.grouped(state.transactionCount)) transactions after it"
+            } ?? "the log's \(Format.grouped(state.transactionCount)) transactions"
         say("State, folded from \(source): " + counts.joined(separator: ", ") + ".")
-        say("Log: \(Format.grouped(inspection.recordCount)) "
-            + "records, \(Format.bytes(logBytes)) in \(segments) segment\(segments == 1 ? "" : "s") "
-            + "(\(Format.bytes(inspection.fileByteCount)) on disk, preallocated ahead); \(syncCount) fdatasync calls this run.")
+        say(
+            "Log: \(Format.grouped(inspection.recordCount)) "
+                + "records, \(Format.bytes(logBytes)) in \(segments) segment\(segments == 1 ? "" : "s") "
+                + "(\(Format.bytes(inspection.fileByteCount)) on disk, preallocated ahead); \(syncCount) fdatasync calls this run."
+        )
         say("Look further (`swift run logstore …` from the package directory):")
         say("  logstore replay \(directory)    # the models, folded from the log; --json for scripts")
         say("  logstore inspect \(directory)   # segments, records, bytes")
@@ -238,7 +267,9 @@ struct TripsTour {
 
     private static func line(_ trip: Trip) -> String {
         let days = "\(day(trip.startDate)) – \(day(trip.endDate))"
-        var plans = trip.bucketList.isEmpty ? "nothing planned yet"
+        var plans =
+            trip.bucketList.isEmpty
+            ? "nothing planned yet"
             : "\(trip.bucketList.count) bucket list item\(trip.bucketList.count == 1 ? "" : "s")"
         if let stay = trip.livingAccommodation {
             plans += ", \(stay.placeName)" + (stay.isConfirmed ? " (confirmed)" : " (unconfirmed)")

@@ -24,8 +24,9 @@ struct HistoryCommand: ParsableCommand {
     @Argument(help: "The store directory.")
     var directory: String
 
-    @Option(help: ArgumentHelp("List the transactions after this position (token > POS).", valueName: "POS"),
-            transform: HistoryPosition.parse)
+    @Option(
+        help: ArgumentHelp("List the transactions after this position (token > POS).", valueName: "POS"),
+        transform: HistoryPosition.parse)
     var after: HistoryPosition?
 
     @Option(help: "List only the transactions saved by this author.")
@@ -42,8 +43,11 @@ struct HistoryCommand: ParsableCommand {
     }
 
     func run() throws {
-        let transactions = try reportingFailures { try Self.fetch(directory: directory, after: after, author: author, limit: limit) }
-        let lines = json || isatty(STDOUT_FILENO) == 0
+        let transactions = try reportingFailures {
+            try Self.fetch(directory: directory, after: after, author: author, limit: limit)
+        }
+        let lines =
+            json || isatty(STDOUT_FILENO) == 0
             ? try reportingFailures { try Self.jsonLines(transactions) }
             : Self.text(transactions, directory: directory, after: after, author: author)
         for line in lines { print(line) }
@@ -52,20 +56,23 @@ struct HistoryCommand: ParsableCommand {
     /// The transactions the options select, read-only. A position in deleted history becomes a
     /// ``CommandFailure`` naming the resume token.
     static func fetch(directory: String, after: HistoryPosition?, author: String?, limit: Int?) throws
-        -> [DefaultHistoryTransaction] {
+        -> [DefaultHistoryTransaction]
+    {
         do {
             var descriptor = HistoryDescriptor<DefaultHistoryTransaction>()
             switch (try after?.resolve(in: directory), author) {
             case (nil, nil): break
-            case let (token?, nil): descriptor.predicate = #Predicate { $0.token > token }
-            case let (nil, name?): descriptor.predicate = #Predicate { $0.author == name }
-            case let (token?, name?): descriptor.predicate = #Predicate { $0.token > token && $0.author == name }
+            case (let token?, nil): descriptor.predicate = #Predicate { $0.token > token }
+            case (nil, let name?): descriptor.predicate = #Predicate { $0.author == name }
+            case (let token?, let name?): descriptor.predicate = #Predicate { $0.token > token && $0.author == name }
             }
             descriptor.fetchLimit = limit
             return try LogStore.fetchHistory(directory: directory, descriptor)
         } catch let error as LogStoreError where error.code == .historyTokenExpired {
-            throw CommandFailure(message: expiredSentence(directory: directory, position: after,
-                                                          resumeToken: error.resumeToken!))
+            throw CommandFailure(
+                message: expiredSentence(
+                    directory: directory, position: after,
+                    resumeToken: error.resumeToken!))
         }
     }
 
@@ -87,8 +94,10 @@ struct HistoryCommand: ParsableCommand {
 
     /// A readable listing: one line per transaction, one indented line per change, and the token
     /// to continue after.
-    static func text(_ transactions: [DefaultHistoryTransaction], directory: String, after: HistoryPosition?,
-                     author: String?) -> [String] {
+    static func text(
+        _ transactions: [DefaultHistoryTransaction], directory: String, after: HistoryPosition?,
+        author: String?
+    ) -> [String] {
         guard let last = transactions.last else {
             var scope = ""
             if let after { scope += " after \(after.text)" }
@@ -98,25 +107,30 @@ struct HistoryCommand: ParsableCommand {
         var lines: [String] = []
         for transaction in transactions {
             let count = transaction.changes.count
-            lines.append("token@\(transaction.transactionIdentifier)  \(iso8601Microseconds(transaction.timestamp))  "
-                + "\(transaction.author ?? "(no author)")  \(count) change\(count == 1 ? "" : "s")  "
-                + "process \(transaction.processIdentifier)")
+            lines.append(
+                "token@\(transaction.transactionIdentifier)  \(iso8601Microseconds(transaction.timestamp))  "
+                    + "\(transaction.author ?? "(no author)")  \(count) change\(count == 1 ? "" : "s")  "
+                    + "process \(transaction.processIdentifier)")
             var rows: [[String]] = []
             for change in transaction.changes {
                 let identifier = change.changedPersistentIdentifier
-                let (kind, values): (String, [String: AttributeValue]) = switch change {
-                case let .insert(insert): ("insert", insert.values)
-                case let .update(update): ("update", update.values)
-                case let .delete(delete): ("delete", delete.tombstone.values)
-                }
+                let (kind, values): (String, [String: AttributeValue]) =
+                    switch change {
+                    case .insert(let insert): ("insert", insert.values)
+                    case .update(let update): ("update", update.values)
+                    case .delete(let delete): ("delete", delete.tombstone.values)
+                    }
                 let shown = values.sorted { $0.key < $1.key }.map { "\($0.key)=\(ReplayText.cell($0.value))" }
-                rows.append([kind, "\(identifier.entityName)/\(ReplayText.shortID(identifier.primaryKey))",
-                             shown.joined(separator: ", ")])
+                rows.append([
+                    kind, "\(identifier.entityName)/\(ReplayText.shortID(identifier.primaryKey))",
+                    shown.joined(separator: ", "),
+                ])
             }
             if !rows.isEmpty { lines.append(ReplayText.table(rows, indent: "    ")) }
         }
-        lines.append("\(transactions.count) transaction\(transactions.count == 1 ? "" : "s"); the last one's token: "
-            + last.token.json)
+        lines.append(
+            "\(transactions.count) transaction\(transactions.count == 1 ? "" : "s"); the last one's token: "
+                + last.token.json)
         return lines
     }
 }
@@ -139,9 +153,9 @@ struct HistoryTransactionJSON: Encodable {
             entity = identifier.entityName
             id = identifier.primaryKey.uuidString
             switch change {
-            case let .insert(insert): (kind, values) = ("insert", insert.values)
-            case let .update(update): (kind, values) = ("update", update.values)
-            case let .delete(delete): (kind, tombstone) = ("delete", delete.tombstone.values)
+            case .insert(let insert): (kind, values) = ("insert", insert.values)
+            case .update(let update): (kind, values) = ("update", update.values)
+            case .delete(let delete): (kind, tombstone) = ("delete", delete.tombstone.values)
             }
         }
     }
@@ -172,7 +186,7 @@ struct HistoryTransactionJSON: Encodable {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(token, forKey: .token)
         try container.encode(transactionIdentifier, forKey: .transactionIdentifier)
-        try container.encode(author, forKey: .author) // null when the save had no author
+        try container.encode(author, forKey: .author)  // null when the save had no author
         try container.encode(timestamp, forKey: .timestamp)
         try container.encode(processIdentifier, forKey: .processIdentifier)
         try container.encode(changes, forKey: .changes)

@@ -42,21 +42,23 @@ extension HistoryPosition {
             do {
                 return .token(try JSONDecoder().decode(HistoryToken.self, from: Data(trimmed.utf8)))
             } catch {
-                throw ValidationError("'\(text)' is not a history token: expected "
-                    + #"{"v":1,"store":"<UUID>","offset":"<decimal>","check":<u32>} ("# + Self.reason(error) + ").")
+                throw ValidationError(
+                    "'\(text)' is not a history token: expected "
+                        + #"{"v":1,"store":"<UUID>","offset":"<decimal>","check":<u32>} ("# + Self.reason(error) + ").")
             }
         }
         guard let offset = UInt64(trimmed) else {
-            throw ValidationError("'\(text)' is not a position: give a history token's JSON form "
-                + #"({"v":1,"store":"<UUID>","offset":"<decimal>","check":<u32>}) or a bare decimal log offset."#)
+            throw ValidationError(
+                "'\(text)' is not a position: give a history token's JSON form "
+                    + #"({"v":1,"store":"<UUID>","offset":"<decimal>","check":<u32>}) or a bare decimal log offset."#)
         }
         return .offset(offset)
     }
 
     private static func reason(_ error: any Error) -> String {
         switch error as? DecodingError {
-        case let .keyNotFound(key, _)?: "no \"\(key.stringValue)\" key"
-        case let .typeMismatch(_, context)?, let .valueNotFound(_, context)?, let .dataCorrupted(context)?:
+        case .keyNotFound(let key, _)?: "no \"\(key.stringValue)\" key"
+        case .typeMismatch(_, let context)?, .valueNotFound(_, let context)?, .dataCorrupted(let context)?:
             (context.codingPath.last.map { "\"\($0.stringValue)\": " } ?? "") + context.debugDescription
         default: "\(error)"
         }
@@ -65,8 +67,8 @@ extension HistoryPosition {
     /// What the user typed, for messages.
     var text: String {
         switch self {
-        case let .token(token): token.json
-        case let .offset(offset): "offset \(offset)"
+        case .token(let token): token.json
+        case .offset(let offset): "offset \(offset)"
         }
     }
 
@@ -77,8 +79,8 @@ extension HistoryPosition {
     func resolve(in directory: String) throws -> HistoryToken {
         let offset: UInt64
         switch self {
-        case let .token(token): return token
-        case let .offset(value): offset = value
+        case .token(let token): return token
+        case .offset(let value): offset = value
         }
         let lowWaterMark = try LogStore.historyLowWaterMark(directory: directory)
         if let lowWaterMark {
@@ -90,11 +92,13 @@ extension HistoryPosition {
         defer { try? log.close() }
         let end = log.visibleEnd
         guard offset < end else {
-            throw CommandFailure(message: "Offset \(offset) is not in the log of \(directory), which ends at offset \(end).")
+            throw CommandFailure(
+                message: "Offset \(offset) is not in the log of \(directory), which ends at offset \(end).")
         }
         guard offset >= log.startOffset else {
-            throw CommandFailure(message: "Offset \(offset) lies in deleted history: the log of \(directory) starts at "
-                + "offset \(log.startOffset).")
+            throw CommandFailure(
+                message: "Offset \(offset) lies in deleted history: the log of \(directory) starts at "
+                    + "offset \(log.startOffset).")
         }
         var records = try log.records(from: offset)
         var next: UInt64?
@@ -107,9 +111,10 @@ extension HistoryPosition {
                 break
             }
         }
-        throw CommandFailure(message: "Offset \(offset) is not the start of a transaction record in \(directory); "
-            + (next.map { "the next transaction starts at offset \($0)" } ?? "no transaction starts after it")
-            + " (`logstore history \(directory)` lists each transaction's token).")
+        throw CommandFailure(
+            message: "Offset \(offset) is not the start of a transaction record in \(directory); "
+                + (next.map { "the next transaction starts at offset \($0)" } ?? "no transaction starts after it")
+                + " (`logstore history \(directory)` lists each transaction's token).")
     }
 }
 
@@ -122,7 +127,7 @@ func iso8601Microseconds(_ date: Date) -> String {
         seconds -= 1
         fraction += 1_000_000
     }
-    let whole = Date(timeIntervalSince1970: Double(seconds)).formatted(.iso8601) // …T09:30:00Z
+    let whole = Date(timeIntervalSince1970: Double(seconds)).formatted(.iso8601)  // …T09:30:00Z
     let digits = String(fraction)
     return whole.dropLast() + "." + String(repeating: "0", count: 6 - digits.count) + digits + "Z"
 }

@@ -37,24 +37,34 @@ struct InspectCommand: ParsableCommand {
                 + (inspection.segments.count == 1 ? "" : "s"),
             "",
         ]
-        var rows = [["SEGMENT", "BASE OFFSET", "END OFFSET", "RECORDS", "COMPRESSED", "RAW BYTES", "STORED BYTES",
-                     "STORED/RAW", "FILE BYTES"]]
+        var rows = [
+            [
+                "SEGMENT", "BASE OFFSET", "END OFFSET", "RECORDS", "COMPRESSED", "RAW BYTES", "STORED BYTES",
+                "STORED/RAW", "FILE BYTES",
+            ]
+        ]
         for segment in inspection.segments {
-            rows.append([segment.fileName, String(segment.baseOffset), String(segment.endOffset),
-                         Format.grouped(segment.recordCount), Format.grouped(segment.compressedRecordCount),
-                         Format.grouped(segment.rawByteCount), Format.grouped(segment.storedByteCount),
-                         Format.ratio(segment.compressionRatio), Format.grouped(segment.fileByteCount)])
+            rows.append([
+                segment.fileName, String(segment.baseOffset), String(segment.endOffset),
+                Format.grouped(segment.recordCount), Format.grouped(segment.compressedRecordCount),
+                Format.grouped(segment.rawByteCount), Format.grouped(segment.storedByteCount),
+                Format.ratio(segment.compressionRatio), Format.grouped(segment.fileByteCount),
+            ])
         }
-        rows.append(["total", "", "", Format.grouped(inspection.recordCount),
-                     Format.grouped(inspection.compressedRecordCount), Format.grouped(inspection.rawByteCount),
-                     Format.grouped(inspection.storedByteCount), Format.ratio(inspection.compressionRatio),
-                     Format.grouped(inspection.fileByteCount)])
+        rows.append([
+            "total", "", "", Format.grouped(inspection.recordCount),
+            Format.grouped(inspection.compressedRecordCount), Format.grouped(inspection.rawByteCount),
+            Format.grouped(inspection.storedByteCount), Format.ratio(inspection.compressionRatio),
+            Format.grouped(inspection.fileByteCount),
+        ])
         lines.append(Format.table(rows))
         lines.append("")
-        lines.append("Raw bytes are payloads before compression; stored bytes are payloads as written, without the "
-            + "32-byte record headers.")
-        lines.append("Index files: \(inspection.indexFiles.count)   Checkpoints: \(inspection.checkpointFiles.count)   "
-            + "Temporary files: \(list(inspection.temporaryFiles))")
+        lines.append(
+            "Raw bytes are payloads before compression; stored bytes are payloads as written, without the "
+                + "32-byte record headers.")
+        lines.append(
+            "Index files: \(inspection.indexFiles.count)   Checkpoints: \(inspection.checkpointFiles.count)   "
+                + "Temporary files: \(list(inspection.temporaryFiles))")
         lines.append("Unknown files: \(list(inspection.unknownFiles))")
         return lines.joined(separator: "\n")
     }
@@ -104,10 +114,11 @@ struct InspectionJSON: Encodable {
         rawByteCount = inspection.rawByteCount
         storedByteCount = inspection.storedByteCount
         segments = inspection.segments.map {
-            Segment(fileName: $0.fileName, baseOffset: $0.baseOffset, endOffset: $0.endOffset,
-                    fileByteCount: $0.fileByteCount, recordCount: $0.recordCount,
-                    compressedRecordCount: $0.compressedRecordCount, rawByteCount: $0.rawByteCount,
-                    storedByteCount: $0.storedByteCount, storedToRawRatio: $0.compressionRatio)
+            Segment(
+                fileName: $0.fileName, baseOffset: $0.baseOffset, endOffset: $0.endOffset,
+                fileByteCount: $0.fileByteCount, recordCount: $0.recordCount,
+                compressedRecordCount: $0.compressedRecordCount, rawByteCount: $0.rawByteCount,
+                storedByteCount: $0.storedByteCount, storedToRawRatio: $0.compressionRatio)
         }
         indexFiles = inspection.indexFiles
         checkpointFiles = inspection.checkpointFiles

@@ -23,7 +23,8 @@ struct RepairCommand: ParsableCommand {
         var options = LogOptions()
         options.repairs = true
         options.createsIfMissing = false
-        let log = try reportingStoreErrors { () throws(LogError) in try Log.open(directory: directory, options: options) }
+        let log = try reportingStoreErrors { () throws(LogError) in try Log.open(directory: directory, options: options)
+        }
         let report = log.recoveryReport
         for dropped in report.droppedRecords { print("dropped: \(dropped)") }
         for name in report.deletedSegments { print("deleted segment: \(name)") }

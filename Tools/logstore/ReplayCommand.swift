@@ -32,8 +32,10 @@ struct ReplayCommand: ParsableCommand {
     @Flag(help: "Print JSON (the default when standard output is not a terminal).")
     var json = false
 
-    @Option(help: ArgumentHelp("Show the models right after the transaction at this position (inclusive): "
-                               + "a history token's JSON form or a bare log offset.", valueName: "position"))
+    @Option(
+        help: ArgumentHelp(
+            "Show the models right after the transaction at this position (inclusive): "
+                + "a history token's JSON form or a bare log offset.", valueName: "position"))
     var until: String?
 
     func run() throws {
@@ -51,11 +53,15 @@ struct ReplayCommand: ParsableCommand {
     }
 
     /// What the command shows: the whole log folded, or the state as of `--until`.
-    static func state(directory: String, until: String?, fileSystem: any FileSystem = PosixFileSystem()) throws -> StoreState {
+    static func state(directory: String, until: String?, fileSystem: any FileSystem = PosixFileSystem()) throws
+        -> StoreState
+    {
         guard let until else { return try LogStore.replay(directory: directory, fileSystem: fileSystem) }
         guard let position = HistoryPosition(parsing: until) else {
-            throw ValidationFailure(description: "--until takes a history token's JSON form "
-                + #"({"v":1,"store":"<UUID>","offset":"<decimal>","check":<u32>}) or a bare log offset, not \#(until)."#)
+            throw ValidationFailure(
+                description: "--until takes a history token's JSON form "
+                    + #"({"v":1,"store":"<UUID>","offset":"<decimal>","check":<u32>}) or a bare log offset, not \#(until)."#
+            )
         }
         return try LogStore.replay(directory: directory, fileSystem: fileSystem, until: position)
     }
@@ -93,8 +99,9 @@ struct ReplayCommand: ParsableCommand {
             guard count > 0 else { continue }
             var rows = [["id"] + entity.attributeNames]
             for row in entity.rows {
-                rows.append([ReplayText.shortID(row.persistentIdentifier.primaryKey)]
-                    + entity.attributeNames.map { row.values[$0].map(ReplayText.cell) ?? "-" })
+                rows.append(
+                    [ReplayText.shortID(row.persistentIdentifier.primaryKey)]
+                        + entity.attributeNames.map { row.values[$0].map(ReplayText.cell) ?? "-" })
             }
             lines.append(ReplayText.table(rows, indent: "  "))
         }
@@ -119,24 +126,26 @@ enum ReplayText {
     static func text(_ value: AttributeValue) -> String {
         switch value {
         case .null: return "nil"
-        case let .bool(value): return String(value)
-        case let .int(value): return String(value)
-        case let .double(value): return String(value)
-        case let .string(value):
+        case .bool(let value): return String(value)
+        case .int(let value): return String(value)
+        case .double(let value): return String(value)
+        case .string(let value):
             let oneLine = value.replacingOccurrences(of: "\n", with: "⏎").replacingOccurrences(of: "\t", with: " ")
             return truncated(oneLine, to: stringLengthMax)
-        case let .data(value): return "<\(Format.grouped(value.count)) bytes>"
-        case let .date(value): return date(value)
-        case let .uuid(value): return value.uuidString
-        case let .reference(identifier): return "→\(identifier.entityName)/\(shortID(identifier.primaryKey))"
-        case let .array(values):
+        case .data(let value): return "<\(Format.grouped(value.count)) bytes>"
+        case .date(let value): return date(value)
+        case .uuid(let value): return value.uuidString
+        case .reference(let identifier): return "→\(identifier.entityName)/\(shortID(identifier.primaryKey))"
+        case .array(let values):
             let identifiers = values.compactMap { value -> PersistentIdentifier? in
-                if case let .reference(identifier) = value { identifier } else { nil }
+                if case .reference(let identifier) = value { identifier } else { nil }
             }
             // A to-many relationship: the entity once, then the short keys.
             if !values.isEmpty, identifiers.count == values.count,
-               let entity = identifiers.first?.entityName, identifiers.allSatisfy({ $0.entityName == entity }) {
-                return "→\(entity) ×\(identifiers.count): " + identifiers.map { shortID($0.primaryKey) }.joined(separator: ", ")
+                let entity = identifiers.first?.entityName, identifiers.allSatisfy({ $0.entityName == entity })
+            {
+                return "→\(entity) ×\(identifiers.count): "
+                    + identifiers.map { shortID($0.primaryKey) }.joined(separator: ", ")
             }
             return "[" + values.map(text).joined(separator: ", ") + "]"
         }
@@ -161,11 +170,13 @@ enum ReplayText {
     /// Left-aligned columns under a header row.
     static func table(_ rows: [[String]], indent: String) -> String {
         guard let columnCount = rows.map(\.count).max() else { return "" }
-        let widths = (0..<columnCount).map { column in rows.map { column < $0.count ? $0[column].count : 0 }.max() ?? 0 }
+        let widths = (0..<columnCount).map { column in rows.map { column < $0.count ? $0[column].count : 0 }.max() ?? 0
+        }
         return rows.map { row in
-            indent + row.enumerated().map { column, cell in
-                column == row.count - 1 ? cell : cell + String(repeating: " ", count: widths[column] - cell.count)
-            }.joined(separator: "  ")
+            indent
+                + row.enumerated().map { column, cell in
+                    column == row.count - 1 ? cell : cell + String(repeating: " ", count: widths[column] - cell.count)
+                }.joined(separator: "  ")
         }.joined(separator: "\n")
     }
 }
@@ -197,8 +208,12 @@ struct ReplayJSON: Encodable {
         lastToken = state.lastToken
         checkpoint = state.checkpointOffset.map(String.init)
         attributes = Dictionary(uniqueKeysWithValues: state.entities.map { ($0.name, $0.attributeNames) })
-        entities = Dictionary(uniqueKeysWithValues: state.entities.map { entity in
-            (entity.name, entity.rows.map { Model(id: $0.persistentIdentifier.primaryKey.uuidString, values: $0.values) })
-        })
+        entities = Dictionary(
+            uniqueKeysWithValues: state.entities.map { entity in
+                (
+                    entity.name,
+                    entity.rows.map { Model(id: $0.persistentIdentifier.primaryKey.uuidString, values: $0.values) }
+                )
+            })
     }
 }

@@ -35,19 +35,22 @@ struct VerifyCommand: ParsableCommand {
         var lines = ["Verifying \(report.directory)" + (report.storeID.map { " (store \($0))" } ?? "")]
         lines += report.problems.map(\.description)
         if !report.unknownFiles.isEmpty {
-            lines.append("note: files that are not part of the store, left alone: "
-                + report.unknownFiles.joined(separator: ", "))
+            lines.append(
+                "note: files that are not part of the store, left alone: "
+                    + report.unknownFiles.joined(separator: ", "))
         }
         let corruptionCount = report.corruptions.count
         let warningCount = report.warnings.count
-        let checked = "Checked \(report.segmentCount) segment\(report.segmentCount == 1 ? "" : "s"), "
+        let checked =
+            "Checked \(report.segmentCount) segment\(report.segmentCount == 1 ? "" : "s"), "
             + "\(Format.grouped(report.recordCount)) records (\(Format.grouped(report.recordByteCount)) bytes), "
             + "\(report.indexFileCount) index file\(report.indexFileCount == 1 ? "" : "s")"
         let verdict: String
         if report.isClean {
             verdict = "clean."
         } else {
-            verdict = "\(corruptionCount) corruption\(corruptionCount == 1 ? "" : "s"), "
+            verdict =
+                "\(corruptionCount) corruption\(corruptionCount == 1 ? "" : "s"), "
                 + "\(warningCount) warning\(warningCount == 1 ? "" : "s")."
         }
         lines.append("\(checked): \(verdict)")
@@ -90,8 +93,9 @@ struct VerificationJSON: Encodable {
         checkpointFiles = report.checkpointFiles
         unknownFiles = report.unknownFiles
         problems = report.problems.map {
-            Problem(severity: $0.severity.rawValue, file: $0.file, filePosition: $0.filePosition, offset: $0.offset,
-                    byteCount: $0.byteCount, message: $0.message)
+            Problem(
+                severity: $0.severity.rawValue, file: $0.file, filePosition: $0.filePosition, offset: $0.offset,
+                byteCount: $0.byteCount, message: $0.message)
         }
     }
 }

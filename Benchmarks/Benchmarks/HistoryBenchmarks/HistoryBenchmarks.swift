@@ -22,14 +22,18 @@ enum HistorySuite {
             return [HistoryFetchWorkload.Filter.token, .author].flatMap { filter -> [WorkloadSpec] in
                 let what = filter == .token ? "token only" : "author filter"
                 return [
-                    WorkloadSpec(id: "P6.logstore.\(filter.rawValue).\(label)",
-                                 name: "P6 LogStore fetchHistory 1,000 after a token, \(what), \(label) transactions",
-                                 warmupOperations: 5, maxDuration: .seconds(1)) { context in
+                    WorkloadSpec(
+                        id: "P6.logstore.\(filter.rawValue).\(label)",
+                        name: "P6 LogStore fetchHistory 1,000 after a token, \(what), \(label) transactions",
+                        warmupOperations: 5, maxDuration: .seconds(1)
+                    ) { context in
                         try HistoryFetchWorkload(profile: context.profile, size: size, filter: filter)
                     },
-                    WorkloadSpec(id: "P6.sqlite.\(filter.rawValue).\(label)",
-                                 name: "P6 SQLite 1,000 history rows after an id, \(what), \(label) rows",
-                                 warmupOperations: 5, maxDuration: .seconds(1)) { context in
+                    WorkloadSpec(
+                        id: "P6.sqlite.\(filter.rawValue).\(label)",
+                        name: "P6 SQLite 1,000 history rows after an id, \(what), \(label) rows",
+                        warmupOperations: 5, maxDuration: .seconds(1)
+                    ) { context in
                         try SQLiteHistoryFetchWorkload(profile: context.profile, size: size, filter: filter)
                     },
                 ]

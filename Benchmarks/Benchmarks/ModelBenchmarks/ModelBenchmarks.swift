@@ -30,17 +30,21 @@ enum ModelSuite {
     static var specs: [WorkloadSpec] { p1 + p2 + scaling + p3 + p4 }
 
     static func logStore(_ durability: Durability, _ layer: SaveLayer, threads: Int = 1, inserts: Int = 1)
-        -> @Sendable (WorkloadContext) throws -> any Workload {
+        -> @Sendable (WorkloadContext) throws -> any Workload
+    {
         { context in
-            try ModelSaveWorkload(directory: context.directory, store: .logStore(durability), layer: layer, threads: threads,
-                                  insertsPerSave: inserts)
+            try ModelSaveWorkload(
+                directory: context.directory, store: .logStore(durability), layer: layer, threads: threads,
+                insertsPerSave: inserts)
         }
     }
 
     static func sqlite(_ synchronous: SQLiteInsertWorkload.Synchronous, threads: Int = 1, rows: Int = 1)
-        -> @Sendable (WorkloadContext) throws -> any Workload {
+        -> @Sendable (WorkloadContext) throws -> any Workload
+    {
         { context in
-            try SQLiteModelWorkload(directory: context.directory, synchronous: synchronous, threads: threads, rowsPerSave: rows)
+            try SQLiteModelWorkload(
+                directory: context.directory, synchronous: synchronous, threads: threads, rowsPerSave: rows)
         }
     }
 
@@ -48,39 +52,55 @@ enum ModelSuite {
     /// framework iteration with a short warm-up: its saves slow down as it runs.
     static var p1: [WorkloadSpec] {
         [
-            WorkloadSpec(id: "P1.ctx", name: "P1-ctx LogStore context per save synchronous 1 thread", warmupOperations: 200,
-                         make: logStore(.synchronous, .contextPerSave)),
-            WorkloadSpec(id: "P1.ctx.long", name: "P1-ctx LogStore long-lived context synchronous 1 thread", warmupOperations: 100,
-                         make: logStore(.synchronous, .longLivedContext)),
-            WorkloadSpec(id: "P1.store", name: "P1-ctx LogStore store.save synchronous 1 thread", warmupOperations: 200,
-                         make: logStore(.synchronous, .store)),
-            WorkloadSpec(id: "P1.archive", name: "P1-ctx ArchiveStore context per save from 100 models", warmupOperations: 0) { context in
-                try ModelSaveWorkload(directory: context.directory, store: .archive(seedModels: archiveSeedModels),
-                                      layer: .contextPerSave, threads: 1)
+            WorkloadSpec(
+                id: "P1.ctx", name: "P1-ctx LogStore context per save synchronous 1 thread", warmupOperations: 200,
+                make: logStore(.synchronous, .contextPerSave)),
+            WorkloadSpec(
+                id: "P1.ctx.long", name: "P1-ctx LogStore long-lived context synchronous 1 thread",
+                warmupOperations: 100,
+                make: logStore(.synchronous, .longLivedContext)),
+            WorkloadSpec(
+                id: "P1.store", name: "P1-ctx LogStore store.save synchronous 1 thread", warmupOperations: 200,
+                make: logStore(.synchronous, .store)),
+            WorkloadSpec(
+                id: "P1.archive", name: "P1-ctx ArchiveStore context per save from 100 models", warmupOperations: 0
+            ) { context in
+                try ModelSaveWorkload(
+                    directory: context.directory, store: .archive(seedModels: archiveSeedModels),
+                    layer: .contextPerSave, threads: 1)
             },
-            WorkloadSpec(id: "sqlite.model.full.1", name: "P1-ctx SQLite+history WAL FULL 1 thread", warmupOperations: 200,
-                         make: sqlite(.full)),
-            WorkloadSpec(id: "sqlite.model.normal.1", name: "P1-ctx SQLite+history WAL NORMAL 1 thread", operationsPerIteration: .kilo,
-                         warmupOperations: 1_000, make: sqlite(.normal)),
+            WorkloadSpec(
+                id: "sqlite.model.full.1", name: "P1-ctx SQLite+history WAL FULL 1 thread", warmupOperations: 200,
+                make: sqlite(.full)),
+            WorkloadSpec(
+                id: "sqlite.model.normal.1", name: "P1-ctx SQLite+history WAL NORMAL 1 thread",
+                operationsPerIteration: .kilo,
+                warmupOperations: 1_000, make: sqlite(.normal)),
         ]
     }
 
     /// P2: durable saves of one new Trip from 8 threads, each with its own context on one container.
     static var p2: [WorkloadSpec] {
         [
-            WorkloadSpec(id: "P2.ctx", name: "P2-ctx LogStore context per save synchronous 8 threads", threads: saverThreads,
-                         operationsPerIteration: .kilo, warmupOperations: 400, derivedMetrics: [recordsPerSync],
-                         make: logStore(.synchronous, .contextPerSave, threads: saverThreads)),
-            WorkloadSpec(id: "P2.ctx.long", name: "P2-ctx LogStore long-lived contexts synchronous 8 threads", threads: saverThreads,
-                         operationsPerIteration: .kilo, warmupOperations: 400, derivedMetrics: [recordsPerSync],
-                         make: logStore(.synchronous, .longLivedContext, threads: saverThreads)),
-            WorkloadSpec(id: "P2.store", name: "P2-ctx LogStore store.save synchronous 8 threads", threads: saverThreads,
-                         operationsPerIteration: .kilo, warmupOperations: 400, derivedMetrics: [recordsPerSync],
-                         make: logStore(.synchronous, .store, threads: saverThreads)),
-            WorkloadSpec(id: "sqlite.model.full.8", name: "P2-ctx SQLite+history WAL FULL 8 threads", threads: saverThreads,
-                         operationsPerIteration: .kilo, warmupOperations: 400, make: sqlite(.full, threads: saverThreads)),
-            WorkloadSpec(id: "sqlite.model.normal.8", name: "P2-ctx SQLite+history WAL NORMAL 8 threads", threads: saverThreads,
-                         operationsPerIteration: .kilo, warmupOperations: 2_000, make: sqlite(.normal, threads: saverThreads)),
+            WorkloadSpec(
+                id: "P2.ctx", name: "P2-ctx LogStore context per save synchronous 8 threads", threads: saverThreads,
+                operationsPerIteration: .kilo, warmupOperations: 400, derivedMetrics: [recordsPerSync],
+                make: logStore(.synchronous, .contextPerSave, threads: saverThreads)),
+            WorkloadSpec(
+                id: "P2.ctx.long", name: "P2-ctx LogStore long-lived contexts synchronous 8 threads",
+                threads: saverThreads,
+                operationsPerIteration: .kilo, warmupOperations: 400, derivedMetrics: [recordsPerSync],
+                make: logStore(.synchronous, .longLivedContext, threads: saverThreads)),
+            WorkloadSpec(
+                id: "P2.store", name: "P2-ctx LogStore store.save synchronous 8 threads", threads: saverThreads,
+                operationsPerIteration: .kilo, warmupOperations: 400, derivedMetrics: [recordsPerSync],
+                make: logStore(.synchronous, .store, threads: saverThreads)),
+            WorkloadSpec(
+                id: "sqlite.model.full.8", name: "P2-ctx SQLite+history WAL FULL 8 threads", threads: saverThreads,
+                operationsPerIteration: .kilo, warmupOperations: 400, make: sqlite(.full, threads: saverThreads)),
+            WorkloadSpec(
+                id: "sqlite.model.normal.8", name: "P2-ctx SQLite+history WAL NORMAL 8 threads", threads: saverThreads,
+                operationsPerIteration: .kilo, warmupOperations: 2_000, make: sqlite(.normal, threads: saverThreads)),
         ]
     }
 
@@ -89,12 +109,15 @@ enum ModelSuite {
     static var scaling: [WorkloadSpec] {
         [2, 4].flatMap { threads in
             [
-                WorkloadSpec(id: "P2.ctx.\(threads)", name: "P2-ctx LogStore context per save synchronous \(threads) threads",
-                             threads: threads, operationsPerIteration: .kilo, warmupOperations: 200, derivedMetrics: [recordsPerSync],
-                             make: logStore(.synchronous, .contextPerSave, threads: threads)),
-                WorkloadSpec(id: "sqlite.model.full.\(threads)", name: "P2-ctx SQLite+history WAL FULL \(threads) threads",
-                             threads: threads, operationsPerIteration: .kilo, warmupOperations: 200,
-                             make: sqlite(.full, threads: threads)),
+                WorkloadSpec(
+                    id: "P2.ctx.\(threads)", name: "P2-ctx LogStore context per save synchronous \(threads) threads",
+                    threads: threads, operationsPerIteration: .kilo, warmupOperations: 200,
+                    derivedMetrics: [recordsPerSync],
+                    make: logStore(.synchronous, .contextPerSave, threads: threads)),
+                WorkloadSpec(
+                    id: "sqlite.model.full.\(threads)", name: "P2-ctx SQLite+history WAL FULL \(threads) threads",
+                    threads: threads, operationsPerIteration: .kilo, warmupOperations: 200,
+                    make: sqlite(.full, threads: threads)),
             ]
         }
     }
@@ -102,30 +125,39 @@ enum ModelSuite {
     /// P3: saves of one new Trip with durability `.none` (its SQLite peer is P1's NORMAL one).
     static var p3: [WorkloadSpec] {
         [
-            WorkloadSpec(id: "P3.ctx", name: "P3-ctx LogStore context per save none 1 thread", operationsPerIteration: .kilo,
-                         warmupOperations: 2_000, maxDuration: .seconds(3), derivedMetrics: [recordsPerSync],
-                         make: logStore(.none, .contextPerSave)),
-            WorkloadSpec(id: "P3.ctx.long", name: "P3-ctx LogStore long-lived context none 1 thread", warmupOperations: 100,
-                         maxDuration: .seconds(3), make: logStore(.none, .longLivedContext)),
-            WorkloadSpec(id: "P3.store", name: "P3-ctx LogStore store.save none 1 thread", operationsPerIteration: .kilo,
-                         warmupOperations: 2_000, maxDuration: .seconds(3), derivedMetrics: [recordsPerSync],
-                         make: logStore(.none, .store)),
+            WorkloadSpec(
+                id: "P3.ctx", name: "P3-ctx LogStore context per save none 1 thread", operationsPerIteration: .kilo,
+                warmupOperations: 2_000, maxDuration: .seconds(3), derivedMetrics: [recordsPerSync],
+                make: logStore(.none, .contextPerSave)),
+            WorkloadSpec(
+                id: "P3.ctx.long", name: "P3-ctx LogStore long-lived context none 1 thread", warmupOperations: 100,
+                maxDuration: .seconds(3), make: logStore(.none, .longLivedContext)),
+            WorkloadSpec(
+                id: "P3.store", name: "P3-ctx LogStore store.save none 1 thread", operationsPerIteration: .kilo,
+                warmupOperations: 2_000, maxDuration: .seconds(3), derivedMetrics: [recordsPerSync],
+                make: logStore(.none, .store)),
         ]
     }
 
     /// P4: durable saves of 100 new Trips each (one transaction), one saver.
     static var p4: [WorkloadSpec] {
         [
-            WorkloadSpec(id: "P4.ctx", name: "P4-ctx LogStore context per save 100 inserts synchronous", warmupOperations: 20,
-                         make: logStore(.synchronous, .contextPerSave, inserts: bigSave)),
-            WorkloadSpec(id: "P4.ctx.long", name: "P4-ctx LogStore long-lived context 100 inserts synchronous", warmupOperations: 2,
-                         make: logStore(.synchronous, .longLivedContext, inserts: bigSave)),
-            WorkloadSpec(id: "P4.store", name: "P4-ctx LogStore store.save 100 inserts synchronous", warmupOperations: 20,
-                         make: logStore(.synchronous, .store, inserts: bigSave)),
-            WorkloadSpec(id: "sqlite.model.full.100", name: "P4-ctx SQLite+history WAL FULL 100 rows per transaction",
-                         warmupOperations: 20, make: sqlite(.full, rows: bigSave)),
-            WorkloadSpec(id: "sqlite.model.normal.100", name: "P4-ctx SQLite+history WAL NORMAL 100 rows per transaction",
-                         warmupOperations: 20, make: sqlite(.normal, rows: bigSave)),
+            WorkloadSpec(
+                id: "P4.ctx", name: "P4-ctx LogStore context per save 100 inserts synchronous", warmupOperations: 20,
+                make: logStore(.synchronous, .contextPerSave, inserts: bigSave)),
+            WorkloadSpec(
+                id: "P4.ctx.long", name: "P4-ctx LogStore long-lived context 100 inserts synchronous",
+                warmupOperations: 2,
+                make: logStore(.synchronous, .longLivedContext, inserts: bigSave)),
+            WorkloadSpec(
+                id: "P4.store", name: "P4-ctx LogStore store.save 100 inserts synchronous", warmupOperations: 20,
+                make: logStore(.synchronous, .store, inserts: bigSave)),
+            WorkloadSpec(
+                id: "sqlite.model.full.100", name: "P4-ctx SQLite+history WAL FULL 100 rows per transaction",
+                warmupOperations: 20, make: sqlite(.full, rows: bigSave)),
+            WorkloadSpec(
+                id: "sqlite.model.normal.100", name: "P4-ctx SQLite+history WAL NORMAL 100 rows per transaction",
+                warmupOperations: 20, make: sqlite(.normal, rows: bigSave)),
         ]
     }
 }

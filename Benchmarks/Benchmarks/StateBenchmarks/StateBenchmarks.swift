@@ -16,16 +16,22 @@ let benchmarks: @Sendable () -> Void = {
 enum StateSuite {
     static var specs: [WorkloadSpec] {
         [
-            WorkloadSpec(id: "P5.replay", name: "P5 LogStore open, full replay of 1M transactions over 10k Trips",
-                         warmupOperations: 1, maxDuration: .seconds(6)) { context in
+            WorkloadSpec(
+                id: "P5.replay", name: "P5 LogStore open, full replay of 1M transactions over 10k Trips",
+                warmupOperations: 1, maxDuration: .seconds(6)
+            ) { context in
                 try StoreOpenWorkload(profile: context.profile, variant: .replay)
             },
-            WorkloadSpec(id: "P5.checkpoint", name: "P5 LogStore open from a checkpoint at the end of the same log",
-                         warmupOperations: 1, maxDuration: .seconds(3)) { context in
+            WorkloadSpec(
+                id: "P5.checkpoint", name: "P5 LogStore open from a checkpoint at the end of the same log",
+                warmupOperations: 1, maxDuration: .seconds(3)
+            ) { context in
                 try StoreOpenWorkload(profile: context.profile, variant: .checkpoint)
             },
-            WorkloadSpec(id: "P8.rss", name: "P8 LogStore resident memory, 1M live Trips opened from a checkpoint",
-                         warmupOperations: 0, maxDuration: .seconds(1)) { context in
+            WorkloadSpec(
+                id: "P8.rss", name: "P8 LogStore resident memory, 1M live Trips opened from a checkpoint",
+                warmupOperations: 0, maxDuration: .seconds(1)
+            ) { context in
                 try ResidentMemoryWorkload(profile: context.profile)
             },
         ]

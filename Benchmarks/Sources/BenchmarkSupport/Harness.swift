@@ -1,9 +1,10 @@
 import Benchmark
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 // The harness: a benchmark is a `WorkloadSpec` (what to build, how many threads, how many
@@ -48,10 +49,10 @@ public protocol Workload: AnyObject, Sendable {
     func close() throws
 }
 
-public extension Workload {
-    var counters: [String: Double] { [:] }
-    var facts: [String: String] { [:] }
-    func close() throws {}
+extension Workload {
+    public var counters: [String: Double] { [:] }
+    public var facts: [String: String] { [:] }
+    public func close() throws {}
 }
 
 /// A framework custom metric computed from the change of the workload's counters over one
@@ -61,14 +62,18 @@ public struct DerivedMetric: Sendable {
     public var scale: Double
     public var value: @Sendable (_ delta: [String: Double]) -> Double?
 
-    public init(metric: BenchmarkMetric, scale: Double = 1, value: @escaping @Sendable (_ delta: [String: Double]) -> Double?) {
+    public init(
+        metric: BenchmarkMetric, scale: Double = 1, value: @escaping @Sendable (_ delta: [String: Double]) -> Double?
+    ) {
         self.metric = metric
         self.scale = scale
         self.value = value
     }
 
     /// `numerator / denominator` of two counters, e.g. records per fdatasync.
-    public static func ratio(_ name: String, _ numerator: String, per denominator: String, scale: Double = 100) -> DerivedMetric {
+    public static func ratio(_ name: String, _ numerator: String, per denominator: String, scale: Double = 100)
+        -> DerivedMetric
+    {
         DerivedMetric(metric: .custom(name, polarity: .prefersLarger, useScalingFactor: false), scale: scale) { delta in
             guard let top = delta[numerator], let bottom = delta[denominator], bottom > 0 else { return nil }
             return top / bottom
@@ -98,9 +103,11 @@ public struct WorkloadSpec: Sendable {
     public var derivedMetrics: [DerivedMetric]
     public var make: @Sendable (WorkloadContext) throws -> any Workload
 
-    public init(id: String, name: String, threads: Int = 1, operationsPerIteration: BenchmarkScalingFactor = .one,
-                bytesPerOperation: Int = 0, warmupOperations: Int = 100, maxDuration: Duration = .seconds(4),
-                derivedMetrics: [DerivedMetric] = [], make: @escaping @Sendable (WorkloadContext) throws -> any Workload) {
+    public init(
+        id: String, name: String, threads: Int = 1, operationsPerIteration: BenchmarkScalingFactor = .one,
+        bytesPerOperation: Int = 0, warmupOperations: Int = 100, maxDuration: Duration = .seconds(4),
+        derivedMetrics: [DerivedMetric] = [], make: @escaping @Sendable (WorkloadContext) throws -> any Workload
+    ) {
         self.id = id
         self.name = name
         self.threads = threads
@@ -118,7 +125,8 @@ public struct WorkloadSpec: Sendable {
 /// `run.sh` sets 0.5 for its default profile, so three suites' worth of benchmarks fit in a short run.
 let durationScale: Double = {
     guard let text = ProcessInfo.processInfo.environment["LOGSTORE_BENCH_DURATION_SCALE"],
-          let value = Double(text), value > 0 else { return 1 }
+        let value = Double(text), value > 0
+    else { return 1 }
     return value
 }()
 
@@ -178,7 +186,9 @@ final class WorkloadRun: @unchecked Sendable {
         if !spec.derivedMetrics.isEmpty {
             let delta = Self.delta(workload.counters, since: before)
             for derived in spec.derivedMetrics {
-                if let value = derived.value(delta) { benchmark.measurement(derived.metric, Int((value * derived.scale).rounded())) }
+                if let value = derived.value(delta) {
+                    benchmark.measurement(derived.metric, Int((value * derived.scale).rounded()))
+                }
             }
         }
     }
@@ -406,7 +416,10 @@ public enum BenchmarkDirectory {
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         let type = fileSystemType(of: path)
         if type == "tmpfs" || type == "ramfs" {
-            FileHandle.standardError.write(Data("warning: \(path) is on \(type); fdatasync figures are meaningless there. Set LOGSTORE_BENCH_DIR to a real disk.\n".utf8))
+            FileHandle.standardError.write(
+                Data(
+                    "warning: \(path) is on \(type); fdatasync figures are meaningless there. Set LOGSTORE_BENCH_DIR to a real disk.\n"
+                        .utf8))
         }
         return path
     }

@@ -22,24 +22,30 @@ enum HistoryFixture {
     /// (author filter: 1,000 "widget" transactions follow it).
     static func logStore(count: Int) throws -> (path: String, facts: [String: String]) {
         try Fixtures.prepare("p6-logstore-\(count)") { building in
-            let container = try ModelContainer(for: tripModels, configuration: Fixtures.configuration(building, durability: .none))
+            let container = try ModelContainer(
+                for: tripModels, configuration: Fixtures.configuration(building, durability: .none))
             let store = container.dataStore(as: LogStore.self)!
             var tokens: [HistoryToken] = []
             tokens.reserveCapacity(count)
             for index in 0..<count {
                 var request = DataStoreSaveChangesRequest<DefaultSnapshot>()
                 request.editingState = EditingState(author: index % 10 == 9 ? "widget" : "app")
-                request.inserted = [DefaultSnapshot(persistentIdentifier: .temporary(entityName: Trip.entityName),
-                                                    values: TripValues(index: index).attributeValues)]
+                request.inserted = [
+                    DefaultSnapshot(
+                        persistentIdentifier: .temporary(entityName: Trip.entityName),
+                        values: TripValues(index: index).attributeValues)
+                ]
                 tokens.append(try store.save(request).token!)
             }
             _ = try store.checkpoint()
             let logBytes = store.logEndOffset
             try store.close()
             let json = { (token: HistoryToken) in String(decoding: try JSONEncoder().encode(token), as: UTF8.self) }
-            return ["transactions": String(count), "logBytes": String(logBytes),
-                    "tokenNearEnd": try json(tokens[max(0, count - 1_001)]),
-                    "tokenForAuthor": try json(tokens[max(0, count - 10_001)])]
+            return [
+                "transactions": String(count), "logBytes": String(logBytes),
+                "tokenNearEnd": try json(tokens[max(0, count - 1_001)]),
+                "tokenForAuthor": try json(tokens[max(0, count - 10_001)]),
+            ]
         }
     }
 
@@ -50,19 +56,25 @@ enum HistoryFixture {
             configuration.journalMode = .wal
             let queue = try DatabaseQueue(path: building + "/peer.sqlite", configuration: configuration)
             try queue.write { db in
-                try db.execute(sql: """
-                    CREATE TABLE history(id INTEGER PRIMARY KEY AUTOINCREMENT, timestamp INTEGER NOT NULL, author TEXT,
-                                         entity INTEGER NOT NULL, row INTEGER NOT NULL, kind INTEGER NOT NULL)
-                    """)
-                let statement = try db.makeStatement(sql: "INSERT INTO history(timestamp, author, entity, row, kind) VALUES (?, ?, 1, ?, 1)")
+                try db.execute(
+                    sql: """
+                        CREATE TABLE history(id INTEGER PRIMARY KEY AUTOINCREMENT, timestamp INTEGER NOT NULL, author TEXT,
+                                             entity INTEGER NOT NULL, row INTEGER NOT NULL, kind INTEGER NOT NULL)
+                        """)
+                let statement = try db.makeStatement(
+                    sql: "INSERT INTO history(timestamp, author, entity, row, kind) VALUES (?, ?, 1, ?, 1)")
                 for index in 0..<count {
-                    try statement.execute(arguments: [Int64(index) * 1_000, index % 10 == 9 ? "widget" : "app", index + 1])
+                    try statement.execute(arguments: [
+                        Int64(index) * 1_000, index % 10 == 9 ? "widget" : "app", index + 1,
+                    ])
                 }
             }
             try queue.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
             try queue.close()
-            return ["rows": String(count), "idNearEnd": String(max(0, count - 1_001)),
-                    "idForAuthor": String(max(0, count - 10_001))]
+            return [
+                "rows": String(count), "idNearEnd": String(max(0, count - 1_001)),
+                "idForAuthor": String(max(0, count - 10_001)),
+            ]
         }
     }
 }
@@ -89,9 +101,11 @@ public final class HistoryFetchWorkload: Workload, @unchecked Sendable {
         store = container.dataStore(as: LogStore.self)!
         let key = filter == .token ? "tokenNearEnd" : "tokenForAuthor"
         let token = try JSONDecoder().decode(HistoryToken.self, from: Data((facts[key] ?? "").utf8))
-        var descriptor = filter == .token
+        var descriptor =
+            filter == .token
             ? HistoryDescriptor<DefaultHistoryTransaction>(predicate: #Predicate { $0.token > token })
-            : HistoryDescriptor<DefaultHistoryTransaction>(predicate: #Predicate { $0.token > token && $0.author == "widget" })
+            : HistoryDescriptor<DefaultHistoryTransaction>(
+                predicate: #Predicate { $0.token > token && $0.author == "widget" })
         descriptor.fetchLimit = 1_000
         self.descriptor = descriptor
         self.filter = filter
@@ -100,7 +114,8 @@ public final class HistoryFetchWorkload: Workload, @unchecked Sendable {
 
     public func perform(thread: Int, index: Int) throws {
         let fetched = try store.fetchHistory(descriptor)
-        guard fetched.count == min(1_000, Int(fixtureFacts["transactions"] ?? "0")! / (filter == .token ? 1 : 10)) else {
+        guard fetched.count == min(1_000, Int(fixtureFacts["transactions"] ?? "0")! / (filter == .token ? 1 : 10))
+        else {
             throw HarnessError("fetched \(fetched.count) transactions")
         }
         fetches += 1
@@ -140,7 +155,8 @@ public final class SQLiteHistoryFetchWorkload: Workload, @unchecked Sendable {
         queue = try DatabaseQueue(path: path + "/peer.sqlite", configuration: configuration)
         self.filter = filter
         after = Int64(facts[filter == .token ? "idNearEnd" : "idForAuthor"] ?? "0")!
-        sql = filter == .token
+        sql =
+            filter == .token
             ? "SELECT id, timestamp, author, entity, row, kind FROM history WHERE id > ? ORDER BY id LIMIT 1000"
             : "SELECT id, timestamp, author, entity, row, kind FROM history WHERE id > ? AND author = 'widget' ORDER BY id LIMIT 1000"
         fixtureFacts = facts
@@ -153,7 +169,8 @@ public final class SQLiteHistoryFetchWorkload: Workload, @unchecked Sendable {
             rows.reserveCapacity(1_000)
             let cursor = try GRDB.Row.fetchCursor(statement, arguments: [after])
             while let row = try cursor.next() {
-                rows.append(Row(id: row[0], timestamp: row[1], author: row[2], entity: row[3], row: row[4], kind: row[5]))
+                rows.append(
+                    Row(id: row[0], timestamp: row[1], author: row[2], entity: row[3], row: row[4], kind: row[5]))
             }
             return rows
         }

@@ -1,7 +1,7 @@
 import Foundation
 import LogStore
-@_exported import SampleTrips
 import LogStoreEngine
+@_exported import SampleTrips
 
 /// Which store a model-layer workload saves to.
 public enum ModelStoreKind: Sendable {
@@ -54,18 +54,21 @@ public final class ModelSaveWorkload: Workload, @unchecked Sendable {
         var saves = 0
     }
 
-    public init(directory: String, store kind: ModelStoreKind, layer: SaveLayer, threads: Int, insertsPerSave: Int = 1) throws {
+    public init(directory: String, store kind: ModelStoreKind, layer: SaveLayer, threads: Int, insertsPerSave: Int = 1)
+        throws
+    {
         self.kind = kind
         self.layer = layer
         self.insertsPerSave = insertsPerSave
         switch kind {
-        case let .logStore(durability):
-            container = try ModelContainer(for: tripModels,
-                                           configuration: LogStoreConfiguration(directory: directory + "/store", durability: durability))
+        case .logStore(let durability):
+            container = try ModelContainer(
+                for: tripModels,
+                configuration: LogStoreConfiguration(directory: directory + "/store", durability: durability))
             logStore = container.dataStore(as: LogStore.self)
             archivePath = nil
             seedModels = 0
-        case let .archive(seedModels):
+        case .archive(let seedModels):
             precondition(layer != .store, "the store-layer workload is LogStore only")
             let path = directory + "/trips.json"
             container = try ModelContainer(for: tripModels, configuration: ArchiveStoreConfiguration(path: path))
@@ -96,8 +99,10 @@ public final class ModelSaveWorkload: Workload, @unchecked Sendable {
             var request = DataStoreSaveChangesRequest<DefaultSnapshot>()
             request.inserted.reserveCapacity(insertsPerSave)
             for offset in 0..<insertsPerSave {
-                request.inserted.append(DefaultSnapshot(persistentIdentifier: .temporary(entityName: Trip.entityName),
-                                                        values: TripValues(index: first + offset).attributeValues))
+                request.inserted.append(
+                    DefaultSnapshot(
+                        persistentIdentifier: .temporary(entityName: Trip.entityName),
+                        values: TripValues(index: first + offset).attributeValues))
             }
             _ = try logStore!.save(request)
         }
@@ -131,7 +136,7 @@ public final class ModelSaveWorkload: Workload, @unchecked Sendable {
             facts["registeredPerContextAtEnd"] = String(saveCount * insertsPerSave / max(1, slots.count))
         }
         switch kind {
-        case let .logStore(durability):
+        case .logStore(let durability):
             facts["store"] = "LogStore"
             facts["durability"] = "\(durability)"
             facts["processIdentifierBytes"] = String(LogStore.processIdentifier.utf8.count)
@@ -139,7 +144,9 @@ public final class ModelSaveWorkload: Workload, @unchecked Sendable {
             facts["store"] = "ArchiveStore"
             facts["modelsAtStart"] = String(seedModels)
             facts["modelsAtEnd"] = String(seedModels + saveCount * insertsPerSave)
-            if let archivePath, let size = (try? FileManager.default.attributesOfItem(atPath: archivePath))?[.size] as? Int {
+            if let archivePath,
+                let size = (try? FileManager.default.attributesOfItem(atPath: archivePath))?[.size] as? Int
+            {
                 facts["archiveBytesAtEnd"] = String(size)
             }
         }

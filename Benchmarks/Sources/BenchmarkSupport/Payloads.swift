@@ -9,12 +9,15 @@ public struct Payloads: Sendable {
     /// LZ4 does with compressible data.
     public static let text: Payloads = {
         var generator = SplitMix64(seed: 0x5465_7874)
-        let words = ["order", "customer", "shipped", "pending", "total", "item", "quantity", "price", "warehouse",
-                     "north", "south", "express", "standard", "invoice", "paid", "refund", "note", "gift"]
+        let words = [
+            "order", "customer", "shipped", "pending", "total", "item", "quantity", "price", "warehouse",
+            "north", "south", "express", "standard", "invoice", "paid", "refund", "note", "gift",
+        ]
         let records = (0..<1_024).map { index -> [UInt8] in
             var line = "{\"id\":\(100_000 + index),\"status\":\"\(words[Int(generator.next() % 18)])\",\"lines\":["
             while line.utf8.count < 170 {
-                line += "{\"sku\":\(generator.next() % 10_000),\"\(words[Int(generator.next() % 18)])\":\(generator.next() % 100)},"
+                line +=
+                    "{\"sku\":\(generator.next() % 10_000),\"\(words[Int(generator.next() % 18)])\":\(generator.next() % 100)},"
             }
             line += "\"note\":\"\(words[Int(generator.next() % 18)])\"]}"
             return Array(line.utf8.prefix(200))

@@ -1,10 +1,11 @@
 import Benchmark
 import Foundation
 import LogStoreEngine
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// The machine's limit for an append loop: `pwrite` each payload at the end of what was written,
@@ -111,11 +112,11 @@ public final class LZ4CompressWorkload: Workload, @unchecked Sendable {
 }
 
 #if canImport(Glibc)
-private func closeDescriptor(_ descriptor: Int32) { _ = Glibc.close(descriptor) }
+    private func closeDescriptor(_ descriptor: Int32) { _ = Glibc.close(descriptor) }
 #elseif canImport(Darwin)
-private func closeDescriptor(_ descriptor: Int32) { _ = Darwin.close(descriptor) }
-// Darwin has no fdatasync; fsync is the nearest (and not a durable barrier there either).
-private func fdatasync(_ descriptor: Int32) -> Int32 { fsync(descriptor) }
+    private func closeDescriptor(_ descriptor: Int32) { _ = Darwin.close(descriptor) }
+    // Darwin has no fdatasync; fsync is the nearest (and not a durable barrier there either).
+    private func fdatasync(_ descriptor: Int32) -> Int32 { fsync(descriptor) }
 #endif
 
 public struct POSIXFailure: Error, CustomStringConvertible {

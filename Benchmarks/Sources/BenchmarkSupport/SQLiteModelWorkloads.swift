@@ -31,7 +31,9 @@ public final class SQLiteModelWorkload: Workload, @unchecked Sendable {
     var rows = 0
     var saves = 0
 
-    public init(directory: String, synchronous: SQLiteInsertWorkload.Synchronous, threads: Int, rowsPerSave: Int = 1) throws {
+    public init(directory: String, synchronous: SQLiteInsertWorkload.Synchronous, threads: Int, rowsPerSave: Int = 1)
+        throws
+    {
         var configuration = Configuration()
         path = directory + "/peer.sqlite"
         if threads > 1 {
@@ -46,24 +48,27 @@ public final class SQLiteModelWorkload: Workload, @unchecked Sendable {
             try db.execute(sql: "PRAGMA synchronous = \(level)")
         }
         try writer.write { db in
-            try db.execute(sql: """
-                CREATE TABLE livingAccommodation(id INTEGER PRIMARY KEY, address TEXT NOT NULL, placeName TEXT NOT NULL,
-                                                 isConfirmed INTEGER NOT NULL);
-                CREATE TABLE trip(id INTEGER PRIMARY KEY, name TEXT NOT NULL, destination TEXT NOT NULL,
-                                  startDate REAL NOT NULL, endDate REAL NOT NULL,
-                                  livingAccommodation INTEGER REFERENCES livingAccommodation(id));
-                CREATE UNIQUE INDEX trip_unique ON trip(name, startDate, endDate);
-                CREATE TABLE bucketListItem(id INTEGER PRIMARY KEY, trip INTEGER REFERENCES trip(id) ON DELETE CASCADE,
-                                            title TEXT NOT NULL, details TEXT NOT NULL, hasReservation INTEGER NOT NULL,
-                                            isInPlan INTEGER NOT NULL);
-                CREATE TABLE history(id INTEGER PRIMARY KEY AUTOINCREMENT, timestamp INTEGER NOT NULL, author TEXT,
-                                     entity INTEGER NOT NULL, row INTEGER NOT NULL, kind INTEGER NOT NULL);
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE livingAccommodation(id INTEGER PRIMARY KEY, address TEXT NOT NULL, placeName TEXT NOT NULL,
+                                                     isConfirmed INTEGER NOT NULL);
+                    CREATE TABLE trip(id INTEGER PRIMARY KEY, name TEXT NOT NULL, destination TEXT NOT NULL,
+                                      startDate REAL NOT NULL, endDate REAL NOT NULL,
+                                      livingAccommodation INTEGER REFERENCES livingAccommodation(id));
+                    CREATE UNIQUE INDEX trip_unique ON trip(name, startDate, endDate);
+                    CREATE TABLE bucketListItem(id INTEGER PRIMARY KEY, trip INTEGER REFERENCES trip(id) ON DELETE CASCADE,
+                                                title TEXT NOT NULL, details TEXT NOT NULL, hasReservation INTEGER NOT NULL,
+                                                isInPlan INTEGER NOT NULL);
+                    CREATE TABLE history(id INTEGER PRIMARY KEY AUTOINCREMENT, timestamp INTEGER NOT NULL, author TEXT,
+                                         entity INTEGER NOT NULL, row INTEGER NOT NULL, kind INTEGER NOT NULL);
+                    """)
         }
         let (journalMode, synchronousValue, sqliteVersion) = try writer.write { db in
-            (try String.fetchOne(db, sql: "PRAGMA journal_mode") ?? "?",
-             try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1,
-             try String.fetchOne(db, sql: "SELECT sqlite_version()") ?? "?")
+            (
+                try String.fetchOne(db, sql: "PRAGMA journal_mode") ?? "?",
+                try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1,
+                try String.fetchOne(db, sql: "SELECT sqlite_version()") ?? "?"
+            )
         }
         let synchronousNames = [0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"]
         fixedFacts = [
@@ -83,17 +88,21 @@ public final class SQLiteModelWorkload: Workload, @unchecked Sendable {
         let rowsPerSave = self.rowsPerSave
         let first = index * rowsPerSave
         try writer.write { db in
-            let insertTrip = try db.cachedStatement(sql: """
-                INSERT INTO trip(name, destination, startDate, endDate, livingAccommodation) VALUES (?, ?, ?, ?, NULL)
-                """)
-            let insertHistory = try db.cachedStatement(sql: """
-                INSERT INTO history(timestamp, author, entity, row, kind) VALUES (?, NULL, 1, ?, 1)
-                """)
+            let insertTrip = try db.cachedStatement(
+                sql: """
+                    INSERT INTO trip(name, destination, startDate, endDate, livingAccommodation) VALUES (?, ?, ?, ?, NULL)
+                    """)
+            let insertHistory = try db.cachedStatement(
+                sql: """
+                    INSERT INTO history(timestamp, author, entity, row, kind) VALUES (?, NULL, 1, ?, 1)
+                    """)
             let timestamp = Int64(Date().timeIntervalSince1970 * 1_000_000)
             for offset in 0..<rowsPerSave {
                 let trip = TripValues(index: first + offset)
-                try insertTrip.execute(arguments: [trip.name, trip.destination, trip.startDate.timeIntervalSinceReferenceDate,
-                                                   trip.endDate.timeIntervalSinceReferenceDate])
+                try insertTrip.execute(arguments: [
+                    trip.name, trip.destination, trip.startDate.timeIntervalSinceReferenceDate,
+                    trip.endDate.timeIntervalSinceReferenceDate,
+                ])
                 try insertHistory.execute(arguments: [timestamp, db.lastInsertedRowID])
             }
             self.rows += rowsPerSave

@@ -36,9 +36,11 @@ public final class SQLiteInsertWorkload: Workload {
         }
         // Report what is actually in effect on the writer connection.
         let (journalMode, synchronousValue, sqliteVersion) = try writer.write { db in
-            (try String.fetchOne(db, sql: "PRAGMA journal_mode") ?? "?",
-             try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1,
-             try String.fetchOne(db, sql: "SELECT sqlite_version()") ?? "?")
+            (
+                try String.fetchOne(db, sql: "PRAGMA journal_mode") ?? "?",
+                try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1,
+                try String.fetchOne(db, sql: "SELECT sqlite_version()") ?? "?"
+            )
         }
         let synchronousNames = [0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"]
         facts = [

@@ -2,8 +2,9 @@ import Foundation
 import LogStore
 import LogStoreEngine
 import SampleTrips
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 // P5 (open = checkpoint + replay) and P8 (resident memory of the folded state) need stores far
@@ -31,11 +32,14 @@ public enum Fixtures {
 
     /// The fixture called `name` (built by `build` into the directory it is given when missing),
     /// and the facts `build` returned (kept in `fixture.json`).
-    static func prepare(_ name: String, build: (String) throws -> [String: String]) throws -> (path: String, facts: [String: String]) {
+    static func prepare(_ name: String, build: (String) throws -> [String: String]) throws -> (
+        path: String, facts: [String: String]
+    ) {
         let path = root + "/" + name + "-r\(recipeVersion)"
         let factsPath = path + "/fixture.json"
         if let data = FileManager.default.contents(atPath: factsPath),
-           let facts = try? JSONDecoder().decode([String: String].self, from: data) {
+            let facts = try? JSONDecoder().decode([String: String].self, from: data)
+        {
             return (path, facts)
         }
         try? FileManager.default.removeItem(atPath: path)
@@ -64,8 +68,10 @@ public enum Fixtures {
         while index < count {
             var request = DataStoreSaveChangesRequest<DefaultSnapshot>()
             for offset in 0..<min(perSave, count - index) {
-                request.inserted.append(DefaultSnapshot(persistentIdentifier: .temporary(entityName: Trip.entityName),
-                                                        values: TripValues(index: index + offset).attributeValues))
+                request.inserted.append(
+                    DefaultSnapshot(
+                        persistentIdentifier: .temporary(entityName: Trip.entityName),
+                        values: TripValues(index: index + offset).attributeValues))
             }
             let result = try store.save(request)
             identifiers += request.inserted.map { result.remappedIdentifiers[$0.persistentIdentifier]! }
@@ -77,7 +83,9 @@ public enum Fixtures {
     /// Payload bytes (uncompressed) of the records of a checkpoint file — the state it holds
     /// as the format encodes it (docs/FORMAT.md §9: a 64-byte file header, then 32-byte record
     /// headers each followed by its stored payload).
-    public static func checkpointUncompressedByteCount(_ path: String) throws -> (file: Int, uncompressed: Int, records: Int) {
+    public static func checkpointUncompressedByteCount(_ path: String) throws -> (
+        file: Int, uncompressed: Int, records: Int
+    ) {
         let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
         let fileHeader = 64
         let recordHeader = FormatConstants.recordHeaderByteCount
@@ -88,12 +96,16 @@ public enum Fixtures {
             let decoded = bytes[position..<position + recordHeader].withUnsafeBytes {
                 RecordHeader.decode($0, expectedOffset: UInt64(position - fileHeader))
             }
-            guard case let .valid(header) = decoded else { throw HarnessError("\(path): no valid record header at \(position)") }
+            guard case .valid(let header) = decoded else {
+                throw HarnessError("\(path): no valid record header at \(position)")
+            }
             uncompressed += Int(header.uncompressedByteCount)
             records += 1
             position += Int(header.recordByteCount)
         }
-        guard position == bytes.count else { throw HarnessError("\(path): \(bytes.count - position) bytes after the last record") }
+        guard position == bytes.count else {
+            throw HarnessError("\(path): \(bytes.count - position) bytes after the last record")
+        }
         return (bytes.count, uncompressed, records)
     }
 
@@ -137,14 +149,18 @@ public final class StoreOpenWorkload: Workload, @unchecked Sendable {
 
     static func build(_ building: String, transactions: Int, entities: Int) throws -> [String: String] {
         let replay = building + "/replay"
-        let container = try ModelContainer(for: tripModels, configuration: Fixtures.configuration(replay, durability: .none))
+        let container = try ModelContainer(
+            for: tripModels, configuration: Fixtures.configuration(replay, durability: .none))
         let store = container.dataStore(as: LogStore.self)!
         let identifiers = try Fixtures.insertTrips(store, count: entities)
         let insertRecords = (entities + 999) / 1_000
         for transaction in 0..<transactions {
             var request = DataStoreSaveChangesRequest<DefaultSnapshot>()
-            request.updated = [DefaultSnapshot(persistentIdentifier: identifiers[transaction % entities],
-                                               values: ["destination": .string("Stop \(transaction)")])]
+            request.updated = [
+                DefaultSnapshot(
+                    persistentIdentifier: identifiers[transaction % entities],
+                    values: ["destination": .string("Stop \(transaction)")])
+            ]
             _ = try store.save(request)
         }
         let logBytes = store.logEndOffset
@@ -184,8 +200,10 @@ public final class StoreOpenWorkload: Workload, @unchecked Sendable {
     }
 
     public var facts: [String: String] {
-        fixtureFacts.merging(["variant": variant.rawValue, "changesPerOpen": String(changesPerOpen),
-                              "recordsReplayedPerOpen": String(recordsPerOpen)]) { $1 }
+        fixtureFacts.merging([
+            "variant": variant.rawValue, "changesPerOpen": String(changesPerOpen),
+            "recordsReplayedPerOpen": String(recordsPerOpen),
+        ]) { $1 }
     }
 }
 
@@ -206,16 +224,22 @@ public final class ResidentMemoryWorkload: Workload, @unchecked Sendable {
         let entities = profile.isSmoke ? 2_000 : 1_000_000
         let (path, facts) = try Fixtures.prepare("p8-\(entities)") { building in
             let directory = building + "/store"
-            let container = try ModelContainer(for: tripModels, configuration: Fixtures.configuration(directory, durability: .none))
+            let container = try ModelContainer(
+                for: tripModels, configuration: Fixtures.configuration(directory, durability: .none))
             let store = container.dataStore(as: LogStore.self)!
             _ = try Fixtures.insertTrips(store, count: entities)
             let offset = try store.checkpoint()
             try store.close()
-            guard let file = try Fixtures.newestCheckpoint(in: directory) else { throw HarnessError("no checkpoint in \(directory)") }
+            guard let file = try Fixtures.newestCheckpoint(in: directory) else {
+                throw HarnessError("no checkpoint in \(directory)")
+            }
             let checkpoint = try Fixtures.checkpointUncompressedByteCount(file)
-            return ["entities": String(entities), "checkpointOffset": String(offset),
-                    "checkpointFileBytes": String(checkpoint.file), "checkpointUncompressedBytes": String(checkpoint.uncompressed),
-                    "checkpointRecords": String(checkpoint.records)]
+            return [
+                "entities": String(entities), "checkpointOffset": String(offset),
+                "checkpointFileBytes": String(checkpoint.file),
+                "checkpointUncompressedBytes": String(checkpoint.uncompressed),
+                "checkpointRecords": String(checkpoint.records),
+            ]
         }
         directory = path + "/store"
         fixtureFacts = facts
@@ -239,8 +263,10 @@ public final class ResidentMemoryWorkload: Workload, @unchecked Sendable {
 
     public var facts: [String: String] {
         func median(_ values: [Int]) -> String { values.isEmpty ? "" : String(values.sorted()[values.count / 2]) }
-        return fixtureFacts.merging(["rssBaselineBytes": median(baselineBytes), "rssOpenBytes": median(openBytes),
-                                     "rssPeakBytes": median(peakBytes), "opens": String(openBytes.count)]) { $1 }
+        return fixtureFacts.merging([
+            "rssBaselineBytes": median(baselineBytes), "rssOpenBytes": median(openBytes),
+            "rssPeakBytes": median(peakBytes), "opens": String(openBytes.count),
+        ]) { $1 }
     }
 }
 
@@ -267,8 +293,9 @@ enum ProcessMemory {
 
     private static func field(_ name: String) -> Int {
         guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix(name) }),
-              let kilobytes = Int(line.dropFirst(name.count).trimmingCharacters(in: .whitespaces).split(separator: " ").first ?? "")
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix(name) }),
+            let kilobytes = Int(
+                line.dropFirst(name.count).trimmingCharacters(in: .whitespaces).split(separator: " ").first ?? "")
         else { return 0 }
         return kilobytes * 1_024
     }

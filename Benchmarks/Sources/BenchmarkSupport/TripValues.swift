@@ -15,8 +15,10 @@ public struct TripValues: Sendable {
     public var startDate: Date
     public var endDate: Date
 
-    static let destinations = ["Lisbon, Portugal", "Kyoto, Japan", "Oaxaca, Mexico", "Tromsø, Norway",
-                               "Hobart, Australia", "Cusco, Peru", "Essaouira, Morocco", "Ljubljana, Slovenia"]
+    static let destinations = [
+        "Lisbon, Portugal", "Kyoto, Japan", "Oaxaca, Mexico", "Tromsø, Norway",
+        "Hobart, Australia", "Cusco, Peru", "Essaouira, Morocco", "Ljubljana, Slovenia",
+    ]
     /// 2026-01-01 00:00 UTC.
     static let epoch = Date(timeIntervalSince1970: 1_767_225_600)
 
@@ -29,14 +31,17 @@ public struct TripValues: Sendable {
 
     /// The values as a store snapshot holds them (what `ModelContext` encodes for a new Trip).
     public var attributeValues: [String: AttributeValue] {
-        ["name": .string(name), "destination": .string(destination), "startDate": .date(startDate),
-         "endDate": .date(endDate), "bucketList": .array([]), "livingAccommodation": .null]
+        [
+            "name": .string(name), "destination": .string(destination), "startDate": .date(startDate),
+            "endDate": .date(endDate), "bucketList": .array([]), "livingAccommodation": .null,
+        ]
     }
 }
 
 extension Trip {
     /// A new Trip holding benchmark values.
     public convenience init(_ values: TripValues) {
-        self.init(name: values.name, destination: values.destination, startDate: values.startDate, endDate: values.endDate)
+        self.init(
+            name: values.name, destination: values.destination, startDate: values.startDate, endDate: values.endDate)
     }
 }

@@ -37,8 +37,9 @@ struct ArchiveFile {
     /// `durable`, the new file and its directory entry are on disk when this returns.
     func replace(with bytes: Data, durable: Bool) throws(ArchiveStoreError) {
         do throws(FileSystemError) {
-            try AtomicFile.write(Array(bytes), to: path, temporaryPath: temporaryPath(), durable: durable,
-                                 fileSystem: fileSystem)
+            try AtomicFile.write(
+                Array(bytes), to: path, temporaryPath: temporaryPath(), durable: durable,
+                fileSystem: fileSystem)
         } catch {
             throw Self.failure(error)
         }
@@ -48,7 +49,11 @@ struct ArchiveFile {
     func remove(durable: Bool) throws(ArchiveStoreError) {
         do throws(FileSystemError) {
             guard try fileSystem.kind(of: path) != nil else { return }
-            if durable { try AtomicFile.removeDurably(path, fileSystem: fileSystem) } else { try fileSystem.removeFile(path) }
+            if durable {
+                try AtomicFile.removeDurably(path, fileSystem: fileSystem)
+            } else {
+                try fileSystem.removeFile(path)
+            }
         } catch {
             throw Self.failure(error)
         }

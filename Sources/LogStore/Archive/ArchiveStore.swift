@@ -53,7 +53,8 @@ public final class ArchiveStore: DataStore, Sendable {
     }
 
     /// Opens the archive, creating an empty one (with a new store UUID) when the file is missing.
-    public init(_ configuration: ArchiveStoreConfiguration, migrationPlan: (any SchemaMigrationPlan.Type)? = nil) throws {
+    public init(_ configuration: ArchiveStoreConfiguration, migrationPlan: (any SchemaMigrationPlan.Type)? = nil) throws
+    {
         guard let schema = configuration.schema else {
             throw LogStoreError.schemaMismatch(entity: "", attribute: nil, reason: "the configuration has no schema")
         }
@@ -74,9 +75,12 @@ public final class ArchiveStore: DataStore, Sendable {
             file.removeTemporaryFiles()
             if let document = try Self.readDocument(file) { return document.storeIdentifier }
             let identifier = UUID().uuidString
-            try file.replace(with: try Self.encode(Document(format: Self.formatVersion, storeIdentifier: identifier,
-                                                            snapshots: [])),
-                             durable: configuration.isDurable)
+            try file.replace(
+                with: try Self.encode(
+                    Document(
+                        format: Self.formatVersion, storeIdentifier: identifier,
+                        snapshots: [])),
+                durable: configuration.isDurable)
             return identifier
         }
     }
@@ -85,7 +89,9 @@ public final class ArchiveStore: DataStore, Sendable {
 
     /// The entity's snapshots: recognised predicates and sorts are evaluated here, others are
     /// declined (`preferInMemoryFilter`/`preferInMemorySort`), as LogStore does (DECISIONS.md D9).
-    public func fetch<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> DataStoreFetchResult<T, DefaultSnapshot> {
+    public func fetch<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> DataStoreFetchResult<
+        T, DefaultSnapshot
+    > {
         try stateForFetch(of: T.entityName).fetchResult(request, storeIdentifier: identifier)
     }
 
@@ -93,13 +99,17 @@ public final class ArchiveStore: DataStore, Sendable {
         try stateForFetch(of: T.entityName).fetchCount(request)
     }
 
-    public func fetchIdentifiers<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> [PersistentIdentifier] {
+    public func fetchIdentifiers<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws
+        -> [PersistentIdentifier]
+    {
         try stateForFetch(of: T.entityName).fetchIdentifiers(request, storeIdentifier: identifier)
     }
 
     /// The stored snapshot of one model, or `nil`.
     public func snapshot(for persistentIdentifier: PersistentIdentifier) throws -> DefaultSnapshot? {
-        try loadState().row(persistentIdentifier).map { DefaultSnapshot(persistentIdentifier: persistentIdentifier, values: $0.values) }
+        try loadState().row(persistentIdentifier).map {
+            DefaultSnapshot(persistentIdentifier: persistentIdentifier, values: $0.values)
+        }
     }
 
     /// Every model of every entity of the schema, keyed by entity name, in insertion order.
@@ -108,8 +118,9 @@ public final class ArchiveStore: DataStore, Sendable {
         var result: [String: [DefaultSnapshot]] = [:]
         for entity in schema.entities {
             result[entity.name] = state.rows(of: entity.name).map {
-                DefaultSnapshot(persistentIdentifier: .identifier(for: identifier, entityName: entity.name, primaryKey: $0.0),
-                                values: $0.1.values)
+                DefaultSnapshot(
+                    persistentIdentifier: .identifier(for: identifier, entityName: entity.name, primaryKey: $0.0),
+                    values: $0.1.values)
             }
         }
         return result
@@ -119,20 +130,26 @@ public final class ArchiveStore: DataStore, Sendable {
 
     /// Reads the file, resolves the request against it (``SaveResolver``, as LogStore), applies
     /// the changes and writes the whole file back. A save that changes nothing writes nothing.
-    public func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) throws -> DataStoreSaveChangesResult<DefaultSnapshot> {
+    public func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) throws -> DataStoreSaveChangesResult<
+        DefaultSnapshot
+    > {
         try saveLock.mutex.withLock { _ throws -> DataStoreSaveChangesResult<DefaultSnapshot> in
             var state = try loadState()
-            let resolution = try SaveResolver(schema: schema, storeIdentifier: identifier, state: state,
-                                              uniqueIndex: uniqueIndex(of: state),
-                                              collisionPolicy: configuration.uniqueCollisionPolicy).resolve(request)
+            let resolution = try SaveResolver(
+                schema: schema, storeIdentifier: identifier, state: state,
+                uniqueIndex: uniqueIndex(of: state),
+                collisionPolicy: configuration.uniqueCollisionPolicy
+            ).resolve(request)
             if !resolution.changes.isEmpty {
                 for change in resolution.changes { state.apply(change) }
                 try file.replace(with: try Self.encode(document(of: state)), durable: configuration.isDurable)
             }
-            var result = DataStoreSaveChangesResult<DefaultSnapshot>(storeIdentifier: identifier,
-                                                                     remappedIdentifiers: resolution.remapped)
+            var result = DataStoreSaveChangesResult<DefaultSnapshot>(
+                storeIdentifier: identifier,
+                remappedIdentifiers: resolution.remapped)
             for (identifier, values) in resolution.reregister {
-                result.snapshotsToReregister[identifier] = DefaultSnapshot(persistentIdentifier: identifier, values: values)
+                result.snapshotsToReregister[identifier] = DefaultSnapshot(
+                    persistentIdentifier: identifier, values: values)
             }
             return result
         }
@@ -141,7 +158,8 @@ public final class ArchiveStore: DataStore, Sendable {
     /// `save` run on its own thread, so an `async` caller suspends instead of blocking a thread
     /// of the cooperative pool through the `fsync`s (DECISIONS.md D2).
     public func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) async throws
-        -> DataStoreSaveChangesResult<DefaultSnapshot> {
+        -> DataStoreSaveChangesResult<DefaultSnapshot>
+    {
         try await withCheckedThrowingContinuation { continuation in
             Thread { continuation.resume(with: Result { try self.save(request) }) }.start()
         }
@@ -149,7 +167,8 @@ public final class ArchiveStore: DataStore, Sendable {
 
     /// The stored snapshots of these models and of every model they refer to, from one read of the file.
     public func fetch<T: PersistentModel>(_ identifiers: [PersistentIdentifier], of type: T.Type) throws
-        -> DataStoreFetchResult<T, DefaultSnapshot> {
+        -> DataStoreFetchResult<T, DefaultSnapshot>
+    {
         try stateForFetch(of: T.entityName).fetchResult(identifiers, of: type)
     }
 
@@ -188,7 +207,9 @@ public final class ArchiveStore: DataStore, Sendable {
         var index = UniqueIndex(schema: schema)
         for entity in schema.entities where index.constraints[entity.name] != nil {
             for (primaryKey, row) in state.rows(of: entity.name) {
-                index.replace(.identifier(for: identifier, entityName: entity.name, primaryKey: primaryKey), old: nil, new: row.values)
+                index.replace(
+                    .identifier(for: identifier, entityName: entity.name, primaryKey: primaryKey), old: nil,
+                    new: row.values)
             }
         }
         return index
@@ -198,13 +219,19 @@ public final class ArchiveStore: DataStore, Sendable {
     private func document(of state: FoldState) -> Document {
         let rows = state.entities.flatMap { entityName, rows in
             rows.map { primaryKey, row in
-                (row.sequence, DefaultSnapshot(persistentIdentifier: .identifier(for: identifier, entityName: entityName,
-                                                                                 primaryKey: primaryKey),
-                                               values: row.values))
+                (
+                    row.sequence,
+                    DefaultSnapshot(
+                        persistentIdentifier: .identifier(
+                            for: identifier, entityName: entityName,
+                            primaryKey: primaryKey),
+                        values: row.values)
+                )
             }
         }
-        return Document(format: Self.formatVersion, storeIdentifier: identifier,
-                        snapshots: rows.sorted { $0.0 < $1.0 }.map(\.1))
+        return Document(
+            format: Self.formatVersion, storeIdentifier: identifier,
+            snapshots: rows.sorted { $0.0 < $1.0 }.map(\.1))
     }
 
     private static func readDocument(_ file: ArchiveFile) throws(ArchiveStoreError) -> Document? {
@@ -237,14 +264,16 @@ public final class ArchiveStore: DataStore, Sendable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         encoder.nonConformingFloatEncodingStrategy = .convertToString(
-            positiveInfinity: floatStrings.positiveInfinity, negativeInfinity: floatStrings.negativeInfinity, nan: floatStrings.nan)
+            positiveInfinity: floatStrings.positiveInfinity, negativeInfinity: floatStrings.negativeInfinity,
+            nan: floatStrings.nan)
         return encoder
     }
 
     private static var decoder: JSONDecoder {
         let decoder = JSONDecoder()
         decoder.nonConformingFloatDecodingStrategy = .convertFromString(
-            positiveInfinity: floatStrings.positiveInfinity, negativeInfinity: floatStrings.negativeInfinity, nan: floatStrings.nan)
+            positiveInfinity: floatStrings.positiveInfinity, negativeInfinity: floatStrings.negativeInfinity,
+            nan: floatStrings.nan)
         return decoder
     }
 }

@@ -1,9 +1,9 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Why an ``ArchiveStore`` could not read or write its file. Refused saves (unknown entity, wrong
@@ -23,14 +23,14 @@ public enum ArchiveStoreError: Error, Sendable, Equatable, CustomStringConvertib
 
     public var description: String {
         switch self {
-        case let .io(operation, path, code):
+        case .io(let operation, let path, let code):
             "\(operation) failed on \(path): \(String(cString: strerror(code))) (errno \(code))."
-        case let .corruptArchive(path, reason): "\(path) is not a readable JSON archive: \(reason)."
-        case let .unsupportedFormat(path, version):
+        case .corruptArchive(let path, let reason): "\(path) is not a readable JSON archive: \(reason)."
+        case .unsupportedFormat(let path, let version):
             "\(path) has archive format \(version); this version reads format \(ArchiveStore.formatVersion)."
-        case let .foreignArchive(path, expected, found):
+        case .foreignArchive(let path, let expected, let found):
             "\(path) now holds store \(found), not store \(expected) that was opened."
-        case let .encodingFailed(reason): "The store could not be encoded as JSON: \(reason)."
+        case .encodingFailed(let reason): "The store could not be encoded as JSON: \(reason)."
         }
     }
 }

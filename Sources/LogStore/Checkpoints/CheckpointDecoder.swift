@@ -45,9 +45,10 @@ struct CheckpointDecoder {
             let trailer = try CheckpointTrailer.decode(payload)
             let found = CheckpointTrailer(entityCount: entityCount, rowCount: rowCount, chunkCount: chunkCount)
             guard trailer == found else {
-                throw .malformed("the trailer counts \(trailer.entityCount) entities, \(trailer.rowCount) rows and "
-                    + "\(trailer.chunkCount) chunks; the file holds \(found.entityCount), \(found.rowCount) and "
-                    + "\(found.chunkCount)")
+                throw .malformed(
+                    "the trailer counts \(trailer.entityCount) entities, \(trailer.rowCount) rows and "
+                        + "\(trailer.chunkCount) chunks; the file holds \(found.entityCount), \(found.rowCount) and "
+                        + "\(found.chunkCount)")
             }
             self.trailer = trailer
         default:
@@ -68,9 +69,13 @@ struct CheckpointDecoder {
         let sequenceEnd = header!.sequenceEnd
         try ByteReader.read(payload) { reader throws(ByteReaderError) in
             let version = try reader.readByte()
-            guard version == CheckpointEncoder.chunkVersion else { throw .malformed("unknown chunk version \(version)") }
+            guard version == CheckpointEncoder.chunkVersion else {
+                throw .malformed("unknown chunk version \(version)")
+            }
             let entityID = UInt32(truncatingIfNeeded: try reader.readVarint())
-            guard let entityName = entityNames[entityID] else { throw .malformed("chunk of unknown entity id \(entityID)") }
+            guard let entityName = entityNames[entityID] else {
+                throw .malformed("chunk of unknown entity id \(entityID)")
+            }
             let flags = try reader.readByte()
             guard flags & ~1 == 0 else { throw .malformed("chunk flags 0x\(String(flags, radix: 16))") }
             let continues = flags & 1 != 0
@@ -80,8 +85,9 @@ struct CheckpointDecoder {
             }
             if let currentEntityID, entityID != currentEntityID {
                 guard entityID > currentEntityID else {
-                    throw .malformed("chunk of entity id \(entityID) after entity id \(currentEntityID): an entity's "
-                        + "chunks must be consecutive, in id order")
+                    throw .malformed(
+                        "chunk of entity id \(entityID) after entity id \(currentEntityID): an entity's "
+                            + "chunks must be consecutive, in id order")
                 }
             }
             if entityID != currentEntityID {
@@ -103,7 +109,9 @@ struct CheckpointDecoder {
                     throw .malformed("row sequence \(sequence) is not below the sequence end \(sequenceEnd)")
                 }
                 let valueCount = try reader.readVarint()
-                guard valueCount <= UInt64(reader.remainingByteCount) else { throw .malformed("value count \(valueCount)") }
+                guard valueCount <= UInt64(reader.remainingByteCount) else {
+                    throw .malformed("value count \(valueCount)")
+                }
                 var values: [String: AttributeValue] = [:]
                 values.reserveCapacity(Int(valueCount))
                 for _ in 0..<valueCount {
@@ -118,7 +126,8 @@ struct CheckpointDecoder {
                 }
                 if index == 0 && continues {
                     guard let last = lastEntry, last.entityName == entityName, last.primaryKey == primaryKey,
-                          last.sequence == sequence, var row = rows[primaryKey] else {
+                        last.sequence == sequence, var row = rows[primaryKey]
+                    else {
                         throw .malformed("a continued row that does not continue the previous chunk's last row")
                     }
                     for (name, value) in values {
@@ -128,7 +137,8 @@ struct CheckpointDecoder {
                     }
                     rows[primaryKey] = row
                 } else {
-                    guard rows.updateValue(FoldState.Row(sequence: sequence, values: values), forKey: primaryKey) == nil else {
+                    guard rows.updateValue(FoldState.Row(sequence: sequence, values: values), forKey: primaryKey) == nil
+                    else {
                         throw .malformed("\(entityName) row \(primaryKey) appears twice")
                     }
                 }

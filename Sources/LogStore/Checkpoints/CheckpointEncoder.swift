@@ -19,8 +19,10 @@ struct CheckpointEncoder {
 
     /// Emits the header, the chunks of every entity in table order (rows in insertion order), and
     /// the trailer. Stops early (returning `false`) when `isCancelled` says so between chunks.
-    func encode(header: CheckpointHeader, state: FoldState, isCancelled: () -> Bool = { false },
-                emit: (RecordType, [UInt8]) throws -> Void) throws -> Bool {
+    func encode(
+        header: CheckpointHeader, state: FoldState, isCancelled: () -> Bool = { false },
+        emit: (RecordType, [UInt8]) throws -> Void
+    ) throws -> Bool {
         try emit(.checkpointHeader, header.encoded())
         let table = header.table
         let entityIDs = Dictionary(uniqueKeysWithValues: table.entities.map { ($0.name, $0.id) })
@@ -57,8 +59,10 @@ struct CheckpointEncoder {
 
     /// The entry of one row, or several when it is too large for one chunk: each piece repeats the
     /// primary key and sequence and carries some of the values, in table order.
-    private func entryPieces(primaryKey: UUID, row: FoldState.Row, entity: SchemaTable.Entity,
-                             entityIDs: [String: UInt32]) throws -> [[UInt8]] {
+    private func entryPieces(
+        primaryKey: UUID, row: FoldState.Row, entity: SchemaTable.Entity,
+        entityIDs: [String: UInt32]
+    ) throws -> [[UInt8]] {
         var values: [[UInt8]] = []
         values.reserveCapacity(row.values.count)
         var total = 0
@@ -87,8 +91,9 @@ struct CheckpointEncoder {
                 end += 1
             }
             guard end > start else {
-                throw Failure(description: "a value of \(entity.name) takes \(values[start].count) bytes, more than "
-                    + "a checkpoint chunk holds")
+                throw Failure(
+                    description: "a value of \(entity.name) takes \(values[start].count) bytes, more than "
+                        + "a checkpoint chunk holds")
             }
             pieces.append(entry(primaryKey, row.sequence, values[start..<end]))
             start = end

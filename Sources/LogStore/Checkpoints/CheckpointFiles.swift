@@ -49,8 +49,11 @@ struct CheckpointFiles {
         guard let newestFile = files.last else { return LoadedCheckpoints() }
         let end = log.visibleEnd
         for file in files where file.offset > end {
-            throw .log(corruption(file.name, offset: nil, "checkpoint at offset \(file.offset) lies beyond "
-                + "the end of the log at \(end)"))
+            throw .log(
+                corruption(
+                    file.name, offset: nil,
+                    "checkpoint at offset \(file.offset) lies beyond "
+                        + "the end of the log at \(end)"))
         }
         var loaded = LoadedCheckpoints()
         for file in files {
@@ -88,8 +91,12 @@ struct CheckpointFiles {
                 throw .log(corruption(name, offset: position, "header record: \(error)"))
             }
             guard header.storeID == storeID, header.offset == offset else {
-                throw .log(corruption(name, offset: position, "the checkpoint header names store "
-                    + "\(header.storeID) at offset \(header.offset), the file is of store \(storeID) at offset \(offset)"))
+                throw .log(
+                    corruption(
+                        name, offset: position,
+                        "the checkpoint header names store "
+                            + "\(header.storeID) at offset \(header.offset), the file is of store \(storeID) at offset \(offset)"
+                    ))
             }
             headers.append(header)
         }
@@ -118,9 +125,11 @@ struct CheckpointFiles {
         }
         let header = result.0
         guard header.storeID == storeID, header.offset == offset else {
-            throw .log(corruption(name, offset: UInt64(FormatConstants.segmentHeaderByteCount),
-                                  "the checkpoint header names store \(header.storeID) at offset \(header.offset), the "
-                                    + "file is of store \(storeID) at offset \(offset)"))
+            throw .log(
+                corruption(
+                    name, offset: UInt64(FormatConstants.segmentHeaderByteCount),
+                    "the checkpoint header names store \(header.storeID) at offset \(header.offset), the "
+                        + "file is of store \(storeID) at offset \(offset)"))
         }
         return result
     }
@@ -128,7 +137,8 @@ struct CheckpointFiles {
     /// The newest checkpoint at X with `startOffset` ≤ X ≤ `endOffset` (so it holds nothing
     /// after the end), read and validated; `nil` when there is none.
     func newest(atOrBefore endOffset: UInt64, notBefore startOffset: UInt64) throws(LogStoreError)
-        -> (header: CheckpointHeader, state: FoldState)? {
+        -> (header: CheckpointHeader, state: FoldState)?
+    {
         guard let offset = try offsets().last(where: { $0 <= endOffset && $0 >= startOffset }) else { return nil }
         let (header, state) = try read(offset: offset, decodesRows: true)
         guard let state else { return nil }
@@ -145,7 +155,8 @@ struct CheckpointFiles {
         do {
             let writer = try RecordFileWriter(
                 directory: directory, name: name,
-                header: RecordFileHeader(magic: FormatConstants.checkpointMagic, storeID: storeID, value: header.offset),
+                header: RecordFileHeader(
+                    magic: FormatConstants.checkpointMagic, storeID: storeID, value: header.offset),
                 fileSystem: fileSystem)
             let completed = try CheckpointEncoder().encode(header: header, state: state, isCancelled: isCancelled) {
                 type, payload in try writer.append(payload, type: type)
@@ -191,11 +202,15 @@ struct CheckpointFiles {
             throw .log(error)
         }
         guard reader.header.storeID == storeID else {
-            throw .log(corruption(name, offset: 0, "checkpoint of store \(reader.header.storeID), not of this "
-                + "store \(storeID)"))
+            throw .log(
+                corruption(
+                    name, offset: 0,
+                    "checkpoint of store \(reader.header.storeID), not of this "
+                        + "store \(storeID)"))
         }
         guard reader.header.value == offset else {
-            throw .log(corruption(name, offset: 0, "file header says offset \(reader.header.value), the name \(offset)"))
+            throw .log(
+                corruption(name, offset: 0, "file header says offset \(reader.header.value), the name \(offset)"))
         }
         return reader
     }
@@ -206,19 +221,26 @@ struct CheckpointFiles {
         let offset = newest.header.offset
         do throws(LogError) {
             guard offset >= log.startOffset else {
-                throw corruption(newest.name, offset: nil, "checkpoint at offset \(offset) lies before the "
-                    + "oldest record kept in the log, at \(log.startOffset)")
+                throw corruption(
+                    newest.name, offset: nil,
+                    "checkpoint at offset \(offset) lies before the "
+                        + "oldest record kept in the log, at \(log.startOffset)")
             }
             if offset < log.visibleEnd, let record = try log.firstRecord(atOrAfter: offset), record.offset != offset {
-                throw corruption(newest.name, offset: nil, "checkpoint at offset \(offset), but no log record "
-                    + "starts there (the next one starts at \(record.offset))")
+                throw corruption(
+                    newest.name, offset: nil,
+                    "checkpoint at offset \(offset), but no log record "
+                        + "starts there (the next one starts at \(record.offset))")
             }
             if let token = newest.header.lastToken, token.offset >= log.startOffset {
                 let record = try log.firstRecord(atOrAfter: token.offset)
                 guard let record, record.offset == token.offset, record.type == .transaction,
-                      record.payloadCRC == token.check, record.endOffset <= offset else {
-                    throw corruption(newest.name, offset: nil, "the checkpoint's last transaction is at offset "
-                        + "\(token.offset) with check \(token.check), which the log does not hold before \(offset)")
+                    record.payloadCRC == token.check, record.endOffset <= offset
+                else {
+                    throw corruption(
+                        newest.name, offset: nil,
+                        "the checkpoint's last transaction is at offset "
+                            + "\(token.offset) with check \(token.check), which the log does not hold before \(offset)")
                 }
             }
         } catch {
@@ -228,9 +250,11 @@ struct CheckpointFiles {
 
     private func corruption(_ name: String, offset: UInt64?, _ what: String) -> LogError {
         let path = CheckpointFileName.path(directory: directory, name: name)
-        return LogError(.corruption, "Corruption in checkpoint \(path): \(what). Run `logstore verify`. While the log "
-            + "still holds every record (no history deleted), moving the file out of the store directory lets the "
-            + "store open from the log alone.", file: path, offset: offset)
+        return LogError(
+            .corruption,
+            "Corruption in checkpoint \(path): \(what). Run `logstore verify`. While the log "
+                + "still holds every record (no history deleted), moving the file out of the store directory lets the "
+                + "store open from the log alone.", file: path, offset: offset)
     }
 }
 

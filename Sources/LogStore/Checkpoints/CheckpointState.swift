@@ -53,7 +53,8 @@ final class CheckpointState: @unchecked Sendable {
     func beginAutomatic(endOffset: UInt64, interval: UInt64) -> Bool {
         locked {
             guard !isWriting, !isClosing, endOffset >= lastAttemptOffset,
-                  endOffset - lastAttemptOffset >= interval else { return false }
+                endOffset - lastAttemptOffset >= interval
+            else { return false }
             isWriting = true
             lastAttemptOffset = endOffset
             return true

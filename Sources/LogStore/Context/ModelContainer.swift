@@ -42,8 +42,9 @@ public final class ModelContainer: @unchecked Sendable {
         for schema: Schema, configurations: [Configuration]
     ) throws where Configuration.Store.Snapshot == DefaultSnapshot {
         guard let configuration = configurations.first, configurations.count == 1 else {
-            throw LogStoreError.unsupportedFeature("A ModelContainer opens exactly one configuration (got "
-                + "\(configurations.count)); open one container per store.")
+            throw LogStoreError.unsupportedFeature(
+                "A ModelContainer opens exactly one configuration (got "
+                    + "\(configurations.count)); open one container per store.")
         }
         try self.init(for: schema, configuration: configuration)
     }
@@ -60,8 +61,9 @@ public final class ModelContainer: @unchecked Sendable {
     ) throws where Configuration.Store.Snapshot == DefaultSnapshot {
         let types = try schema.entities.map { entity throws -> any PersistentModel.Type in
             guard let type = schema.modelTypes[entity.name] else {
-                throw LogStoreError.unsupportedFeature("The schema's entity \(entity.name) has no model type: build the "
-                    + "schema with Schema([\(entity.name).self, …]) to open a ModelContainer for it.")
+                throw LogStoreError.unsupportedFeature(
+                    "The schema's entity \(entity.name) has no model type: build the "
+                        + "schema with Schema([\(entity.name).self, …]) to open a ModelContainer for it.")
             }
             return type
         }
@@ -91,11 +93,17 @@ public final class ModelContainer: @unchecked Sendable {
 protocol ModelStore: AnyObject {
     var base: AnyObject { get }
     var identifier: String { get }
-    func fetch<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> DataStoreFetchResult<T, DefaultSnapshot>
+    func fetch<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> DataStoreFetchResult<
+        T, DefaultSnapshot
+    >
     func fetchCount<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> Int
     func fetchIdentifiers<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> [PersistentIdentifier]
-    func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) throws -> DataStoreSaveChangesResult<DefaultSnapshot>
-    func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) async throws -> DataStoreSaveChangesResult<DefaultSnapshot>
+    func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) throws -> DataStoreSaveChangesResult<
+        DefaultSnapshot
+    >
+    func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) async throws -> DataStoreSaveChangesResult<
+        DefaultSnapshot
+    >
     /// The snapshots of these models (those still stored, in the given order) and of everything
     /// they reach — one batch of ``ModelContext/enumerate(_:batchSize:block:)``.
     func snapshots<T: PersistentModel>(of type: T.Type, _ identifiers: [PersistentIdentifier]) throws
@@ -107,21 +115,30 @@ final class StoreBox<Store: DataStore>: ModelStore where Store.Snapshot == Defau
     init(_ store: Store) { self.store = store }
     var base: AnyObject { store }
     var identifier: String { store.identifier }
-    func fetch<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> DataStoreFetchResult<T, DefaultSnapshot> {
+    func fetch<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> DataStoreFetchResult<
+        T, DefaultSnapshot
+    > {
         try store.fetch(request)
     }
-    func fetchCount<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> Int { try store.fetchCount(request) }
+    func fetchCount<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> Int {
+        try store.fetchCount(request)
+    }
     func fetchIdentifiers<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> [PersistentIdentifier] {
         try store.fetchIdentifiers(request)
     }
-    func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) throws -> DataStoreSaveChangesResult<DefaultSnapshot> {
+    func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) throws -> DataStoreSaveChangesResult<
+        DefaultSnapshot
+    > {
         try store.save(request)
     }
-    func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) async throws -> DataStoreSaveChangesResult<DefaultSnapshot> {
+    func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) async throws -> DataStoreSaveChangesResult<
+        DefaultSnapshot
+    > {
         try await store.save(request)
     }
     func snapshots<T: PersistentModel>(of type: T.Type, _ identifiers: [PersistentIdentifier]) throws
-        -> (fetched: [DefaultSnapshot], related: [PersistentIdentifier: DefaultSnapshot]) {
+        -> (fetched: [DefaultSnapshot], related: [PersistentIdentifier: DefaultSnapshot])
+    {
         let result = try store.fetch(identifiers, of: type)
         return (result.fetchedSnapshots, result.relatedSnapshots)
     }

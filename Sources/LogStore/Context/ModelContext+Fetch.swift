@@ -9,7 +9,8 @@ extension ModelContext {
     /// context then evaluates in memory, over the models as they are).
     public func fetch<T: PersistentModel>(_ descriptor: FetchDescriptor<T>) throws -> [T] {
         let pendingInserts = descriptor.includePendingChanges ? inserted.compactMap { $0 as? T } : []
-        let pendingDeletes = descriptor.includePendingChanges ? deleted.filter { $0.key.entityName == T.entityName } : [:]
+        let pendingDeletes =
+            descriptor.includePendingChanges ? deleted.filter { $0.key.entityName == T.entityName } : [:]
         let mustFilterHere = mustEvaluateInMemory(descriptor)
         var evaluatesHere = mustFilterHere
         var result: DataStoreFetchResult<T, DefaultSnapshot>
@@ -35,7 +36,9 @@ extension ModelContext {
     /// view (saved values only) is not enough.
     func mustEvaluateInMemory<T: PersistentModel>(_ descriptor: FetchDescriptor<T>) -> Bool {
         guard descriptor.includePendingChanges else { return false }
-        if inserted.contains(where: { $0 is T }) || deleted.keys.contains(where: { $0.entityName == T.entityName }) { return true }
+        if inserted.contains(where: { $0 is T }) || deleted.keys.contains(where: { $0.entityName == T.entityName }) {
+            return true
+        }
         // Only a predicate or a sort reads values: without them, changed values do not matter.
         guard descriptor.predicate != nil || !descriptor.sortBy.isEmpty else { return false }
         return registered.contains { identifier, model in
@@ -46,17 +49,22 @@ extension ModelContext {
     /// How many models match; the same rules as ``fetch(_:)``.
     public func fetchCount<T: PersistentModel>(_ descriptor: FetchDescriptor<T>) throws -> Int {
         if mustEvaluateInMemory(descriptor) { return try fetch(descriptor).count }
-        do { return try container.store.fetchCount(DataStoreFetchRequest(descriptor: descriptor)) } catch let error as DataStoreError
-            where error == .preferInMemoryFilter || error == .preferInMemorySort {
+        do { return try container.store.fetchCount(DataStoreFetchRequest(descriptor: descriptor)) } catch let error
+            as DataStoreError
+            where error == .preferInMemoryFilter || error == .preferInMemorySort
+        {
             return try fetch(descriptor).count
         }
     }
 
     /// The identifiers of the matching models; the same rules as ``fetch(_:)``.
-    public func fetchIdentifiers<T: PersistentModel>(_ descriptor: FetchDescriptor<T>) throws -> [PersistentIdentifier] {
+    public func fetchIdentifiers<T: PersistentModel>(_ descriptor: FetchDescriptor<T>) throws -> [PersistentIdentifier]
+    {
         if mustEvaluateInMemory(descriptor) { return try fetch(descriptor).map(\.persistentModelID) }
-        do { return try container.store.fetchIdentifiers(DataStoreFetchRequest(descriptor: descriptor)) } catch let error as DataStoreError
-            where error == .preferInMemoryFilter || error == .preferInMemorySort {
+        do { return try container.store.fetchIdentifiers(DataStoreFetchRequest(descriptor: descriptor)) } catch let
+            error as DataStoreError
+            where error == .preferInMemoryFilter || error == .preferInMemorySort
+        {
             return try fetch(descriptor).map(\.persistentModelID)
         }
     }
@@ -69,8 +77,10 @@ extension ModelContext {
     /// A model deleted by another save between batches is skipped. When the fetch must be
     /// evaluated in memory (unsaved changes of `T`, or a predicate or sort the store declines),
     /// this is ``fetch(_:)`` followed by a loop.
-    public func enumerate<T: PersistentModel>(_ descriptor: FetchDescriptor<T>, batchSize: Int = 5000,
-                                              block: (T) throws -> Void) throws {
+    public func enumerate<T: PersistentModel>(
+        _ descriptor: FetchDescriptor<T>, batchSize: Int = 5000,
+        block: (T) throws -> Void
+    ) throws {
         let identifiers: [PersistentIdentifier]
         do {
             guard !mustEvaluateInMemory(descriptor) else { throw DataStoreError.preferInMemoryFilter }
@@ -104,12 +114,16 @@ extension ModelContext {
 
     /// Instances for snapshots: registered ones are reused (keeping their unsaved changes); new
     /// ones are made first for every snapshot and then filled, so cycles need no recursion.
-    func materialize<T: PersistentModel>(_ snapshots: [DefaultSnapshot], related: [PersistentIdentifier: DefaultSnapshot]) throws -> [T] {
+    func materialize<T: PersistentModel>(
+        _ snapshots: [DefaultSnapshot], related: [PersistentIdentifier: DefaultSnapshot]
+    ) throws -> [T] {
         var fresh: [(any PersistentModel, [String: AttributeValue])] = []
         for snapshot in snapshots + Array(related.values) {
             let identifier = snapshot.persistentIdentifier
             guard registered[identifier] == nil, deleted[identifier] == nil else { continue }
-            guard let type = container.modelTypes[identifier.entityName] else { throw ModelError.unknownEntity(identifier.entityName) }
+            guard let type = container.modelTypes[identifier.entityName] else {
+                throw ModelError.unknownEntity(identifier.entityName)
+            }
             let model = type.init()
             model.modelState.assign(identifier)
             model.modelState.context = self

@@ -3,7 +3,9 @@ import Foundation
 extension ModelContext {
     /// The store's history (SwiftData's `ModelContext.fetchHistory`): forwards to the container's
     /// store, which must provide history of this transaction type.
-    public func fetchHistory<Transaction: HistoryTransaction>(_ descriptor: HistoryDescriptor<Transaction>) throws -> [Transaction] {
+    public func fetchHistory<Transaction: HistoryTransaction>(_ descriptor: HistoryDescriptor<Transaction>) throws
+        -> [Transaction]
+    {
         try historyProvider(of: Transaction.self).fetchHistory(descriptor)
     }
 
@@ -14,10 +16,12 @@ extension ModelContext {
     }
 
     private func historyProvider<Transaction: HistoryTransaction>(of type: Transaction.Type) throws
-        -> any HistoryProviding<Transaction> {
+        -> any HistoryProviding<Transaction>
+    {
         guard let provider = container.store.base as? any HistoryProviding<Transaction> else {
-            throw LogStoreError.unsupportedFeature("The container's store (\(Swift.type(of: container.store))) keeps no "
-                + "history of \(Transaction.self).")
+            throw LogStoreError.unsupportedFeature(
+                "The container's store (\(Swift.type(of: container.store))) keeps no "
+                    + "history of \(Transaction.self).")
         }
         return provider
     }

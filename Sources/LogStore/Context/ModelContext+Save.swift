@@ -22,26 +22,34 @@ extension ModelContext {
         var worklist: [any PersistentModel] = Array(registered.values)
         // Bounded by the number of reachable models: each is inserted at most once.
         while let model = worklist.popLast() {
-            for related in relatedModels(of: model) where registered[related.persistentModelID] == nil
-                && deleted[related.persistentModelID] == nil {
+            for related in relatedModels(of: model)
+            where registered[related.persistentModelID] == nil
+                && deleted[related.persistentModelID] == nil
+            {
                 insert(related)
                 worklist.append(related)
             }
         }
         var request = DataStoreSaveChangesRequest<DefaultSnapshot>(editingState: EditingState(author: author))
-        request.inserted = inserted.map { DefaultSnapshot(persistentIdentifier: $0.persistentModelID, values: encode($0)) }
+        request.inserted = inserted.map {
+            DefaultSnapshot(persistentIdentifier: $0.persistentModelID, values: encode($0))
+        }
         for (identifier, model) in registered where !identifier.isTemporary {
             let values = encode(model)
             guard let saved = savedValues[identifier], values != saved else { continue }
-            request.updated.append(DefaultSnapshot(persistentIdentifier: identifier,
-                                                   values: values.filter { saved[$0.key] != $0.value }))
+            request.updated.append(
+                DefaultSnapshot(
+                    persistentIdentifier: identifier,
+                    values: values.filter { saved[$0.key] != $0.value }))
         }
         request.deleted = deleted.map { DefaultSnapshot(persistentIdentifier: $0.key, values: [:]) }
         if request.inserted.isEmpty && request.updated.isEmpty && request.deleted.isEmpty { return nil }
         return request
     }
 
-    func apply(_ result: DataStoreSaveChangesResult<DefaultSnapshot>, request: DataStoreSaveChangesRequest<DefaultSnapshot>) {
+    func apply(
+        _ result: DataStoreSaveChangesResult<DefaultSnapshot>, request: DataStoreSaveChangesRequest<DefaultSnapshot>
+    ) {
         let cascaded = cascadedDeletes(of: request.deleted.map(\.persistentIdentifier))
         // Only what the request carried is saved: `save() async` suspends, and code on the same
         // actor may insert, delete or change models meanwhile — those stay pending.
@@ -92,7 +100,10 @@ extension ModelContext {
             try? fill(model, with: snapshot.values)
             savedValues[identifier] = encode(model)
         }
-        for (identifier, values) in savedValues where registered[identifier] == nil { _ = values; savedValues[identifier] = nil }
+        for (identifier, values) in savedValues where registered[identifier] == nil {
+            _ = values
+            savedValues[identifier] = nil
+        }
     }
 
     /// The models the store's `.cascade` rules delete along with `requested`: the store cascades
@@ -103,9 +114,12 @@ extension ModelContext {
         var worklist = requested
         var cascaded: [PersistentIdentifier] = []
         while let identifier = worklist.popLast() {
-            guard let entity = container.schema.entity(named: identifier.entityName), let values = savedValues[identifier] else { continue }
+            guard let entity = container.schema.entity(named: identifier.entityName),
+                let values = savedValues[identifier]
+            else { continue }
             for relationship in entity.relationships where relationship.deleteRule == .cascade {
-                for target in (values[relationship.name] ?? .null).referencedIdentifiers where seen.insert(target).inserted {
+                for target in (values[relationship.name] ?? .null).referencedIdentifiers
+                where seen.insert(target).inserted {
                     cascaded.append(target)
                     worklist.append(target)
                 }

@@ -101,9 +101,10 @@ public final class ModelContext {
 
     /// Whether a save would write anything.
     public var hasChanges: Bool {
-        !inserted.isEmpty || !deleted.isEmpty || registered.contains { identifier, model in
-            !identifier.isTemporary && encode(model) != savedValues[identifier]
-        }
+        !inserted.isEmpty || !deleted.isEmpty
+            || registered.contains { identifier, model in
+                !identifier.isTemporary && encode(model) != savedValues[identifier]
+            }
     }
 
     /// Discards unsaved inserts, deletes and changes: registered models get their saved values back.

@@ -43,11 +43,15 @@ extension DataStore {
         try fetch(request).fetchedSnapshots.count
     }
 
-    public func fetchIdentifiers<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> [PersistentIdentifier] {
+    public func fetchIdentifiers<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws
+        -> [PersistentIdentifier]
+    {
         try fetch(request).fetchedSnapshots.map(\.persistentIdentifier)
     }
 
-    public func save(_ request: DataStoreSaveChangesRequest<Snapshot>) async throws -> DataStoreSaveChangesResult<Snapshot> {
+    public func save(_ request: DataStoreSaveChangesRequest<Snapshot>) async throws -> DataStoreSaveChangesResult<
+        Snapshot
+    > {
         try saveSynchronously(request)
     }
 
@@ -58,14 +62,17 @@ extension DataStore {
 
     /// The synchronous `save` (inside an `async` function the name resolves to the `async` one).
     private func saveSynchronously(_ request: DataStoreSaveChangesRequest<Snapshot>) throws
-        -> DataStoreSaveChangesResult<Snapshot> {
+        -> DataStoreSaveChangesResult<Snapshot>
+    {
         try save(request)
     }
 
     public func fetch<T: PersistentModel>(_ identifiers: [PersistentIdentifier], of type: T.Type) throws
-        -> DataStoreFetchResult<T, Snapshot> {
+        -> DataStoreFetchResult<T, Snapshot>
+    {
         var result = try fetch(DataStoreFetchRequest(descriptor: FetchDescriptor<T>()))
-        let byIdentifier = Dictionary(result.fetchedSnapshots.map { ($0.persistentIdentifier, $0) }) { first, _ in first }
+        let byIdentifier = Dictionary(result.fetchedSnapshots.map { ($0.persistentIdentifier, $0) }) { first, _ in first
+        }
         result.fetchedSnapshots = identifiers.compactMap { byIdentifier[$0] }
         return result
     }
@@ -94,8 +101,10 @@ public struct DataStoreFetchResult<T: PersistentModel, Snapshot: DataStoreSnapsh
     /// Snapshots of models the fetched ones refer to, keyed by identifier.
     public var relatedSnapshots: [PersistentIdentifier: Snapshot]
 
-    public init(descriptor: FetchDescriptor<T>, fetchedSnapshots: [Snapshot],
-                relatedSnapshots: [PersistentIdentifier: Snapshot] = [:]) {
+    public init(
+        descriptor: FetchDescriptor<T>, fetchedSnapshots: [Snapshot],
+        relatedSnapshots: [PersistentIdentifier: Snapshot] = [:]
+    ) {
         self.descriptor = descriptor
         self.fetchedSnapshots = fetchedSnapshots
         self.relatedSnapshots = relatedSnapshots
@@ -111,8 +120,10 @@ public struct DataStoreSaveChangesRequest<Snapshot: DataStoreSnapshot>: Sendable
     /// The editing state: who saves.
     public var editingState: EditingState
 
-    public init(editingState: EditingState = EditingState(), inserted: [Snapshot] = [], updated: [Snapshot] = [],
-                deleted: [Snapshot] = []) {
+    public init(
+        editingState: EditingState = EditingState(), inserted: [Snapshot] = [], updated: [Snapshot] = [],
+        deleted: [Snapshot] = []
+    ) {
         self.editingState = editingState
         self.inserted = inserted
         self.updated = updated
@@ -141,8 +152,10 @@ public struct DataStoreSaveChangesResult<Snapshot: DataStoreSnapshot>: Sendable 
     /// for stores without history).
     public var token: HistoryToken?
 
-    public init(storeIdentifier: String, remappedIdentifiers: [PersistentIdentifier: PersistentIdentifier] = [:],
-                snapshotsToReregister: [PersistentIdentifier: Snapshot] = [:], token: HistoryToken? = nil) {
+    public init(
+        storeIdentifier: String, remappedIdentifiers: [PersistentIdentifier: PersistentIdentifier] = [:],
+        snapshotsToReregister: [PersistentIdentifier: Snapshot] = [:], token: HistoryToken? = nil
+    ) {
         self.storeIdentifier = storeIdentifier
         self.remappedIdentifiers = remappedIdentifiers
         self.snapshotsToReregister = snapshotsToReregister
@@ -150,17 +163,22 @@ public struct DataStoreSaveChangesResult<Snapshot: DataStoreSnapshot>: Sendable 
     }
 
     /// SwiftData's spelling: the result of a save in the store with this identifier.
-    public init(for storeIdentifier: String, remappedIdentifiers: [PersistentIdentifier: PersistentIdentifier] = [:],
-                snapshotsToReregister: [PersistentIdentifier: Snapshot] = [:]) {
-        self.init(storeIdentifier: storeIdentifier, remappedIdentifiers: remappedIdentifiers,
-                  snapshotsToReregister: snapshotsToReregister)
+    public init(
+        for storeIdentifier: String, remappedIdentifiers: [PersistentIdentifier: PersistentIdentifier] = [:],
+        snapshotsToReregister: [PersistentIdentifier: Snapshot] = [:]
+    ) {
+        self.init(
+            storeIdentifier: storeIdentifier, remappedIdentifiers: remappedIdentifiers,
+            snapshotsToReregister: snapshotsToReregister)
     }
 
     /// The WWDC24 beta spelling. Deleted identifiers need no answer here: the context drops what it
     /// asked to delete.
     @available(*, deprecated, renamed: "init(for:remappedIdentifiers:snapshotsToReregister:)")
-    public init(for storeIdentifier: String, remappedPersistentIdentifiers: [PersistentIdentifier: PersistentIdentifier] = [:],
-                deletedIdentifiers: [PersistentIdentifier] = []) {
+    public init(
+        for storeIdentifier: String, remappedPersistentIdentifiers: [PersistentIdentifier: PersistentIdentifier] = [:],
+        deletedIdentifiers: [PersistentIdentifier] = []
+    ) {
         self.init(storeIdentifier: storeIdentifier, remappedIdentifiers: remappedPersistentIdentifiers)
     }
 }

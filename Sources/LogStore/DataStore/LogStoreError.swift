@@ -75,9 +75,11 @@ public struct LogStoreError: Error, Sendable, Equatable, CustomStringConvertible
     public var underlying: LogError?
 
     /// An error with this code and message; the other fields say where.
-    public init(_ code: Code, _ message: String, entity: String? = nil, attribute: String? = nil,
-                identifier: PersistentIdentifier? = nil, file: String? = nil, offset: UInt64? = nil,
-                token: HistoryToken? = nil, resumeToken: HistoryToken? = nil, underlying: LogError? = nil) {
+    public init(
+        _ code: Code, _ message: String, entity: String? = nil, attribute: String? = nil,
+        identifier: PersistentIdentifier? = nil, file: String? = nil, offset: UInt64? = nil,
+        token: HistoryToken? = nil, resumeToken: HistoryToken? = nil, underlying: LogError? = nil
+    ) {
         self.code = code
         self.message = message
         self.entity = entity
@@ -227,8 +229,10 @@ extension LogStoreError {
 
     /// The schema in code is not the stored schema plus additions.
     public static func schemaMismatch(entity: String, attribute: String?, reason: String) -> Self {
-        Self(.schemaMismatch, "The schema in code does not match the store at \(entity)\(attribute.map { "." + $0 } ?? ""): "
-            + "\(reason). Only additions (new entities, optional or defaulted attributes) are migrated.",
+        Self(
+            .schemaMismatch,
+            "The schema in code does not match the store at \(entity)\(attribute.map { "." + $0 } ?? ""): "
+                + "\(reason). Only additions (new entities, optional or defaulted attributes) are migrated.",
             entity: entity, attribute: attribute)
     }
 
@@ -240,44 +244,60 @@ extension LogStoreError {
         Self(.unknownAttribute, "\(entity) has no attribute \(attribute).", entity: entity, attribute: attribute)
     }
 
-    public static func valueTypeMismatch(entity: String, attribute: String, expected: String, value: AttributeValue) -> Self {
-        Self(.valueTypeMismatch, "\(entity).\(attribute) holds \(expected), not \(value).", entity: entity, attribute: attribute)
+    public static func valueTypeMismatch(entity: String, attribute: String, expected: String, value: AttributeValue)
+        -> Self
+    {
+        Self(
+            .valueTypeMismatch, "\(entity).\(attribute) holds \(expected), not \(value).", entity: entity,
+            attribute: attribute)
     }
 
     public static func missingValue(entity: String, attribute: String) -> Self {
-        Self(.missingValue, "\(entity).\(attribute) is required and has no value.", entity: entity, attribute: attribute)
+        Self(
+            .missingValue, "\(entity).\(attribute) is required and has no value.", entity: entity, attribute: attribute)
     }
 
     public static func missingReference(entity: String, attribute: String, identifier: PersistentIdentifier) -> Self {
-        Self(.missingReference, "\(entity).\(attribute) refers to \(identifier), which is not in the store.",
-             entity: entity, attribute: attribute, identifier: identifier)
+        Self(
+            .missingReference, "\(entity).\(attribute) refers to \(identifier), which is not in the store.",
+            entity: entity, attribute: attribute, identifier: identifier)
     }
 
     public static func modelNotFound(_ identifier: PersistentIdentifier) -> Self {
-        Self(.modelNotFound, "\(identifier) is not in the store (deleted, or never saved).",
-             entity: identifier.entityName, identifier: identifier)
+        Self(
+            .modelNotFound, "\(identifier) is not in the store (deleted, or never saved).",
+            entity: identifier.entityName, identifier: identifier)
     }
 
     public static func foreignIdentifier(_ identifier: PersistentIdentifier) -> Self {
-        Self(.foreignIdentifier, "\(identifier) belongs to another store.", entity: identifier.entityName,
-             identifier: identifier)
+        Self(
+            .foreignIdentifier, "\(identifier) belongs to another store.", entity: identifier.entityName,
+            identifier: identifier)
     }
 
-    public static func deleteDenied(_ identifier: PersistentIdentifier, relationship: String,
-                                    related: PersistentIdentifier) -> Self {
-        Self(.deleteDenied, "Deleting \(identifier) is denied: its \(relationship) still holds \(related).",
-             entity: identifier.entityName, attribute: relationship, identifier: identifier)
+    public static func deleteDenied(
+        _ identifier: PersistentIdentifier, relationship: String,
+        related: PersistentIdentifier
+    ) -> Self {
+        Self(
+            .deleteDenied, "Deleting \(identifier) is denied: its \(relationship) still holds \(related).",
+            entity: identifier.entityName, attribute: relationship, identifier: identifier)
     }
 
-    public static func uniqueConstraintViolation(entity: String, constraint: [String], values: [AttributeValue]) -> Self {
-        Self(.uniqueConstraintViolation, "Another \(entity) already has \(constraint.joined(separator: ", ")) = "
-            + values.map(\.description).joined(separator: ", ") + ".", entity: entity,
+    public static func uniqueConstraintViolation(entity: String, constraint: [String], values: [AttributeValue]) -> Self
+    {
+        Self(
+            .uniqueConstraintViolation,
+            "Another \(entity) already has \(constraint.joined(separator: ", ")) = "
+                + values.map(\.description).joined(separator: ", ") + ".", entity: entity,
             attribute: constraint.joined(separator: ","))
     }
 
     public static func transactionTooLarge(byteCount: Int, limit: Int) -> Self {
-        Self(.transactionTooLarge, "The save encodes to \(byteCount) bytes; one save is one record of at most "
-            + "\(limit) bytes. Save in smaller batches.")
+        Self(
+            .transactionTooLarge,
+            "The save encodes to \(byteCount) bytes; one save is one record of at most "
+                + "\(limit) bytes. Save in smaller batches.")
     }
 
     /// A stored record that cannot be decoded: corruption, at its offset.
@@ -287,29 +307,37 @@ extension LogStoreError {
 
     /// The log below refused: its code, message, file and offset carry over.
     public static func log(_ error: LogError) -> Self {
-        Self(Code(rawValue: error.code.rawValue), error.message, file: error.file, offset: error.offset, underlying: error)
+        Self(
+            Code(rawValue: error.code.rawValue), error.message, file: error.file, offset: error.offset,
+            underlying: error)
     }
 
     public static func historyTokenExpired(resumeToken: HistoryToken) -> Self {
-        Self(.historyTokenExpired, "The history token points into deleted history; history is retained after "
-            + "\(resumeToken.jsonString) (fetch with `token > resumeToken` to resume; changes in between are gone).",
+        Self(
+            .historyTokenExpired,
+            "The history token points into deleted history; history is retained after "
+                + "\(resumeToken.jsonString) (fetch with `token > resumeToken` to resume; changes in between are gone).",
             resumeToken: resumeToken)
     }
 
     public static func historyTokenInvalid(_ token: HistoryToken, reason: String) -> Self {
-        Self(.historyTokenInvalid, "The history token \(token) is not valid for this store: \(reason).",
-             offset: token.offset, token: token)
+        Self(
+            .historyTokenInvalid, "The history token \(token) is not valid for this store: \(reason).",
+            offset: token.offset, token: token)
     }
 
     public static func historyTokenOfAnotherStore(_ token: HistoryToken, store: UUID) -> Self {
-        Self(.historyTokenOfAnotherStore, "The history token \(token) belongs to store \(token.storeIdentifier), not "
-            + "to this store \(store).", token: token)
+        Self(
+            .historyTokenOfAnotherStore,
+            "The history token \(token) belongs to store \(token.storeIdentifier), not "
+                + "to this store \(store).", token: token)
     }
 
     /// A token at or past the visible end of the log.
     public static func historyTokenBeyondEnd(_ token: HistoryToken, end: UInt64) -> Self {
-        Self(.historyPositionPastEnd, "The history token \(token) lies past the end of the log at offset \(end).",
-             offset: token.offset, token: token)
+        Self(
+            .historyPositionPastEnd, "The history token \(token) lies past the end of the log at offset \(end).",
+            offset: token.offset, token: token)
     }
 
     /// A bare offset at or past the visible end of the log.
@@ -318,8 +346,9 @@ extension LogStoreError {
     }
 
     public static func historyPositionNotATransaction(offset: UInt64, reason: String) -> Self {
-        Self(.historyPositionNotATransaction, "Offset \(offset) is not the start of a transaction record: \(reason).",
-             offset: offset)
+        Self(
+            .historyPositionNotATransaction, "Offset \(offset) is not the start of a transaction record: \(reason).",
+            offset: offset)
     }
 
     public static func unsupportedFeature(_ what: String) -> Self {

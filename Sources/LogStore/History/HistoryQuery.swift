@@ -10,8 +10,8 @@ struct HistoryQuery: Sendable {
         /// Swift semantics: `author != "x"` holds for a nil author.
         func matches(_ author: String?) -> Bool {
             switch self {
-            case let .equals(expected): author == expected
-            case let .notEquals(unexpected): author != unexpected
+            case .equals(let expected): author == expected
+            case .notEquals(let unexpected): author != unexpected
             }
         }
 
@@ -21,13 +21,13 @@ struct HistoryQuery: Sendable {
         func matches(authorBytes: [UInt8]?) -> Bool {
             let operand: String?
             switch self {
-            case let .equals(expected), let .notEquals(expected): operand = expected
+            case .equals(let expected), .notEquals(let expected): operand = expected
             }
             let isEqual: Bool
             switch (authorBytes, operand) {
             case (nil, nil): isEqual = true
             case (nil, _), (_, nil): isEqual = false
-            case let (bytes?, expected?):
+            case (let bytes?, let expected?):
                 if bytes.elementsEqual(expected.utf8) {
                     isEqual = true
                 } else if expected.utf8.allSatisfy({ $0 < 0x80 }) && bytes.allSatisfy({ $0 < 0x80 }) {
@@ -102,7 +102,8 @@ struct HistoryQuery: Sendable {
         let concrete = Transaction.self == DefaultHistoryTransaction.self
         let tokenPaths: Set<AnyKeyPath> = concrete ? [\DefaultHistoryTransaction.token] : [\Transaction.token]
         let authorPaths: Set<AnyKeyPath> = concrete ? [\DefaultHistoryTransaction.author] : [\Transaction.author]
-        let timestampPaths: Set<AnyKeyPath> = concrete ? [\DefaultHistoryTransaction.timestamp] : [\Transaction.timestamp]
+        let timestampPaths: Set<AnyKeyPath> =
+            concrete ? [\DefaultHistoryTransaction.timestamp] : [\Transaction.timestamp]
         if let comparison = term as? any ComparisonExpression {
             // `keyPath op value`, or `value op keyPath` (the operator then reads the other way).
             var op = comparison.comparisonOperator
@@ -122,7 +123,8 @@ struct HistoryQuery: Sendable {
                     // An accepted deleteHistory bound; a fetch evaluates it.
                     let bound = Bound(value: date, inclusive: op == .lessThanOrEqual)
                     if let current = timestampUpperBound,
-                       current.value < date || (current.value == date && !current.inclusive) {
+                        current.value < date || (current.value == date && !current.inclusive)
+                    {
                         // The current bound is the stronger one.
                     } else {
                         timestampUpperBound = bound
@@ -181,7 +183,8 @@ struct HistoryQuery: Sendable {
         if let string = value as? String { return (string, ()) }
         // A captured `String?` holding nil.
         if value is String?, Mirror(reflecting: value).displayStyle == .optional,
-           Mirror(reflecting: value).children.isEmpty {
+            Mirror(reflecting: value).children.isEmpty
+        {
             return (nil, ())
         }
         return nil

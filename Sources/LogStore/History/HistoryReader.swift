@@ -45,7 +45,9 @@ struct HistoryReader {
     func validate(_ query: HistoryQuery) throws(LogStoreError) {
         let end = log.visibleEnd
         for token in query.tokenLiterals {
-            guard token.storeIdentifier == log.storeID else { throw .historyTokenOfAnotherStore(token, store: log.storeID) }
+            guard token.storeIdentifier == log.storeID else {
+                throw .historyTokenOfAnotherStore(token, store: log.storeID)
+            }
             guard token.offset < end else { throw .historyTokenBeyondEnd(token, end: end) }
         }
         if let bound = query.tokenLowerBound { try checkNotExpired(bound.value, inclusive: bound.inclusive) }
@@ -64,8 +66,10 @@ struct HistoryReader {
     func verify(_ token: HistoryToken) throws(LogStoreError) {
         if let mark = lowWaterMark, token.offset == mark.offset {
             guard token.check == mark.check else {
-                throw .historyTokenInvalid(token, reason: "the transaction at offset \(token.offset) has check "
-                    + "\(mark.check), the token \(token.check)")
+                throw .historyTokenInvalid(
+                    token,
+                    reason: "the transaction at offset \(token.offset) has check "
+                        + "\(mark.check), the token \(token.check)")
             }
             return
         }
@@ -80,8 +84,10 @@ struct HistoryReader {
             throw .historyTokenInvalid(token, reason: "no transaction starts at offset \(token.offset)")
         }
         guard record.payloadCRC == token.check else {
-            throw .historyTokenInvalid(token, reason: "the transaction at offset \(token.offset) has check "
-                + "\(record.payloadCRC), the token \(token.check) (a token from a lost tail or a restored backup)")
+            throw .historyTokenInvalid(
+                token,
+                reason: "the transaction at offset \(token.offset) has check "
+                    + "\(record.payloadCRC), the token \(token.check) (a token from a lost tail or a restored backup)")
         }
     }
 
@@ -117,14 +123,18 @@ struct HistoryReader {
                 guard query.authorTests.allSatisfy({ $0.matches(authorBytes: author) }) else { continue }
             }
             let transaction = make(try decode(record))
-            if query.needsEvaluation, let predicate = descriptor.predicate, try !predicate.evaluate(transaction) { continue }
+            if query.needsEvaluation, let predicate = descriptor.predicate, try !predicate.evaluate(transaction) {
+                continue
+            }
             fetched.transactions.append(transaction)
             if let limit, fetched.transactions.count >= limit { break }
         }
         fetched.recordsRead = records.recordsRead
         if !descriptor.sortBy.isEmpty {
             fetched.transactions.sort(using: descriptor.sortBy)
-            if let limit = descriptor.fetchLimit { fetched.transactions = Array(fetched.transactions.prefix(max(0, limit))) }
+            if let limit = descriptor.fetchLimit {
+                fetched.transactions = Array(fetched.transactions.prefix(max(0, limit)))
+            }
         }
         return fetched
     }
@@ -140,8 +150,10 @@ struct HistoryReader {
             throw .corruptRecord(offset: record.offset, reason: "transaction record: \(error)")
         }
         guard header.schemaVersion <= table.version else {
-            throw .corruptRecord(offset: record.offset, reason: "transaction record: encoded with schema table version "
-                + "\(header.schemaVersion), newer than \(table.version)")
+            throw .corruptRecord(
+                offset: record.offset,
+                reason: "transaction record: encoded with schema table version "
+                    + "\(header.schemaVersion), newer than \(table.version)")
         }
         return DefaultHistoryTransaction(
             token: HistoryToken(storeIdentifier: storeID, offset: record.offset, check: record.payloadCRC),

@@ -14,8 +14,10 @@ public struct HistoryRetention: Sendable, Hashable {
     /// A registered consumer that has not acknowledged for this long is dropped.
     public var consumerIdleMax: Duration?
 
-    public init(historyByteCountMax: UInt64? = nil, historyAgeMax: Duration? = nil,
-                consumerLagByteCountMax: UInt64? = nil, consumerIdleMax: Duration? = nil) {
+    public init(
+        historyByteCountMax: UInt64? = nil, historyAgeMax: Duration? = nil,
+        consumerLagByteCountMax: UInt64? = nil, consumerIdleMax: Duration? = nil
+    ) {
         self.historyByteCountMax = historyByteCountMax
         self.historyAgeMax = historyAgeMax
         self.consumerLagByteCountMax = consumerLagByteCountMax
@@ -36,7 +38,9 @@ final class RetentionSchedule: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         let now = DispatchTime.now().uptimeNanoseconds
-        guard !running, lastStartNanoseconds == 0 || now - lastStartNanoseconds >= intervalNanoseconds else { return false }
+        guard !running, lastStartNanoseconds == 0 || now - lastStartNanoseconds >= intervalNanoseconds else {
+            return false
+        }
         running = true
         lastStartNanoseconds = now
         return true

@@ -36,14 +36,19 @@ public struct DefaultHistoryTransaction: HistoryTransaction {
     /// The save's resolved changes, in order.
     public var changes: [HistoryChange] { storage.changes }
 
-    public init(token: HistoryToken, author: String?, timestamp: Date, storeIdentifier: String,
-                processIdentifier: String, changes: [HistoryChange]) {
-        self.init(token: token, author: author, timestamp: timestamp, storeIdentifier: storeIdentifier,
-                  processIdentifier: processIdentifier, storage: HistoryChanges(changes))
+    public init(
+        token: HistoryToken, author: String?, timestamp: Date, storeIdentifier: String,
+        processIdentifier: String, changes: [HistoryChange]
+    ) {
+        self.init(
+            token: token, author: author, timestamp: timestamp, storeIdentifier: storeIdentifier,
+            processIdentifier: processIdentifier, storage: HistoryChanges(changes))
     }
 
-    init(token: HistoryToken, author: String?, timestamp: Date, storeIdentifier: String, processIdentifier: String,
-         storage: HistoryChanges) {
+    init(
+        token: HistoryToken, author: String?, timestamp: Date, storeIdentifier: String, processIdentifier: String,
+        storage: HistoryChanges
+    ) {
         self.token = token
         self.author = author
         self.timestamp = timestamp
@@ -85,15 +90,16 @@ final class HistoryChanges: Sendable {
     var changes: [HistoryChange] {
         state.withLock { state in
             switch state {
-            case let .decoded(changes):
+            case .decoded(let changes):
                 return changes
-            case let .encoded(payload, decoder, offset):
+            case .encoded(let payload, let decoder, let offset):
                 let changes: [HistoryChange]
                 do { changes = try decoder.decode(payload).changes.map(HistoryChange.init) } catch {
                     // Its CRC matched and its prefix decoded with this table: only a writer bug
                     // gets here. Loud rather than a silently empty change list.
-                    preconditionFailure("The transaction record at offset \(offset) passed its checksum but its "
-                        + "changes do not decode: \(error). Run `logstore verify`.")
+                    preconditionFailure(
+                        "The transaction record at offset \(offset) passed its checksum but its "
+                            + "changes do not decode: \(error). Run `logstore verify`.")
                 }
                 state = .decoded(changes)
                 return changes
@@ -110,29 +116,31 @@ public enum HistoryChange: Sendable, Hashable {
 
     public var changedPersistentIdentifier: PersistentIdentifier {
         switch self {
-        case let .insert(insert): insert.changedPersistentIdentifier
-        case let .update(update): update.changedPersistentIdentifier
-        case let .delete(delete): delete.changedPersistentIdentifier
+        case .insert(let insert): insert.changedPersistentIdentifier
+        case .update(let update): update.changedPersistentIdentifier
+        case .delete(let delete): delete.changedPersistentIdentifier
         }
     }
 
     init(_ change: ResolvedChange) {
         switch change {
-        case let .insert(identifier, values):
+        case .insert(let identifier, let values):
             self = .insert(HistoryInsert(changedPersistentIdentifier: identifier, values: values))
-        case let .update(identifier, values):
+        case .update(let identifier, let values):
             self = .update(HistoryUpdate(changedPersistentIdentifier: identifier, values: values))
-        case let .delete(identifier, tombstone):
-            self = .delete(HistoryDelete(changedPersistentIdentifier: identifier,
-                                         tombstone: HistoryTombstone(entityName: identifier.entityName, values: tombstone)))
+        case .delete(let identifier, let tombstone):
+            self = .delete(
+                HistoryDelete(
+                    changedPersistentIdentifier: identifier,
+                    tombstone: HistoryTombstone(entityName: identifier.entityName, values: tombstone)))
         }
     }
 
     var resolved: ResolvedChange {
         switch self {
-        case let .insert(insert): .insert(insert.changedPersistentIdentifier, insert.values)
-        case let .update(update): .update(update.changedPersistentIdentifier, update.values)
-        case let .delete(delete): .delete(delete.changedPersistentIdentifier, tombstone: delete.tombstone.values)
+        case .insert(let insert): .insert(insert.changedPersistentIdentifier, insert.values)
+        case .update(let update): .update(update.changedPersistentIdentifier, update.values)
+        case .delete(let delete): .delete(delete.changedPersistentIdentifier, tombstone: delete.tombstone.values)
         }
     }
 }
@@ -191,8 +199,10 @@ public struct HistoryTombstone: Sendable, Hashable {
         of keyPath: KeyPath<Model, Value>, in values: [String: AttributeValue], entityName: String
     ) -> Value? {
         guard entityName == Model.entityName,
-              let property = Model.schemaProperties.first(where: { ($0.keyPath as AnyKeyPath) == (keyPath as AnyKeyPath) }),
-              let value = values[property.name] else { return nil }
+            let property = Model.schemaProperties.first(where: { ($0.keyPath as AnyKeyPath) == (keyPath as AnyKeyPath) }
+            ),
+            let value = values[property.name]
+        else { return nil }
         return Value(attributeValue: value)
     }
 }

@@ -18,7 +18,7 @@ extension Bool: AttributeConvertible {
     public static var valueType: ValueType { .bool }
     public var attributeValue: AttributeValue { .bool(self) }
     public init?(attributeValue: AttributeValue) {
-        guard case let .bool(value) = attributeValue else { return nil }
+        guard case .bool(let value) = attributeValue else { return nil }
         self = value
     }
 }
@@ -27,7 +27,7 @@ extension Int64: AttributeConvertible {
     public static var valueType: ValueType { .int }
     public var attributeValue: AttributeValue { .int(self) }
     public init?(attributeValue: AttributeValue) {
-        guard case let .int(value) = attributeValue else { return nil }
+        guard case .int(let value) = attributeValue else { return nil }
         self = value
     }
 }
@@ -36,7 +36,7 @@ extension Int: AttributeConvertible {
     public static var valueType: ValueType { .int }
     public var attributeValue: AttributeValue { .int(Int64(self)) }
     public init?(attributeValue: AttributeValue) {
-        guard case let .int(value) = attributeValue, let exact = Int(exactly: value) else { return nil }
+        guard case .int(let value) = attributeValue, let exact = Int(exactly: value) else { return nil }
         self = exact
     }
 }
@@ -45,7 +45,7 @@ extension Int32: AttributeConvertible {
     public static var valueType: ValueType { .int }
     public var attributeValue: AttributeValue { .int(Int64(self)) }
     public init?(attributeValue: AttributeValue) {
-        guard case let .int(value) = attributeValue, let exact = Int32(exactly: value) else { return nil }
+        guard case .int(let value) = attributeValue, let exact = Int32(exactly: value) else { return nil }
         self = exact
     }
 }
@@ -54,7 +54,7 @@ extension Double: AttributeConvertible {
     public static var valueType: ValueType { .double }
     public var attributeValue: AttributeValue { .double(self) }
     public init?(attributeValue: AttributeValue) {
-        guard case let .double(value) = attributeValue else { return nil }
+        guard case .double(let value) = attributeValue else { return nil }
         self = value
     }
 }
@@ -63,7 +63,7 @@ extension String: AttributeConvertible {
     public static var valueType: ValueType { .string }
     public var attributeValue: AttributeValue { .string(self) }
     public init?(attributeValue: AttributeValue) {
-        guard case let .string(value) = attributeValue else { return nil }
+        guard case .string(let value) = attributeValue else { return nil }
         self = value
     }
 }
@@ -72,7 +72,7 @@ extension Data: AttributeConvertible {
     public static var valueType: ValueType { .data }
     public var attributeValue: AttributeValue { .data(self) }
     public init?(attributeValue: AttributeValue) {
-        guard case let .data(value) = attributeValue else { return nil }
+        guard case .data(let value) = attributeValue else { return nil }
         self = value
     }
 }
@@ -81,7 +81,7 @@ extension Date: AttributeConvertible {
     public static var valueType: ValueType { .date }
     public var attributeValue: AttributeValue { .date(self) }
     public init?(attributeValue: AttributeValue) {
-        guard case let .date(value) = attributeValue else { return nil }
+        guard case .date(let value) = attributeValue else { return nil }
         self = value
     }
 }
@@ -90,7 +90,7 @@ extension UUID: AttributeConvertible {
     public static var valueType: ValueType { .uuid }
     public var attributeValue: AttributeValue { .uuid(self) }
     public init?(attributeValue: AttributeValue) {
-        guard case let .uuid(value) = attributeValue else { return nil }
+        guard case .uuid(let value) = attributeValue else { return nil }
         self = value
     }
 }
@@ -114,7 +114,7 @@ extension Array: AttributeConvertible where Element: AttributeConvertible {
     public static var valueType: ValueType { .array(Element.valueType) }
     public var attributeValue: AttributeValue { .array(map(\.attributeValue)) }
     public init?(attributeValue: AttributeValue) {
-        guard case let .array(values) = attributeValue else { return nil }
+        guard case .array(let values) = attributeValue else { return nil }
         var elements: [Element] = []
         elements.reserveCapacity(values.count)
         for value in values {

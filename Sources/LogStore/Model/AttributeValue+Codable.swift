@@ -12,23 +12,25 @@ extension AttributeValue: Codable {
         var container = encoder.container(keyedBy: Key.self)
         switch self {
         case .null: try container.encode(true, forKey: .null)
-        case let .bool(value): try container.encode(value, forKey: .bool)
-        case let .int(value): try container.encode(value, forKey: .int)
-        case let .double(value): try container.encode(value, forKey: .double)
-        case let .string(value): try container.encode(value, forKey: .string)
-        case let .data(value): try container.encode(value.base64EncodedString(), forKey: .data)
-        case let .date(value): try container.encode(value.timeIntervalSinceReferenceDate, forKey: .date)
-        case let .uuid(value): try container.encode(value, forKey: .uuid)
-        case let .reference(value): try container.encode(value, forKey: .reference)
-        case let .array(values): try container.encode(values, forKey: .array)
+        case .bool(let value): try container.encode(value, forKey: .bool)
+        case .int(let value): try container.encode(value, forKey: .int)
+        case .double(let value): try container.encode(value, forKey: .double)
+        case .string(let value): try container.encode(value, forKey: .string)
+        case .data(let value): try container.encode(value.base64EncodedString(), forKey: .data)
+        case .date(let value): try container.encode(value.timeIntervalSinceReferenceDate, forKey: .date)
+        case .uuid(let value): try container.encode(value, forKey: .uuid)
+        case .reference(let value): try container.encode(value, forKey: .reference)
+        case .array(let values): try container.encode(values, forKey: .array)
         }
     }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: Key.self)
         guard container.allKeys.count == 1, let key = container.allKeys.first else {
-            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath,
-                                                    debugDescription: "an attribute value has exactly one type key"))
+            throw DecodingError.dataCorrupted(
+                .init(
+                    codingPath: decoder.codingPath,
+                    debugDescription: "an attribute value has exactly one type key"))
         }
         switch key {
         case .null: self = .null

@@ -25,8 +25,8 @@ public enum AttributeValue: Hashable, Sendable, CustomStringConvertible {
     /// The identifiers this value refers to (a reference, or the references in an array).
     public var referencedIdentifiers: [PersistentIdentifier] {
         switch self {
-        case let .reference(identifier): [identifier]
-        case let .array(values): values.flatMap(\.referencedIdentifiers)
+        case .reference(let identifier): [identifier]
+        case .array(let values): values.flatMap(\.referencedIdentifiers)
         default: []
         }
     }
@@ -35,12 +35,13 @@ public enum AttributeValue: Hashable, Sendable, CustomStringConvertible {
     /// makes a to-one reference null).
     public func mapReferences(_ transform: (PersistentIdentifier) -> PersistentIdentifier?) -> AttributeValue {
         switch self {
-        case let .reference(identifier): transform(identifier).map(AttributeValue.reference) ?? .null
-        case let .array(values):
-            .array(values.compactMap { value in
-                let mapped = value.mapReferences(transform)
-                return (value.referencedIdentifiers.isEmpty || !mapped.isNull) ? mapped : nil
-            })
+        case .reference(let identifier): transform(identifier).map(AttributeValue.reference) ?? .null
+        case .array(let values):
+            .array(
+                values.compactMap { value in
+                    let mapped = value.mapReferences(transform)
+                    return (value.referencedIdentifiers.isEmpty || !mapped.isNull) ? mapped : nil
+                })
         default: self
         }
     }
@@ -48,15 +49,15 @@ public enum AttributeValue: Hashable, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .null: "nil"
-        case let .bool(value): String(value)
-        case let .int(value): String(value)
-        case let .double(value): String(value)
-        case let .string(value): "\"\(value)\""
-        case let .data(value): "<\(value.count) bytes>"
-        case let .date(value): value.formatted(.iso8601)
-        case let .uuid(value): value.uuidString
-        case let .reference(identifier): "→\(identifier)"
-        case let .array(values): "[" + values.map(\.description).joined(separator: ", ") + "]"
+        case .bool(let value): String(value)
+        case .int(let value): String(value)
+        case .double(let value): String(value)
+        case .string(let value): "\"\(value)\""
+        case .data(let value): "<\(value.count) bytes>"
+        case .date(let value): value.formatted(.iso8601)
+        case .uuid(let value): value.uuidString
+        case .reference(let identifier): "→\(identifier)"
+        case .array(let values): "[" + values.map(\.description).joined(separator: ", ") + "]"
         }
     }
 }
@@ -79,10 +80,10 @@ public indirect enum ValueType: Hashable, Sendable, Codable, CustomStringConvert
     public func accepts(_ value: AttributeValue) -> Bool {
         switch (self, value) {
         case (.bool, .bool), (.int, .int), (.double, .double), (.string, .string), (.data, .data),
-             (.date, .date), (.uuid, .uuid):
+            (.date, .date), (.uuid, .uuid):
             true
-        case let (.reference(entity), .reference(identifier)): identifier.entityName == entity
-        case let (.array(element), .array(values)): values.allSatisfy { !$0.isNull && element.accepts($0) }
+        case (.reference(let entity), .reference(let identifier)): identifier.entityName == entity
+        case (.array(let element), .array(let values)): values.allSatisfy { !$0.isNull && element.accepts($0) }
         default: false
         }
     }
@@ -96,8 +97,8 @@ public indirect enum ValueType: Hashable, Sendable, Codable, CustomStringConvert
         case .data: "Data"
         case .date: "Date"
         case .uuid: "UUID"
-        case let .reference(entity): entity
-        case let .array(element): "[\(element)]"
+        case .reference(let entity): entity
+        case .array(let element): "[\(element)]"
         }
     }
 }

@@ -5,8 +5,10 @@ public protocol DataStoreSnapshot: Codable, Sendable {
     /// The same values under another identifier, with every reference to a key of
     /// `remappedIdentifiers` rewritten to its value: what a store does when it mints permanent
     /// identifiers for a save's inserts (SwiftData's `copy(persistentIdentifier:remappedIdentifiers:)`).
-    func copy(persistentIdentifier: PersistentIdentifier,
-              remappedIdentifiers: [PersistentIdentifier: PersistentIdentifier]?) -> Self
+    func copy(
+        persistentIdentifier: PersistentIdentifier,
+        remappedIdentifiers: [PersistentIdentifier: PersistentIdentifier]?
+    ) -> Self
 }
 
 extension DataStoreSnapshot {
@@ -30,12 +32,15 @@ public struct DefaultSnapshot: DataStoreSnapshot, Hashable {
 
     public subscript(name: String) -> AttributeValue? { values[name] }
 
-    public func copy(persistentIdentifier: PersistentIdentifier,
-                     remappedIdentifiers: [PersistentIdentifier: PersistentIdentifier]?) -> DefaultSnapshot {
+    public func copy(
+        persistentIdentifier: PersistentIdentifier,
+        remappedIdentifiers: [PersistentIdentifier: PersistentIdentifier]?
+    ) -> DefaultSnapshot {
         guard let remappedIdentifiers, !remappedIdentifiers.isEmpty else {
             return DefaultSnapshot(persistentIdentifier: persistentIdentifier, values: values)
         }
-        return DefaultSnapshot(persistentIdentifier: persistentIdentifier,
-                               values: values.mapValues { $0.mapReferences { remappedIdentifiers[$0] ?? $0 } })
+        return DefaultSnapshot(
+            persistentIdentifier: persistentIdentifier,
+            values: values.mapValues { $0.mapReferences { remappedIdentifiers[$0] ?? $0 } })
     }
 }

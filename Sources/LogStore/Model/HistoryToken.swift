@@ -19,7 +19,8 @@ public struct HistoryToken: Hashable, Comparable, Sendable, Codable, CustomStrin
     public static func < (lhs: HistoryToken, rhs: HistoryToken) -> Bool { lhs.offset < rhs.offset }
 
     private enum CodingKeys: String, CodingKey {
-        case version = "v", store, offset, check
+        case version = "v"
+        case store, offset, check
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -34,14 +35,16 @@ public struct HistoryToken: Hashable, Comparable, Sendable, Codable, CustomStrin
         let container = try decoder.container(keyedBy: CodingKeys.self)
         let version = try container.decode(Int.self, forKey: .version)
         guard version == 1 else {
-            throw DecodingError.dataCorruptedError(forKey: .version, in: container,
-                                                   debugDescription: "history token version \(version) is not 1")
+            throw DecodingError.dataCorruptedError(
+                forKey: .version, in: container,
+                debugDescription: "history token version \(version) is not 1")
         }
         guard let store = UUID(uuidString: try container.decode(String.self, forKey: .store)) else {
             throw DecodingError.dataCorruptedError(forKey: .store, in: container, debugDescription: "not a UUID")
         }
         guard let offset = UInt64(try container.decode(String.self, forKey: .offset)) else {
-            throw DecodingError.dataCorruptedError(forKey: .offset, in: container, debugDescription: "not a decimal offset")
+            throw DecodingError.dataCorruptedError(
+                forKey: .offset, in: container, debugDescription: "not a decimal offset")
         }
         self.init(storeIdentifier: store, offset: offset, check: try container.decode(UInt32.self, forKey: .check))
     }

@@ -18,7 +18,8 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
 
     /// A value attribute.
     public static func attribute<Value: AttributeConvertible>(
-        _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Value> & Sendable, options: Schema.Attribute.Options = []
+        _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Value> & Sendable,
+        options: Schema.Attribute.Options = []
     ) -> ModelProperty {
         ModelProperty(
             name: name, keyPath: keyPath,
@@ -41,14 +42,16 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
     ) -> ModelProperty {
         ModelProperty(
             name: name, keyPath: keyPath, attribute: nil,
-            relationship: Schema.Relationship(name, destination: Destination.entityName, deleteRule: deleteRule, options: options),
+            relationship: Schema.Relationship(
+                name, destination: Destination.entityName, deleteRule: deleteRule, options: options),
             read: { model in model[keyPath: keyPath].map { .reference($0.persistentModelID) } ?? .null },
             write: { model, value, resolve in
                 switch value {
                 case .null: model[keyPath: keyPath] = nil
-                case let .reference(identifier):
+                case .reference(let identifier):
                     guard let target = try resolve(identifier) as? Destination else {
-                        throw ModelError.missingReference(entity: Model.entityName, property: name, identifier: identifier)
+                        throw ModelError.missingReference(
+                            entity: Model.entityName, property: name, identifier: identifier)
                     }
                     model[keyPath: keyPath] = target
                 default: throw ModelError.valueTypeMismatch(entity: Model.entityName, property: name, value: value)
@@ -64,17 +67,19 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
     ) -> ModelProperty {
         ModelProperty(
             name: name, keyPath: keyPath, attribute: nil,
-            relationship: Schema.Relationship(name, destination: Destination.entityName, isToMany: true,
-                                              deleteRule: deleteRule, options: options),
+            relationship: Schema.Relationship(
+                name, destination: Destination.entityName, isToMany: true,
+                deleteRule: deleteRule, options: options),
             read: { model in .array(model[keyPath: keyPath].map { .reference($0.persistentModelID) }) },
             write: { model, value, resolve in
-                guard case let .array(values) = value else {
+                guard case .array(let values) = value else {
                     throw ModelError.valueTypeMismatch(entity: Model.entityName, property: name, value: value)
                 }
                 var targets: [Destination] = []
-                for case let .reference(identifier) in values {
+                for case .reference(let identifier) in values {
                     guard let target = try resolve(identifier) as? Destination else {
-                        throw ModelError.missingReference(entity: Model.entityName, property: name, identifier: identifier)
+                        throw ModelError.missingReference(
+                            entity: Model.entityName, property: name, identifier: identifier)
                     }
                     targets.append(target)
                 }
@@ -92,11 +97,11 @@ public enum ModelError: Error, Sendable, Equatable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case let .valueTypeMismatch(entity, property, value):
+        case .valueTypeMismatch(let entity, let property, let value):
             "\(entity).\(property) cannot hold \(value)."
-        case let .missingReference(entity, property, identifier):
+        case .missingReference(let entity, let property, let identifier):
             "\(entity).\(property) refers to \(identifier), which is not in the store."
-        case let .unknownEntity(name):
+        case .unknownEntity(let name):
             "The entity \(name) is not in the container's schema."
         }
     }

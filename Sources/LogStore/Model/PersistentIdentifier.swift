@@ -18,7 +18,9 @@ public struct PersistentIdentifier: Hashable, Comparable, Codable, Sendable, Cus
     public let primaryKey: UUID
 
     /// A permanent identifier (SwiftData's `identifier(for:entityName:primaryKey:)`).
-    public static func identifier(for storeIdentifier: String, entityName: String, primaryKey: UUID) -> PersistentIdentifier {
+    public static func identifier(for storeIdentifier: String, entityName: String, primaryKey: UUID)
+        -> PersistentIdentifier
+    {
         PersistentIdentifier(storeIdentifier: storeIdentifier, entityName: entityName, primaryKey: primaryKey)
     }
 

@@ -43,7 +43,6 @@ extension PersistentModel {
     /// The model's identifier: temporary until its first save, then permanent.
     public var persistentModelID: PersistentIdentifier { modelState.identifier(entityName: Self.entityName) }
 
-
     /// The schema entity the declarations describe.
     public static var schemaEntity: Schema.Entity {
         var entity = Schema.Entity(entityName, uniquenessConstraints: uniquenessConstraints)

@@ -1,9 +1,10 @@
 import Foundation
 import Synchronization
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Random (version 4) UUIDs for primary keys and temporary identifiers (DECISIONS.md D5), without
@@ -38,9 +39,12 @@ enum RandomUUID {
                 generation = current
             }
             var value: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-            withUnsafeMutableBytes(of: &value) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[next..<next + 16])) }
+            withUnsafeMutableBytes(of: &value) {
+                $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[next..<next + 16]))
+            }
             // Zero the bytes handed out, so no copy of a key stays in the pool.
-            UnsafeMutableRawBufferPointer(rebasing: bytes[next..<next + 16]).initializeMemory(as: UInt8.self, repeating: 0)
+            UnsafeMutableRawBufferPointer(rebasing: bytes[next..<next + 16]).initializeMemory(
+                as: UInt8.self, repeating: 0)
             next += 16
             return value
         }
@@ -54,9 +58,9 @@ enum RandomUUID {
     private static let forkGeneration = Atomic<UInt64>(0)
     private static let forkHandlerInstalled: Bool = {
         #if canImport(Glibc) || canImport(Darwin)
-        return pthread_atfork(nil, nil, { RandomUUID.forkGeneration.add(1, ordering: .relaxed) }) == 0
+            return pthread_atfork(nil, nil, { RandomUUID.forkGeneration.add(1, ordering: .relaxed) }) == 0
         #else
-        return false
+            return false
         #endif
     }()
 
@@ -72,12 +76,12 @@ enum RandomUUID {
 
     private static func fill(_ buffer: UnsafeMutableRawBufferPointer) {
         #if canImport(Glibc) || canImport(Darwin)
-        arc4random_buf(buffer.baseAddress!, buffer.count)
+            arc4random_buf(buffer.baseAddress!, buffer.count)
         #else
-        var generator = SystemRandomNumberGenerator()
-        for index in stride(from: 0, to: buffer.count, by: 8) {
-            buffer.storeBytes(of: generator.next() as UInt64, toByteOffset: index, as: UInt64.self)
-        }
+            var generator = SystemRandomNumberGenerator()
+            for index in stride(from: 0, to: buffer.count, by: 8) {
+                buffer.storeBytes(of: generator.next() as UInt64, toByteOffset: index, as: UInt64.self)
+            }
         #endif
     }
 }

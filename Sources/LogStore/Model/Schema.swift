@@ -50,8 +50,10 @@ public struct Schema: Hashable, Sendable, Codable {
         /// single `.unique` attribute is a constraint of one.
         public var uniquenessConstraints: [[String]]
 
-        public init(_ name: String, attributes: [Attribute] = [], relationships: [Relationship] = [],
-                    uniquenessConstraints: [[String]] = []) {
+        public init(
+            _ name: String, attributes: [Attribute] = [], relationships: [Relationship] = [],
+            uniquenessConstraints: [[String]] = []
+        ) {
             self.name = name
             self.attributes = attributes
             self.relationships = relationships
@@ -65,10 +67,16 @@ public struct Schema: Hashable, Sendable, Codable {
 
         /// Attributes and relationships as stored properties, in declaration order.
         public var properties: [Property] {
-            attributes.map { Property(name: $0.name, valueType: $0.valueType, isOptional: $0.isOptional,
-                                      options: $0.options, defaultValue: $0.defaultValue) }
-                + relationships.map { Property(name: $0.name, valueType: $0.valueType, isOptional: !$0.isToMany,
-                                               options: $0.options, defaultValue: $0.isToMany ? .array([]) : .null) }
+            attributes.map {
+                Property(
+                    name: $0.name, valueType: $0.valueType, isOptional: $0.isOptional,
+                    options: $0.options, defaultValue: $0.defaultValue)
+            }
+                + relationships.map {
+                    Property(
+                        name: $0.name, valueType: $0.valueType, isOptional: !$0.isToMany,
+                        options: $0.options, defaultValue: $0.isToMany ? .array([]) : .null)
+                }
         }
 
         func hasProperty(named name: String) -> Bool {
@@ -78,12 +86,14 @@ public struct Schema: Hashable, Sendable, Codable {
         /// Looks the name up without building `properties` (called per value on every save).
         public func property(named name: String) -> Property? {
             if let attribute = attributes.first(where: { $0.name == name }) {
-                return Property(name: attribute.name, valueType: attribute.valueType, isOptional: attribute.isOptional,
-                                options: attribute.options, defaultValue: attribute.defaultValue)
+                return Property(
+                    name: attribute.name, valueType: attribute.valueType, isOptional: attribute.isOptional,
+                    options: attribute.options, defaultValue: attribute.defaultValue)
             }
             guard let relationship = relationships.first(where: { $0.name == name }) else { return nil }
-            return Property(name: relationship.name, valueType: relationship.valueType, isOptional: !relationship.isToMany,
-                            options: relationship.options, defaultValue: relationship.isToMany ? .array([]) : .null)
+            return Property(
+                name: relationship.name, valueType: relationship.valueType, isOptional: !relationship.isToMany,
+                options: relationship.options, defaultValue: relationship.isToMany ? .array([]) : .null)
         }
 
         public func relationship(named name: String) -> Relationship? {
@@ -119,8 +129,10 @@ public struct Schema: Hashable, Sendable, Codable {
         /// imply for an attribute added later).
         public var defaultValue: AttributeValue?
 
-        public init(_ name: String, _ valueType: ValueType, isOptional: Bool = false, options: Options = [],
-                    defaultValue: AttributeValue? = nil) {
+        public init(
+            _ name: String, _ valueType: ValueType, isOptional: Bool = false, options: Options = [],
+            defaultValue: AttributeValue? = nil
+        ) {
             self.name = name
             self.valueType = valueType
             self.isOptional = isOptional
@@ -147,8 +159,10 @@ public struct Schema: Hashable, Sendable, Codable {
         public var deleteRule: DeleteRule
         public var options: Attribute.Options
 
-        public init(_ name: String, destination: String, isToMany: Bool = false, deleteRule: DeleteRule = .nullify,
-                    options: Attribute.Options = []) {
+        public init(
+            _ name: String, destination: String, isToMany: Bool = false, deleteRule: DeleteRule = .nullify,
+            options: Attribute.Options = []
+        ) {
             self.name = name
             self.destination = destination
             self.isToMany = isToMany

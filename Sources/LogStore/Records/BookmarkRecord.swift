@@ -33,13 +33,16 @@ struct BookmarkRecord: Sendable, Equatable {
             let version = try reader.readByte()
             guard version == 1 else { throw .malformed("unknown bookmark record version \(version)") }
             let rawOperation = try reader.readByte()
-            guard let operation = Operation(rawValue: rawOperation) else { throw .malformed("bookmark operation \(rawOperation)") }
+            guard let operation = Operation(rawValue: rawOperation) else {
+                throw .malformed("bookmark operation \(rawOperation)")
+            }
             let name = try ValueCodec.readString(&reader)
             let token = try CheckpointHeader.readToken(&reader, storeID: storeID)
             let activity: Int64 = try reader.read()
             guard reader.isAtEnd else { throw .malformed("\(reader.remainingByteCount) bytes after the bookmark") }
-            return BookmarkRecord(operation: operation,
-                                  bookmark: CheckpointBookmark(name: name, token: token, lastActivityMicroseconds: activity))
+            return BookmarkRecord(
+                operation: operation,
+                bookmark: CheckpointBookmark(name: name, token: token, lastActivityMicroseconds: activity))
         }
     }
 

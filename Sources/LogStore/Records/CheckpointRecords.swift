@@ -78,17 +78,21 @@ struct CheckpointHeader: Sendable, Equatable {
             let lastTimestamp: Int64 = try reader.read()
             let lowWaterMark = try readToken(&reader, storeID: storeID)
             let bookmarkCount = try reader.readVarint()
-            guard bookmarkCount <= UInt64(reader.remainingByteCount) else { throw .malformed("bookmark count \(bookmarkCount)") }
+            guard bookmarkCount <= UInt64(reader.remainingByteCount) else {
+                throw .malformed("bookmark count \(bookmarkCount)")
+            }
             var bookmarks: [CheckpointBookmark] = []
             for _ in 0..<bookmarkCount {
                 let name = try ValueCodec.readString(&reader)
                 let token = try readToken(&reader, storeID: storeID)
-                bookmarks.append(CheckpointBookmark(name: name, token: token, lastActivityMicroseconds: try reader.read()))
+                bookmarks.append(
+                    CheckpointBookmark(name: name, token: token, lastActivityMicroseconds: try reader.read()))
             }
             guard reader.isAtEnd else { throw .malformed("\(reader.remainingByteCount) bytes after the last field") }
-            return CheckpointHeader(storeID: storeID, offset: offset, lastToken: lastToken, table: table,
-                                    sequenceEnd: sequenceEnd, lastTimestampMicroseconds: lastTimestamp,
-                                    lowWaterMark: lowWaterMark, bookmarks: bookmarks)
+            return CheckpointHeader(
+                storeID: storeID, offset: offset, lastToken: lastToken, table: table,
+                sequenceEnd: sequenceEnd, lastTimestampMicroseconds: lastTimestamp,
+                lowWaterMark: lowWaterMark, bookmarks: bookmarks)
         }
     }
 
@@ -134,8 +138,9 @@ struct CheckpointTrailer: Sendable, Equatable {
         try ByteReader.read(bytes) { reader throws(ByteReaderError) in
             let version = try reader.readByte()
             guard version == payloadVersion else { throw .malformed("unknown checkpoint trailer version \(version)") }
-            let trailer = CheckpointTrailer(entityCount: try reader.readVarint(), rowCount: try reader.readVarint(),
-                                            chunkCount: try reader.readVarint())
+            let trailer = CheckpointTrailer(
+                entityCount: try reader.readVarint(), rowCount: try reader.readVarint(),
+                chunkCount: try reader.readVarint())
             guard reader.isAtEnd else { throw .malformed("\(reader.remainingByteCount) bytes after the counts") }
             return trailer
         }

@@ -13,7 +13,7 @@ public enum ResolvedChange: Sendable, Hashable {
 
     public var identifier: PersistentIdentifier {
         switch self {
-        case let .insert(identifier, _), let .update(identifier, _), let .delete(identifier, _): identifier
+        case .insert(let identifier, _), .update(let identifier, _), .delete(let identifier, _): identifier
         }
     }
 }

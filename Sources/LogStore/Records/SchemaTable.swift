@@ -45,21 +45,24 @@ struct SchemaTable: Sendable, Equatable {
             }
             let stored = table.entities[index]
             for attribute in stored.attributes where entity.property(named: attribute.name) == nil {
-                throw .schemaMismatch(entity: entity.name, attribute: attribute.name,
-                                      reason: "the store has this attribute but the schema in code does not")
+                throw .schemaMismatch(
+                    entity: entity.name, attribute: attribute.name,
+                    reason: "the store has this attribute but the schema in code does not")
             }
             for property in properties {
                 if let existing = stored.attributes.first(where: { $0.name == property.name }) {
                     guard existing.valueType == property.valueType, existing.isOptional == property.isOptional else {
-                        throw .schemaMismatch(entity: entity.name, attribute: property.name,
-                                              reason: "stored as \(existing.valueType)\(existing.isOptional ? "?" : ""), "
-                                                + "declared as \(property.valueType)\(property.isOptional ? "?" : "")")
+                        throw .schemaMismatch(
+                            entity: entity.name, attribute: property.name,
+                            reason: "stored as \(existing.valueType)\(existing.isOptional ? "?" : ""), "
+                                + "declared as \(property.valueType)\(property.isOptional ? "?" : "")")
                     }
                 } else {
                     // Older records have no value for it: only an optional or defaulted attribute can be added.
                     guard property.isOptional || property.defaultValue != nil || Self.defaultsToEmpty(property) else {
-                        throw .schemaMismatch(entity: entity.name, attribute: property.name,
-                                              reason: "a new attribute must be optional or have a default value")
+                        throw .schemaMismatch(
+                            entity: entity.name, attribute: property.name,
+                            reason: "a new attribute must be optional or have a default value")
                     }
                     table.add(property, toEntityAt: index)
                     changed = true
@@ -67,8 +70,9 @@ struct SchemaTable: Sendable, Equatable {
             }
         }
         for stored in table.entities where schema.entity(named: stored.name) == nil {
-            throw .schemaMismatch(entity: stored.name, attribute: nil,
-                                  reason: "the store has this entity but the schema in code does not")
+            throw .schemaMismatch(
+                entity: stored.name, attribute: nil,
+                reason: "the store has this entity but the schema in code does not")
         }
         guard changed else { return nil }
         table.version += 1
@@ -82,8 +86,10 @@ struct SchemaTable: Sendable, Equatable {
     }
 
     private mutating func add(_ property: Schema.Property, toEntityAt index: Int) {
-        entities[index].attributes.append(Attribute(id: nextAttributeID, name: property.name,
-                                                    valueType: property.valueType, isOptional: property.isOptional))
+        entities[index].attributes.append(
+            Attribute(
+                id: nextAttributeID, name: property.name,
+                valueType: property.valueType, isOptional: property.isOptional))
         nextAttributeID += 1
     }
 
@@ -95,14 +101,19 @@ struct SchemaTable: Sendable, Equatable {
         var entityNames: Set<String> = []
         var attributeIDs: Set<UInt32> = []
         for entity in entities {
-            guard entity.id < nextEntityID, entityIDs.insert(entity.id).inserted, entityNames.insert(entity.name).inserted else {
-                throw .malformed("entity \(entity.name) (id \(entity.id)) repeats an id or a name, or is beyond the next id")
+            guard entity.id < nextEntityID, entityIDs.insert(entity.id).inserted,
+                entityNames.insert(entity.name).inserted
+            else {
+                throw .malformed(
+                    "entity \(entity.name) (id \(entity.id)) repeats an id or a name, or is beyond the next id")
             }
             var names: Set<String> = []
             for attribute in entity.attributes {
                 guard attribute.id < nextAttributeID, attributeIDs.insert(attribute.id).inserted,
-                      names.insert(attribute.name).inserted else {
-                    throw .malformed("attribute \(entity.name).\(attribute.name) (id \(attribute.id)) repeats an id or a name")
+                    names.insert(attribute.name).inserted
+                else {
+                    throw .malformed(
+                        "attribute \(entity.name).\(attribute.name) (id \(attribute.id)) repeats an id or a name")
                 }
             }
         }
@@ -146,16 +157,19 @@ struct SchemaTable: Sendable, Equatable {
             let entityCount = try reader.readVarint()
             guard entityCount <= UInt64(reader.remainingByteCount) else { throw .malformed("entity count") }
             for _ in 0..<entityCount {
-                var entity = Entity(id: UInt32(truncatingIfNeeded: try reader.readVarint()),
-                                    name: try ValueCodec.readString(&reader), attributes: [])
+                var entity = Entity(
+                    id: UInt32(truncatingIfNeeded: try reader.readVarint()),
+                    name: try ValueCodec.readString(&reader), attributes: [])
                 let attributeCount = try reader.readVarint()
                 guard attributeCount <= UInt64(reader.remainingByteCount) else { throw .malformed("attribute count") }
                 for _ in 0..<attributeCount {
                     let id = UInt32(truncatingIfNeeded: try reader.readVarint())
                     let name = try ValueCodec.readString(&reader)
                     let isOptional = try reader.readByte() != 0
-                    entity.attributes.append(Attribute(id: id, name: name, valueType: try ValueCodec.readValueType(&reader),
-                                                       isOptional: isOptional))
+                    entity.attributes.append(
+                        Attribute(
+                            id: id, name: name, valueType: try ValueCodec.readValueType(&reader),
+                            isOptional: isOptional))
                 }
                 table.entities.append(entity)
             }
@@ -172,20 +186,23 @@ extension SchemaTable {
     /// model types read and compact with this, and never save.
     var storedSchema: Schema? {
         guard !entities.isEmpty else { return nil }
-        return Schema(entities.map { entity in
-            var attributes: [Schema.Attribute] = []
-            var relationships: [Schema.Relationship] = []
-            for attribute in entity.attributes {
-                switch attribute.valueType {
-                case let .reference(destination):
-                    relationships.append(Schema.Relationship(attribute.name, destination: destination))
-                case let .array(.reference(destination)):
-                    relationships.append(Schema.Relationship(attribute.name, destination: destination, isToMany: true))
-                default:
-                    attributes.append(Schema.Attribute(attribute.name, attribute.valueType, isOptional: attribute.isOptional))
+        return Schema(
+            entities.map { entity in
+                var attributes: [Schema.Attribute] = []
+                var relationships: [Schema.Relationship] = []
+                for attribute in entity.attributes {
+                    switch attribute.valueType {
+                    case .reference(let destination):
+                        relationships.append(Schema.Relationship(attribute.name, destination: destination))
+                    case .array(.reference(let destination)):
+                        relationships.append(
+                            Schema.Relationship(attribute.name, destination: destination, isToMany: true))
+                    default:
+                        attributes.append(
+                            Schema.Attribute(attribute.name, attribute.valueType, isOptional: attribute.isOptional))
+                    }
                 }
-            }
-            return Schema.Entity(entity.name, attributes: attributes, relationships: relationships)
-        })
+                return Schema.Entity(entity.name, attributes: attributes, relationships: relationships)
+            })
     }
 }

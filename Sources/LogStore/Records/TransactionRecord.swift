@@ -31,11 +31,12 @@ struct TransactionRecord: Sendable, Equatable {
         writer.writeLengthPrefixed(Array(processIdentifier.utf8))
         writer.writeVarint(UInt64(changes.count))
         for change in changes {
-            let (kind, identifier, values): (UInt8, PersistentIdentifier, [String: AttributeValue]) = switch change {
-            case let .insert(identifier, values): (1, identifier, values)
-            case let .update(identifier, values): (2, identifier, values)
-            case let .delete(identifier, tombstone): (3, identifier, tombstone)
-            }
+            let (kind, identifier, values): (UInt8, PersistentIdentifier, [String: AttributeValue]) =
+                switch change {
+                case .insert(let identifier, let values): (1, identifier, values)
+                case .update(let identifier, let values): (2, identifier, values)
+                case .delete(let identifier, let tombstone): (3, identifier, tombstone)
+                }
             let entity = table.entity(named: identifier.entityName)!
             writer.write(kind)
             writer.writeVarint(UInt64(entity.id))
@@ -53,7 +54,9 @@ struct TransactionRecord: Sendable, Equatable {
 
     /// The author and timestamp alone, read from the start of the payload without decoding the
     /// changes (history filters on author read only this much).
-    static func decodePrefix(_ bytes: [UInt8]) throws(ByteReaderError) -> (author: String?, timestampMicroseconds: Int64) {
+    static func decodePrefix(_ bytes: [UInt8]) throws(ByteReaderError) -> (
+        author: String?, timestampMicroseconds: Int64
+    ) {
         let prefix = try decodeHeader(bytes, processIdentifier: false)
         return (prefix.author, prefix.timestampMicroseconds)
     }
@@ -71,7 +74,8 @@ struct TransactionRecord: Sendable, Equatable {
     /// Everything before the changes: schema version, author, timestamp and (when asked) the
     /// process identifier.
     static func decodeHeader(_ bytes: [UInt8], processIdentifier: Bool) throws(ByteReaderError)
-        -> (schemaVersion: UInt32, author: String?, timestampMicroseconds: Int64, processIdentifier: String) {
+        -> (schemaVersion: UInt32, author: String?, timestampMicroseconds: Int64, processIdentifier: String)
+    {
         try ByteReader.read(bytes) { reader throws(ByteReaderError) in
             guard try reader.readByte() == 1 else { throw .malformed("unknown transaction payload version") }
             let schemaVersion = UInt32(truncatingIfNeeded: try reader.readVarint())
@@ -82,7 +86,9 @@ struct TransactionRecord: Sendable, Equatable {
         }
     }
 
-    static func decode(_ bytes: [UInt8], table: SchemaTable, storeIdentifier: String) throws(ByteReaderError) -> TransactionRecord {
+    static func decode(_ bytes: [UInt8], table: SchemaTable, storeIdentifier: String) throws(ByteReaderError)
+        -> TransactionRecord
+    {
         try Decoder(table: table, storeIdentifier: storeIdentifier).decode(bytes)
     }
 
@@ -102,7 +108,10 @@ struct TransactionRecord: Sendable, Equatable {
         }
 
         func decode(_ bytes: [UInt8]) throws(ByteReaderError) -> TransactionRecord {
-            let table = table, storeIdentifier = storeIdentifier, entityNames = entityNames, entitiesByID = entitiesByID
+            let table = table
+            let storeIdentifier = storeIdentifier
+            let entityNames = entityNames
+            let entitiesByID = entitiesByID
             return try ByteReader.read(bytes) { reader throws(ByteReaderError) in
                 guard try reader.readByte() == 1 else { throw .malformed("unknown transaction payload version") }
                 let schemaVersion = UInt32(truncatingIfNeeded: try reader.readVarint())
@@ -113,24 +122,30 @@ struct TransactionRecord: Sendable, Equatable {
                 let timestamp: Int64 = try reader.read()
                 let process = try ValueCodec.readString(&reader)
                 let changeCount = try reader.readVarint()
-                guard changeCount <= UInt64(reader.remainingByteCount) else { throw .malformed("change count \(changeCount)") }
+                guard changeCount <= UInt64(reader.remainingByteCount) else {
+                    throw .malformed("change count \(changeCount)")
+                }
                 var changes: [ResolvedChange] = []
                 changes.reserveCapacity(Int(changeCount))
                 for _ in 0..<changeCount {
                     let kind = try reader.readByte()
                     let entityID = UInt32(truncatingIfNeeded: try reader.readVarint())
                     guard let entity = entitiesByID[entityID] else { throw .malformed("unknown entity id \(entityID)") }
-                    let identifier = PersistentIdentifier.identifier(for: storeIdentifier, entityName: entity.name,
-                                                                     primaryKey: UUID(bytes: try reader.readBytes(16)))
+                    let identifier = PersistentIdentifier.identifier(
+                        for: storeIdentifier, entityName: entity.name,
+                        primaryKey: UUID(bytes: try reader.readBytes(16)))
                     let valueCount = try reader.readVarint()
-                    guard valueCount <= UInt64(reader.remainingByteCount) else { throw .malformed("value count \(valueCount)") }
+                    guard valueCount <= UInt64(reader.remainingByteCount) else {
+                        throw .malformed("value count \(valueCount)")
+                    }
                     var values: [String: AttributeValue] = [:]
                     for _ in 0..<valueCount {
                         let attributeID = UInt32(truncatingIfNeeded: try reader.readVarint())
                         guard let attribute = entity.attributes.first(where: { $0.id == attributeID }) else {
                             throw .malformed("unknown attribute id \(attributeID) of \(entity.name)")
                         }
-                        values[attribute.name] = try ValueCodec.read(&reader, entityNames: entityNames, storeIdentifier: storeIdentifier)
+                        values[attribute.name] = try ValueCodec.read(
+                            &reader, entityNames: entityNames, storeIdentifier: storeIdentifier)
                     }
                     switch kind {
                     case 1: changes.append(.insert(identifier, values))
@@ -139,9 +154,12 @@ struct TransactionRecord: Sendable, Equatable {
                     default: throw .malformed("unknown change kind \(kind)")
                     }
                 }
-                guard reader.isAtEnd else { throw .malformed("\(reader.remainingByteCount) bytes after the last change") }
-                return TransactionRecord(schemaVersion: schemaVersion, author: author, timestampMicroseconds: timestamp,
-                                         processIdentifier: process, changes: changes)
+                guard reader.isAtEnd else {
+                    throw .malformed("\(reader.remainingByteCount) bytes after the last change")
+                }
+                return TransactionRecord(
+                    schemaVersion: schemaVersion, author: author, timestampMicroseconds: timestamp,
+                    processIdentifier: process, changes: changes)
             }
         }
     }

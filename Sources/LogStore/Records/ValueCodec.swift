@@ -14,42 +14,46 @@ enum ValueCodec {
     /// Arrays nest at most this deep (a named limit; no recursion without one).
     static let nestingDepthMax = 8
 
-    static func write(_ value: AttributeValue, into writer: inout ByteWriter, entityIDs: [String: UInt32], depth: Int = 0) {
+    static func write(
+        _ value: AttributeValue, into writer: inout ByteWriter, entityIDs: [String: UInt32], depth: Int = 0
+    ) {
         precondition(depth <= nestingDepthMax, "attribute values nest at most \(nestingDepthMax) deep")
         switch value {
         case .null: writer.write(UInt8(0))
-        case let .bool(flag): writer.write(UInt8(flag ? 2 : 1))
-        case let .int(number):
+        case .bool(let flag): writer.write(UInt8(flag ? 2 : 1))
+        case .int(let number):
             writer.write(UInt8(3))
             writer.writeSignedVarint(number)
-        case let .double(number):
+        case .double(let number):
             writer.write(UInt8(4))
             writer.write(number.bitPattern)
-        case let .string(text):
+        case .string(let text):
             writer.write(UInt8(5))
             writer.writeLengthPrefixed(Array(text.utf8))
-        case let .data(bytes):
+        case .data(let bytes):
             writer.write(UInt8(6))
             writer.writeLengthPrefixed(Array(bytes))
-        case let .date(date):
+        case .date(let date):
             writer.write(UInt8(7))
             writer.write(date.timeIntervalSinceReferenceDate.bitPattern)
-        case let .uuid(uuid):
+        case .uuid(let uuid):
             writer.write(UInt8(8))
             writer.write(bytes: uuid.bytes)
-        case let .reference(identifier):
+        case .reference(let identifier):
             writer.write(UInt8(9))
             writer.writeVarint(UInt64(entityIDs[identifier.entityName]!))
             writer.write(bytes: identifier.primaryKey.bytes)
-        case let .array(values):
+        case .array(let values):
             writer.write(UInt8(10))
             writer.writeVarint(UInt64(values.count))
             for element in values { write(element, into: &writer, entityIDs: entityIDs, depth: depth + 1) }
         }
     }
 
-    static func read(_ reader: inout ByteReader, entityNames: [UInt32: String], storeIdentifier: String,
-                     depth: Int = 0) throws(ByteReaderError) -> AttributeValue {
+    static func read(
+        _ reader: inout ByteReader, entityNames: [UInt32: String], storeIdentifier: String,
+        depth: Int = 0
+    ) throws(ByteReaderError) -> AttributeValue {
         guard depth <= nestingDepthMax else { throw .malformed("values nest deeper than \(nestingDepthMax)") }
         switch try reader.readByte() {
         case 0: return .null
@@ -63,9 +67,13 @@ enum ValueCodec {
         case 8: return .uuid(UUID(bytes: try reader.readBytes(16)))
         case 9:
             let entityID = UInt32(truncatingIfNeeded: try reader.readVarint())
-            guard let entityName = entityNames[entityID] else { throw .malformed("reference to unknown entity id \(entityID)") }
-            return .reference(.identifier(for: storeIdentifier, entityName: entityName,
-                                          primaryKey: UUID(bytes: try reader.readBytes(16))))
+            guard let entityName = entityNames[entityID] else {
+                throw .malformed("reference to unknown entity id \(entityID)")
+            }
+            return .reference(
+                .identifier(
+                    for: storeIdentifier, entityName: entityName,
+                    primaryKey: UUID(bytes: try reader.readBytes(16))))
         case 10:
             let count = try reader.readVarint()
             // Every element takes at least one byte: a count beyond what is left is malformed.
@@ -73,7 +81,8 @@ enum ValueCodec {
             var values: [AttributeValue] = []
             values.reserveCapacity(Int(count))
             for _ in 0..<count {
-                values.append(try read(&reader, entityNames: entityNames, storeIdentifier: storeIdentifier, depth: depth + 1))
+                values.append(
+                    try read(&reader, entityNames: entityNames, storeIdentifier: storeIdentifier, depth: depth + 1))
             }
             return .array(values)
         case let tag: throw .malformed("unknown value tag \(tag)")
@@ -101,10 +110,10 @@ enum ValueCodec {
         case .data: writer.write(UInt8(5))
         case .date: writer.write(UInt8(6))
         case .uuid: writer.write(UInt8(7))
-        case let .reference(entity):
+        case .reference(let entity):
             writer.write(UInt8(8))
             writer.writeLengthPrefixed(Array(entity.utf8))
-        case let .array(element):
+        case .array(let element):
             writer.write(UInt8(9))
             write(element, into: &writer, table: table)
         }

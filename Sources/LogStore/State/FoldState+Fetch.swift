@@ -27,12 +27,15 @@ enum StoreFetching {
         var sortProperties: [ModelProperty<T>] = []
         for sort in descriptor.sortBy {
             guard let keyPath = sort.keyPath,
-                  let property = T.schemaProperties.first(where: { $0.attribute != nil && ($0.keyPath as AnyKeyPath) == keyPath as AnyKeyPath })
+                let property = T.schemaProperties.first(where: {
+                    $0.attribute != nil && ($0.keyPath as AnyKeyPath) == keyPath as AnyKeyPath
+                })
             else { throw DataStoreError.preferInMemorySort }
             sortProperties.append(property)
         }
-        return Plan(filter: filter, sortBy: descriptor.sortBy, sortProperties: sortProperties,
-                    offset: max(0, descriptor.fetchOffset ?? 0), limit: descriptor.fetchLimit.map { max(0, $0) })
+        return Plan(
+            filter: filter, sortBy: descriptor.sortBy, sortProperties: sortProperties,
+            offset: max(0, descriptor.fetchOffset ?? 0), limit: descriptor.fetchLimit.map { max(0, $0) })
     }
 
     /// The rows inside `fetchOffset` and `fetchLimit`.
@@ -90,15 +93,19 @@ extension FoldState {
 
     /// A store's fetch over this state.
     func fetchResult<T: PersistentModel>(_ request: DataStoreFetchRequest<T>, storeIdentifier: String) throws
-        -> DataStoreFetchResult<T, DefaultSnapshot> {
+        -> DataStoreFetchResult<T, DefaultSnapshot>
+    {
         let plan = try StoreFetching.plan(request.descriptor)
         let snapshots = fetchRows(plan, storeIdentifier: storeIdentifier).map { primaryKey, row in
-            DefaultSnapshot(persistentIdentifier: .identifier(for: storeIdentifier, entityName: T.entityName,
-                                                              primaryKey: primaryKey),
-                            values: row.values)
+            DefaultSnapshot(
+                persistentIdentifier: .identifier(
+                    for: storeIdentifier, entityName: T.entityName,
+                    primaryKey: primaryKey),
+                values: row.values)
         }
-        return DataStoreFetchResult(descriptor: request.descriptor, fetchedSnapshots: snapshots,
-                                    relatedSnapshots: relatedSnapshots(to: snapshots))
+        return DataStoreFetchResult(
+            descriptor: request.descriptor, fetchedSnapshots: snapshots,
+            relatedSnapshots: relatedSnapshots(to: snapshots))
     }
 
     /// A store's `fetchCount` over this state (no sort needed to count).
@@ -116,7 +123,8 @@ extension FoldState {
 
     /// A store's `fetchIdentifiers` over this state.
     func fetchIdentifiers<T: PersistentModel>(_ request: DataStoreFetchRequest<T>, storeIdentifier: String) throws
-        -> [PersistentIdentifier] {
+        -> [PersistentIdentifier]
+    {
         let plan = try StoreFetching.plan(request.descriptor)
         return fetchRows(plan, storeIdentifier: storeIdentifier).map {
             .identifier(for: storeIdentifier, entityName: T.entityName, primaryKey: $0.0)
@@ -126,12 +134,14 @@ extension FoldState {
     /// The snapshots of these models (those in the state, in the given order) and of every model
     /// they refer to (``DataStore/fetch(_:of:)``).
     func fetchResult<T: PersistentModel>(_ identifiers: [PersistentIdentifier], of type: T.Type)
-        -> DataStoreFetchResult<T, DefaultSnapshot> {
+        -> DataStoreFetchResult<T, DefaultSnapshot>
+    {
         let fetched = identifiers.compactMap { identifier in
             row(identifier).map { DefaultSnapshot(persistentIdentifier: identifier, values: $0.values) }
         }
-        return DataStoreFetchResult(descriptor: FetchDescriptor<T>(), fetchedSnapshots: fetched,
-                                    relatedSnapshots: relatedSnapshots(to: fetched))
+        return DataStoreFetchResult(
+            descriptor: FetchDescriptor<T>(), fetchedSnapshots: fetched,
+            relatedSnapshots: relatedSnapshots(to: fetched))
     }
 
     /// Snapshots of every model reachable from `snapshots` through references (relationships are

@@ -42,15 +42,16 @@ struct FoldState: Sendable {
     /// correct writer never records) is applied as well as it can be and does not stop replay.
     mutating func apply(_ change: ResolvedChange) {
         switch change {
-        case let .insert(identifier, values):
-            entities[identifier.entityName, default: EntityRows()].append(identifier.primaryKey,
-                                                                          Row(sequence: nextSequence, values: values))
+        case .insert(let identifier, let values):
+            entities[identifier.entityName, default: EntityRows()].append(
+                identifier.primaryKey,
+                Row(sequence: nextSequence, values: values))
             nextSequence += 1
-        case let .update(identifier, values):
+        case .update(let identifier, let values):
             entities[identifier.entityName]?.update(identifier.primaryKey) { row in
                 for (name, value) in values { row.values[name] = value }
             }
-        case let .delete(identifier, _):
+        case .delete(let identifier, _):
             entities[identifier.entityName]?.remove(identifier.primaryKey)
         }
     }

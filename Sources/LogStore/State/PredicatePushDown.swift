@@ -83,7 +83,9 @@ enum PredicatePushDown {
         return makeConverter(convertible, V.self)
     }
 
-    private static func makeConverter<A: AttributeConvertible, V>(_ stored: A.Type, _ type: V.Type) -> (AttributeValue) -> V? {
+    private static func makeConverter<A: AttributeConvertible, V>(_ stored: A.Type, _ type: V.Type) -> (AttributeValue)
+        -> V?
+    {
         precondition(A.self == V.self)
         return { value in A(attributeValue: value).map { unsafeBitCast($0, to: V.self) } }
     }
@@ -117,15 +119,17 @@ private func sequenceStarts<S: Sequence>(_ base: S, with prefix: S) -> Bool wher
 
 extension PredicateExpressions.Variable: PushDownExpression {
     func pushDown(_ compiler: PredicatePushDown.Compiler) -> PredicatePushDown.Evaluation? {
-        guard let slot = compiler.slots[key] else { return nil } // the model itself is not a value
+        guard let slot = compiler.slots[key] else { return nil }  // the model itself is not a value
         return { _, bindings in bindings.values[slot] }
     }
 }
 
 extension PredicateExpressions.KeyPath: PushDownExpression {
     func pushDown(_ compiler: PredicatePushDown.Compiler) -> PredicatePushDown.Evaluation? {
-        guard let variable = root as? PredicateExpressions.Variable<Root.Output>, variable.key == compiler.modelVariable,
-              let (name, missing) = compiler.attributes.byKeyPath[keyPath as AnyKeyPath] else { return nil }
+        guard let variable = root as? PredicateExpressions.Variable<Root.Output>,
+            variable.key == compiler.modelVariable,
+            let (name, missing) = compiler.attributes.byKeyPath[keyPath as AnyKeyPath]
+        else { return nil }
         return { row, _ in row[name] ?? missing }
     }
 }
@@ -146,7 +150,8 @@ extension PredicateExpressions.NilLiteral: PushDownExpression {
 extension PredicateExpressions.Equal: PushDownExpression {
     func pushDown(_ compiler: PredicatePushDown.Compiler) -> PredicatePushDown.Evaluation? {
         guard let convert = PredicatePushDown.converter(LHS.Output.self),
-              let lhs = compiler.compile(lhs), let rhs = compiler.compile(rhs) else { return nil }
+            let lhs = compiler.compile(lhs), let rhs = compiler.compile(rhs)
+        else { return nil }
         return { row, bindings in
             guard let a = convert(lhs(row, bindings)), let b = convert(rhs(row, bindings)) else { return .bool(false) }
             return .bool(a == b)
@@ -157,7 +162,8 @@ extension PredicateExpressions.Equal: PushDownExpression {
 extension PredicateExpressions.NotEqual: PushDownExpression {
     func pushDown(_ compiler: PredicatePushDown.Compiler) -> PredicatePushDown.Evaluation? {
         guard let convert = PredicatePushDown.converter(LHS.Output.self),
-              let lhs = compiler.compile(lhs), let rhs = compiler.compile(rhs) else { return nil }
+            let lhs = compiler.compile(lhs), let rhs = compiler.compile(rhs)
+        else { return nil }
         return { row, bindings in
             guard let a = convert(lhs(row, bindings)), let b = convert(rhs(row, bindings)) else { return .bool(false) }
             return .bool(a != b)
@@ -168,7 +174,8 @@ extension PredicateExpressions.NotEqual: PushDownExpression {
 extension PredicateExpressions.Comparison: PushDownExpression {
     func pushDown(_ compiler: PredicatePushDown.Compiler) -> PredicatePushDown.Evaluation? {
         guard let convert = PredicatePushDown.converter(LHS.Output.self),
-              let lhs = compiler.compile(lhs), let rhs = compiler.compile(rhs) else { return nil }
+            let lhs = compiler.compile(lhs), let rhs = compiler.compile(rhs)
+        else { return nil }
         let op = op
         return { row, bindings in
             guard let a = convert(lhs(row, bindings)), let b = convert(rhs(row, bindings)) else { return .bool(false) }
@@ -206,7 +213,7 @@ extension PredicateExpressions.Negation: PushDownExpression {
     func pushDown(_ compiler: PredicatePushDown.Compiler) -> PredicatePushDown.Evaluation? {
         guard let wrapped = compiler.compile(wrapped) else { return nil }
         return { row, bindings in
-            guard case let .bool(value) = wrapped(row, bindings) else { return .bool(false) }
+            guard case .bool(let value) = wrapped(row, bindings) else { return .bool(false) }
             return .bool(!value)
         }
     }
@@ -215,7 +222,9 @@ extension PredicateExpressions.Negation: PushDownExpression {
 extension PredicateExpressions.OptionalFlatMap: PushDownExpression {
     func pushDown(_ compiler: PredicatePushDown.Compiler) -> PredicatePushDown.Evaluation? {
         // Only optionals of storable types (whose nil is `.null`) are recognised.
-        guard PredicatePushDown.converter(Wrapped.self) != nil, let wrapped = compiler.compile(wrapped) else { return nil }
+        guard PredicatePushDown.converter(Wrapped.self) != nil, let wrapped = compiler.compile(wrapped) else {
+            return nil
+        }
         let slot = compiler.bind(variable.key)
         guard let transform = compiler.compile(transform) else { return nil }
         return { row, bindings in
@@ -230,7 +239,8 @@ extension PredicateExpressions.OptionalFlatMap: PushDownExpression {
 extension PredicateExpressions.NilCoalesce: PushDownExpression {
     func pushDown(_ compiler: PredicatePushDown.Compiler) -> PredicatePushDown.Evaluation? {
         guard PredicatePushDown.converter(RHS.Output.self) != nil,
-              let lhs = compiler.compile(lhs), let rhs = compiler.compile(rhs) else { return nil }
+            let lhs = compiler.compile(lhs), let rhs = compiler.compile(rhs)
+        else { return nil }
         return { row, bindings in
             let value = lhs(row, bindings)
             return value.isNull ? rhs(row, bindings) : value
@@ -241,9 +251,12 @@ extension PredicateExpressions.NilCoalesce: PushDownExpression {
 extension PredicateExpressions.CollectionContainsCollection: PushDownExpression {
     func pushDown(_ compiler: PredicatePushDown.Compiler) -> PredicatePushDown.Evaluation? {
         guard Base.Output.self == String.self, Other.Output.self == String.self,
-              let base = compiler.compile(base), let other = compiler.compile(other) else { return nil }
+            let base = compiler.compile(base), let other = compiler.compile(other)
+        else { return nil }
         return { row, bindings in
-            guard case let .string(a) = base(row, bindings), case let .string(b) = other(row, bindings) else { return .bool(false) }
+            guard case .string(let a) = base(row, bindings), case .string(let b) = other(row, bindings) else {
+                return .bool(false)
+            }
             return .bool(collectionContains(a, b))
         }
     }
@@ -252,9 +265,12 @@ extension PredicateExpressions.CollectionContainsCollection: PushDownExpression 
 extension PredicateExpressions.SequenceStartsWith: PushDownExpression {
     func pushDown(_ compiler: PredicatePushDown.Compiler) -> PredicatePushDown.Evaluation? {
         guard Base.Output.self == String.self, Prefix.Output.self == String.self,
-              let base = compiler.compile(base), let prefix = compiler.compile(prefix) else { return nil }
+            let base = compiler.compile(base), let prefix = compiler.compile(prefix)
+        else { return nil }
         return { row, bindings in
-            guard case let .string(a) = base(row, bindings), case let .string(b) = prefix(row, bindings) else { return .bool(false) }
+            guard case .string(let a) = base(row, bindings), case .string(let b) = prefix(row, bindings) else {
+                return .bool(false)
+            }
             return .bool(sequenceStarts(a, with: b))
         }
     }
@@ -263,11 +279,13 @@ extension PredicateExpressions.SequenceStartsWith: PushDownExpression {
 extension PredicateExpressions.SequenceContains: PushDownExpression {
     func pushDown(_ compiler: PredicatePushDown.Compiler) -> PredicatePushDown.Evaluation? {
         // Arrays of storable values only (a String is a sequence of Characters: not recognised).
-        guard let sequenceType = LHS.Output.self as? any AttributeConvertible.Type, case .array = sequenceType.valueType,
-              let convert = PredicatePushDown.converter(RHS.Output.self),
-              let sequence = compiler.compile(sequence), let element = compiler.compile(element) else { return nil }
+        guard let sequenceType = LHS.Output.self as? any AttributeConvertible.Type,
+            case .array = sequenceType.valueType,
+            let convert = PredicatePushDown.converter(RHS.Output.self),
+            let sequence = compiler.compile(sequence), let element = compiler.compile(element)
+        else { return nil }
         return { row, bindings in
-            guard case let .array(values) = sequence(row, bindings), let wanted = convert(element(row, bindings)) else {
+            guard case .array(let values) = sequence(row, bindings), let wanted = convert(element(row, bindings)) else {
                 return .bool(false)
             }
             return .bool(values.contains { convert($0).map { $0 == wanted } ?? false })

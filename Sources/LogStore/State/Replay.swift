@@ -48,7 +48,9 @@ struct Replay {
                 if let throughOffset, record.offset > throughOffset { break }
                 result.recordCount += 1
                 // A schema record changes the table (and its version): decode with the new one.
-                if decoder.table.version != result.table.version || decoder.table.entities.count != result.table.entities.count {
+                if decoder.table.version != result.table.version
+                    || decoder.table.entities.count != result.table.entities.count
+                {
                     decoder = TransactionRecord.Decoder(table: result.table, storeIdentifier: storeIdentifier)
                 }
                 try apply(record, to: &result, decoder: decoder)
@@ -64,7 +66,9 @@ struct Replay {
     }
 
     func apply(_ record: LogRecord, to result: inout Result) throws(LogStoreError) {
-        try apply(record, to: &result, decoder: TransactionRecord.Decoder(table: result.table, storeIdentifier: storeIdentifier))
+        try apply(
+            record, to: &result,
+            decoder: TransactionRecord.Decoder(table: result.table, storeIdentifier: storeIdentifier))
     }
 
     /// `decoder` must have been made with `result.table`.
@@ -82,7 +86,8 @@ struct Replay {
                 throw .corruptRecord(offset: record.offset, reason: "transaction record: \(error)")
             }
             for change in transaction.changes { result.state.apply(change) }
-            result.lastToken = HistoryToken(storeIdentifier: log.storeID, offset: record.offset, check: record.payloadCRC)
+            result.lastToken = HistoryToken(
+                storeIdentifier: log.storeID, offset: record.offset, check: record.payloadCRC)
             result.lastTimestampMicroseconds = max(result.lastTimestampMicroseconds, transaction.timestampMicroseconds)
             result.transactionCount += 1
         case .bookmark:

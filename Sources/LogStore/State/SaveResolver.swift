@@ -48,15 +48,18 @@ struct SaveResolver {
             var target: PersistentIdentifier?
             for key in uniqueIndex.keys(entity: entity.name, values: values) {
                 if let owner = keysOfThisSave[entity.name]?[key]
-                    ?? uniqueIndex.owner(entity: entity.name, key: key).flatMap({ deleted.contains($0) ? nil : $0 }) {
+                    ?? uniqueIndex.owner(entity: entity.name, key: key).flatMap({ deleted.contains($0) ? nil : $0 })
+                {
                     if collisionPolicy == .throw {
-                        throw .uniqueConstraintViolation(entity: entity.name, constraint: key.constraint, values: key.values)
+                        throw .uniqueConstraintViolation(
+                            entity: entity.name, constraint: key.constraint, values: key.values)
                     }
                     target = owner
                     break
                 }
             }
-            let permanent = target ?? .identifier(for: storeIdentifier, entityName: entity.name, primaryKey: RandomUUID.make())
+            let permanent =
+                target ?? .identifier(for: storeIdentifier, entityName: entity.name, primaryKey: RandomUUID.make())
             // A collision with a stored model is an upsert; with an earlier insert of this save, a merge.
             if let target, state.contains(target) { upserts.insert(target) }
             resolution.remapped[temporary] = permanent
@@ -65,7 +68,9 @@ struct SaveResolver {
             } else {
                 insertedValues[permanent] = values
             }
-            for key in uniqueIndex.keys(entity: entity.name, values: values) { keysOfThisSave[entity.name, default: [:]][key] = permanent }
+            for key in uniqueIndex.keys(entity: entity.name, values: values) {
+                keysOfThisSave[entity.name, default: [:]][key] = permanent
+            }
         }
         let remap = { (identifier: PersistentIdentifier) -> PersistentIdentifier? in
             let mapped = resolution.remapped[identifier] ?? identifier
@@ -73,7 +78,9 @@ struct SaveResolver {
         }
         // References to models deleted in this save are dropped; the context must hear of it.
         let dropsDeleted = { (values: [String: AttributeValue]) -> Bool in
-            values.values.contains { $0.referencedIdentifiers.contains { deleted.contains(resolution.remapped[$0] ?? $0) } }
+            values.values.contains {
+                $0.referencedIdentifiers.contains { deleted.contains(resolution.remapped[$0] ?? $0) }
+            }
         }
         // Insert (and upsert) changes, in request order.
         var emitted: Set<PersistentIdentifier> = []
@@ -81,8 +88,9 @@ struct SaveResolver {
             let permanent = resolution.remapped[snapshot.persistentIdentifier]!
             guard !emitted.contains(permanent) else { continue }
             emitted.insert(permanent)
-            let values = try checkedReferences(insertedValues[permanent]!.mapValues { $0.mapReferences(remap) },
-                                               of: permanent, inserted: insertedValues)
+            let values = try checkedReferences(
+                insertedValues[permanent]!.mapValues { $0.mapReferences(remap) },
+                of: permanent, inserted: insertedValues)
             if upserts.contains(permanent) {
                 let changed = changedValues(values, current: state.row(permanent)?.values ?? [:])
                 if !changed.isEmpty { resolution.changes.append(.update(permanent, changed)) }
@@ -100,11 +108,13 @@ struct SaveResolver {
             var values = snapshot.values
             for (name, value) in values { try check(value, property: entity.property(named: name)!, entity: entity) }
             let droppedReferences = dropsDeleted(values)
-            values = try checkedReferences(values.mapValues { $0.mapReferences(remap) }, of: identifier, inserted: insertedValues)
+            values = try checkedReferences(
+                values.mapValues { $0.mapReferences(remap) }, of: identifier, inserted: insertedValues)
             let changed = changedValues(values, current: current)
             if droppedReferences { resolution.reregister[identifier] = current.merging(changed) { $1 } }
             guard !changed.isEmpty else { continue }
-            try checkUnique(identifier, values: current.merging(changed) { $1 }, claimed: &keysOfThisSave, deleted: deleted)
+            try checkUnique(
+                identifier, values: current.merging(changed) { $1 }, claimed: &keysOfThisSave, deleted: deleted)
             resolution.changes.append(.update(identifier, changed))
         }
         resolution.changes += try deleteChanges(deleted, inserted: insertedValues, resolution: &resolution)
@@ -119,16 +129,18 @@ struct SaveResolver {
         for identifier in resolution.reregister.keys { final[identifier] = state.row(identifier)?.values ?? [:] }
         for change in resolution.changes where final[change.identifier] != nil {
             switch change {
-            case let .insert(identifier, values): final[identifier] = values
-            case let .update(identifier, values): final[identifier]!.merge(values) { $1 }
-            case let .delete(identifier, _): final[identifier] = nil
+            case .insert(let identifier, let values): final[identifier] = values
+            case .update(let identifier, let values): final[identifier]!.merge(values) { $1 }
+            case .delete(let identifier, _): final[identifier] = nil
             }
         }
         resolution.reregister = final
     }
 
     /// The requested deletes plus cascades, checking deny rules.
-    private func deletions(_ requested: [PersistentIdentifier], resolution: inout Resolution) throws(LogStoreError) -> Set<PersistentIdentifier> {
+    private func deletions(_ requested: [PersistentIdentifier], resolution: inout Resolution) throws(LogStoreError)
+        -> Set<PersistentIdentifier>
+    {
         var deleted: Set<PersistentIdentifier> = []
         var worklist = requested
         for identifier in requested where !state.contains(identifier) { throw .modelNotFound(identifier) }
@@ -157,8 +169,10 @@ struct SaveResolver {
 
     /// Nullifications of references to deleted models (each its own update), then the deletes
     /// with their tombstones, requested ones first.
-    private func deleteChanges(_ deleted: Set<PersistentIdentifier>, inserted: [PersistentIdentifier: [String: AttributeValue]],
-                               resolution: inout Resolution) throws(LogStoreError) -> [ResolvedChange] {
+    private func deleteChanges(
+        _ deleted: Set<PersistentIdentifier>, inserted: [PersistentIdentifier: [String: AttributeValue]],
+        resolution: inout Resolution
+    ) throws(LogStoreError) -> [ResolvedChange] {
         guard !deleted.isEmpty else { return [] }
         var changes: [ResolvedChange] = []
         let deletedEntities = Set(deleted.map(\.entityName))
@@ -166,7 +180,8 @@ struct SaveResolver {
             let pointing = entity.relationships.filter { deletedEntities.contains($0.destination) }
             guard !pointing.isEmpty else { continue }
             for (primaryKey, row) in state.rows(of: entity.name) {
-                let identifier = PersistentIdentifier.identifier(for: storeIdentifier, entityName: entity.name, primaryKey: primaryKey)
+                let identifier = PersistentIdentifier.identifier(
+                    for: storeIdentifier, entityName: entity.name, primaryKey: primaryKey)
                 guard !deleted.contains(identifier), inserted[identifier] == nil else { continue }
                 var current = resolution.reregister[identifier] ?? row.values
                 for relationship in pointing {
@@ -192,7 +207,9 @@ struct SaveResolver {
     }
 
     /// Fills defaults for missing properties and checks every value's type.
-    private func completed(_ values: [String: AttributeValue], entity: Schema.Entity) throws(LogStoreError) -> [String: AttributeValue] {
+    private func completed(_ values: [String: AttributeValue], entity: Schema.Entity) throws(LogStoreError) -> [String:
+        AttributeValue]
+    {
         var result: [String: AttributeValue] = [:]
         for property in entity.properties {
             guard let value = values[property.name] ?? property.defaultValue else {
@@ -204,41 +221,52 @@ struct SaveResolver {
         return result
     }
 
-    private func check(_ value: AttributeValue, property: Schema.Property, entity: Schema.Entity) throws(LogStoreError) {
+    private func check(_ value: AttributeValue, property: Schema.Property, entity: Schema.Entity) throws(LogStoreError)
+    {
         if value.isNull {
             guard property.isOptional else { throw .missingValue(entity: entity.name, attribute: property.name) }
             return
         }
         guard property.valueType.accepts(value) else {
-            throw .valueTypeMismatch(entity: entity.name, attribute: property.name, expected: property.valueType.description,
-                                     value: value)
+            throw .valueTypeMismatch(
+                entity: entity.name, attribute: property.name, expected: property.valueType.description,
+                value: value)
         }
     }
 
     /// Every reference must name a model that exists after the save.
-    private func checkedReferences(_ values: [String: AttributeValue], of identifier: PersistentIdentifier,
-                                   inserted: [PersistentIdentifier: [String: AttributeValue]]) throws(LogStoreError) -> [String: AttributeValue] {
+    private func checkedReferences(
+        _ values: [String: AttributeValue], of identifier: PersistentIdentifier,
+        inserted: [PersistentIdentifier: [String: AttributeValue]]
+    ) throws(LogStoreError) -> [String: AttributeValue] {
         for (name, value) in values {
-            for reference in value.referencedIdentifiers where inserted[reference] == nil && !state.contains(reference) {
+            for reference in value.referencedIdentifiers where inserted[reference] == nil && !state.contains(reference)
+            {
                 throw .missingReference(entity: identifier.entityName, attribute: name, identifier: reference)
             }
         }
         return values
     }
 
-    private func checkUnique(_ identifier: PersistentIdentifier, values: [String: AttributeValue],
-                             claimed: inout [String: [UniqueIndex.Key: PersistentIdentifier]],
-                             deleted: Set<PersistentIdentifier>) throws(LogStoreError) {
+    private func checkUnique(
+        _ identifier: PersistentIdentifier, values: [String: AttributeValue],
+        claimed: inout [String: [UniqueIndex.Key: PersistentIdentifier]],
+        deleted: Set<PersistentIdentifier>
+    ) throws(LogStoreError) {
         for key in uniqueIndex.keys(entity: identifier.entityName, values: values) {
-            let owner = claimed[identifier.entityName]?[key] ?? uniqueIndex.owner(entity: identifier.entityName, key: key)
+            let owner =
+                claimed[identifier.entityName]?[key] ?? uniqueIndex.owner(entity: identifier.entityName, key: key)
             if let owner, owner != identifier, !deleted.contains(owner) {
-                throw .uniqueConstraintViolation(entity: identifier.entityName, constraint: key.constraint, values: key.values)
+                throw .uniqueConstraintViolation(
+                    entity: identifier.entityName, constraint: key.constraint, values: key.values)
             }
             claimed[identifier.entityName, default: [:]][key] = identifier
         }
     }
 
-    private func changedValues(_ values: [String: AttributeValue], current: [String: AttributeValue]) -> [String: AttributeValue] {
+    private func changedValues(_ values: [String: AttributeValue], current: [String: AttributeValue]) -> [String:
+        AttributeValue]
+    {
         values.filter { current[$0.key] != $0.value }
     }
 }

@@ -42,11 +42,15 @@ struct UniqueIndex: Sendable {
     }
 
     /// Updates the index for a model whose values went from `old` to `new` (nil: absent).
-    mutating func replace(_ identifier: PersistentIdentifier, old: [String: AttributeValue]?, new: [String: AttributeValue]?) {
+    mutating func replace(
+        _ identifier: PersistentIdentifier, old: [String: AttributeValue]?, new: [String: AttributeValue]?
+    ) {
         let entity = identifier.entityName
         guard constraints[entity] != nil else { return }
         if let old {
-            for key in keys(entity: entity, values: old) where owners[entity]?[key] == identifier { owners[entity]?[key] = nil }
+            for key in keys(entity: entity, values: old) where owners[entity]?[key] == identifier {
+                owners[entity]?[key] = nil
+            }
         }
         if let new {
             for key in keys(entity: entity, values: new) { owners[entity, default: [:]][key] = identifier }

@@ -9,8 +9,8 @@ public enum HistoryPosition: Sendable, Hashable, CustomStringConvertible {
 
     public var offset: UInt64 {
         switch self {
-        case let .token(token): token.offset
-        case let .offset(offset): offset
+        case .token(let token): token.offset
+        case .offset(let offset): offset
         }
     }
 
@@ -29,8 +29,8 @@ public enum HistoryPosition: Sendable, Hashable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case let .token(token): "token at offset \(token.offset) (check \(token.check))"
-        case let .offset(offset): "offset \(offset)"
+        case .token(let token): "token at offset \(token.offset) (check \(token.check))"
+        case .offset(let offset): "offset \(offset)"
         }
     }
 }

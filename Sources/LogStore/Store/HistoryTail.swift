@@ -43,7 +43,7 @@ public struct HistoryTail: AsyncSequence, Sendable {
             while true {
                 if Task.isCancelled { return nil }
                 let generation = store.tailSignal.generation
-                guard let generation else { return nil } // the store was closed
+                guard let generation else { return nil }  // the store was closed
                 let reader = store.historyReader()
                 if position == nil {
                     var query = HistoryQuery()
@@ -63,7 +63,7 @@ public struct HistoryTail: AsyncSequence, Sendable {
                 var records: LogIterator
                 do throws(LogError) {
                     records = try store.log.records(from: Swift.max(position!, reader.logStartOffset))
-                } catch where error.code == .offsetOutOfRange {
+                } catch  where error.code == .offsetOutOfRange {
                     continue
                 } catch {
                     throw LogStoreError.log(error)

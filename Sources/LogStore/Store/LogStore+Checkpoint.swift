@@ -67,13 +67,16 @@ extension LogStore {
             guard !inner.closed else { throw .log(LogError(.closed, "The store is closed.")) }
             // Every write happens under this lock, and `working` folds every written record:
             // it is exactly the state after every record before the written end.
-            let lastToken = inner.pending.last.map {
-                HistoryToken(storeIdentifier: log.storeID, offset: $0.position.offset, check: $0.position.payloadCRC)
-            } ?? inner.publishedToken
-            let header = CheckpointHeader(storeID: log.storeID, offset: log.writtenEnd, lastToken: lastToken,
-                                          table: inner.table, sequenceEnd: inner.working.sequenceEnd,
-                                          lastTimestampMicroseconds: inner.lastTimestampMicroseconds,
-                                          lowWaterMark: inner.lowWaterMark, bookmarks: inner.bookmarkList)
+            let lastToken =
+                inner.pending.last.map {
+                    HistoryToken(
+                        storeIdentifier: log.storeID, offset: $0.position.offset, check: $0.position.payloadCRC)
+                } ?? inner.publishedToken
+            let header = CheckpointHeader(
+                storeID: log.storeID, offset: log.writtenEnd, lastToken: lastToken,
+                table: inner.table, sequenceEnd: inner.working.sequenceEnd,
+                lastTimestampMicroseconds: inner.lastTimestampMicroseconds,
+                lowWaterMark: inner.lowWaterMark, bookmarks: inner.bookmarkList)
             return (header, inner.working)
         }
         let (header, state) = snapshot
@@ -91,7 +94,8 @@ extension LogStore {
     func writeCheckpointFile(header: CheckpointHeader, state: FoldState) throws(LogStoreError) {
         // After a failed sync the log is read-only and the in-memory state may hold undurable saves.
         guard !log.isReadOnly else {
-            throw .log(LogError(.readOnly, "The store is read-only (a sync failed); no checkpoint is written. Reopen it."))
+            throw .log(
+                LogError(.readOnly, "The store is read-only (a sync failed); no checkpoint is written. Reopen it."))
         }
         // Durable through X exactly: a sync of "everything written" could return early after a fail-stop.
         do throws(LogError) { try log.sync(through: header.offset) } catch { throw .log(error) }

@@ -6,7 +6,9 @@ extension LogStore {
     /// are evaluated here (``PredicatePushDown``), then offset and limit; others are declined
     /// (`preferInMemoryFilter`/`preferInMemorySort`): the context evaluates them and, as then
     /// the store ignores them, applies limit and offset too (DECISIONS.md D9).
-    public func fetch<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> DataStoreFetchResult<T, DefaultSnapshot> {
+    public func fetch<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> DataStoreFetchResult<
+        T, DefaultSnapshot
+    > {
         try publishedState(for: T.entityName).fetchResult(request, storeIdentifier: identifier)
     }
 
@@ -14,13 +16,16 @@ extension LogStore {
         try publishedState(for: T.entityName).fetchCount(request)
     }
 
-    public func fetchIdentifiers<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> [PersistentIdentifier] {
+    public func fetchIdentifiers<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws
+        -> [PersistentIdentifier]
+    {
         try publishedState(for: T.entityName).fetchIdentifiers(request, storeIdentifier: identifier)
     }
 
     /// The published snapshots of these models and of every model they refer to.
     public func fetch<T: PersistentModel>(_ identifiers: [PersistentIdentifier], of type: T.Type) throws
-        -> DataStoreFetchResult<T, DefaultSnapshot> {
+        -> DataStoreFetchResult<T, DefaultSnapshot>
+    {
         try publishedState(for: T.entityName).fetchResult(identifiers, of: type)
     }
 
@@ -39,8 +44,9 @@ extension LogStore {
         var result: [String: [DefaultSnapshot]] = [:]
         for entity in schema.entities {
             result[entity.name] = state.rows(of: entity.name).map {
-                DefaultSnapshot(persistentIdentifier: .identifier(for: identifier, entityName: entity.name, primaryKey: $0.0),
-                                values: $0.1.values)
+                DefaultSnapshot(
+                    persistentIdentifier: .identifier(for: identifier, entityName: entity.name, primaryKey: $0.0),
+                    values: $0.1.values)
             }
         }
         return result

@@ -27,13 +27,16 @@ extension LogStore: HistoryProviding {
     /// to the visible end; an older one throws ``LogStoreError/historyTokenExpired(resumeToken:)``;
     /// a token whose check does not match throws ``LogStoreError/historyTokenInvalid(_:reason:)``.
     /// Without a token lower bound it returns the retained history and never expires.
-    public func fetchHistory(_ descriptor: HistoryDescriptor<DefaultHistoryTransaction>) throws -> [DefaultHistoryTransaction] {
+    public func fetchHistory(_ descriptor: HistoryDescriptor<DefaultHistoryTransaction>) throws
+        -> [DefaultHistoryTransaction]
+    {
         try fetchHistoryCounting(descriptor).transactions
     }
 
     /// `fetchHistory` that also says how many log records it read (tests of the seek cost).
     func fetchHistoryCounting(_ descriptor: HistoryDescriptor<DefaultHistoryTransaction>) throws
-        -> HistoryReader.Fetched<DefaultHistoryTransaction> {
+        -> HistoryReader.Fetched<DefaultHistoryTransaction>
+    {
         refreshAfterLogFailure()
         do {
             return try historyReader().fetch(descriptor) { $0 }
@@ -46,8 +49,10 @@ extension LogStore: HistoryProviding {
     }
 
     func historyReader() -> HistoryReader {
-        let start = log.startOffset // before L: see HistoryReader.logStartOffset
-        return inner.withLock { HistoryReader(log: log, table: $0.table, lowWaterMark: $0.lowWaterMark, logStartOffset: start) }
+        let start = log.startOffset  // before L: see HistoryReader.logStartOffset
+        return inner.withLock {
+            HistoryReader(log: log, table: $0.table, lowWaterMark: $0.lowWaterMark, logStartOffset: start)
+        }
     }
 
     /// L: the newest deleted transaction, or `nil` while no history was deleted. `token > L`
@@ -71,12 +76,16 @@ extension LogStore: HistoryProviding {
     /// checkpoints are pruned and every segment whose records are all at or below L is deleted,
     /// never the segment being written.
     @discardableResult
-    public func deleteHistory(_ descriptor: HistoryDescriptor<DefaultHistoryTransaction>, force: Bool) throws -> HistoryCompaction {
+    public func deleteHistory(_ descriptor: HistoryDescriptor<DefaultHistoryTransaction>, force: Bool) throws
+        -> HistoryCompaction
+    {
         let query = HistoryQuery(descriptor.predicate)
         if descriptor.predicate != nil,
-           query.hasTermsOtherThanUpperBounds || (query.tokenUpperBound == nil && query.timestampUpperBound == nil) {
-            throw LogStoreError.unsupportedFeature("deleteHistory accepts no predicate, an upper bound on token "
-                + "(`$0.token < t` or `<=`), an upper bound on timestamp, or both joined with &&.")
+            query.hasTermsOtherThanUpperBounds || (query.tokenUpperBound == nil && query.timestampUpperBound == nil)
+        {
+            throw LogStoreError.unsupportedFeature(
+                "deleteHistory accepts no predicate, an upper bound on token "
+                    + "(`$0.token < t` or `<=`), an upper bound on timestamp, or both joined with &&.")
         }
         compactionLock.lock()
         defer { compactionLock.unlock() }
@@ -94,9 +103,11 @@ extension LogStore: HistoryProviding {
     /// name. A bookmark at or behind L (a forced deletion passed it) holds nothing back any more
     /// than L does: the target is then L itself, which deletes nothing new.
     func clampToConsumers(_ target: (token: HistoryToken, end: UInt64)?) throws(LogStoreError)
-        -> ((token: HistoryToken, end: UInt64)?, String?) {
+        -> ((token: HistoryToken, end: UInt64)?, String?)
+    {
         guard let candidate = target, let (name, bookmark) = oldestBookmark(),
-              bookmark.map({ $0 < candidate.token }) ?? true else { return (target, nil) }
+            bookmark.map({ $0 < candidate.token }) ?? true
+        else { return (target, nil) }
         guard let bookmark else { return (nil, name) }
         if let mark = historyLowWaterMark, bookmark.offset <= mark.offset { return (nil, name) }
         return ((bookmark, try recordEnd(of: bookmark)), name)
@@ -115,7 +126,8 @@ extension LogStore: HistoryProviding {
         tailSignal.signal()
         let startBefore = log.startOffset
         compaction.deletedSegments = try deleteSegmentsCoveredByLowWaterMark()
-        compaction.reclaimedByteCount = log.startOffset - startBefore
+        compaction.reclaimedByteCount =
+            log.startOffset - startBefore
             + UInt64(compaction.deletedSegments.count * FormatConstants.segmentHeaderByteCount)
         return compaction
     }
@@ -125,7 +137,9 @@ extension LogStore: HistoryProviding {
     @discardableResult
     func deleteSegmentsCoveredByLowWaterMark() throws -> [UInt64] {
         guard let end = inner.withLock({ $0.lowWaterMarkCheckpointOffset }) else { return [] }
-        do throws(LogError) { return try log.deleteSegments(endingAtOrBefore: end) } catch { throw LogStoreError.log(error) }
+        do throws(LogError) { return try log.deleteSegments(endingAtOrBefore: end) } catch {
+            throw LogStoreError.log(error)
+        }
     }
 
     func finishCompaction() {
@@ -137,18 +151,22 @@ extension LogStore: HistoryProviding {
 
     /// The newest visible transaction the query's upper bounds admit, after L, with its end.
     private func newestTransaction(upTo query: HistoryQuery, reader: HistoryReader) throws(LogStoreError)
-        -> (token: HistoryToken, end: UInt64)? {
+        -> (token: HistoryToken, end: UInt64)?
+    {
         if query.timestampUpperBound == nil, query.tokenUpperBound == nil {
             guard let newest = currentToken else { return nil }
             return (newest, try recordEnd(of: newest))
         }
         if query.timestampUpperBound == nil, let bound = query.tokenUpperBound, bound.inclusive,
-           bound.value.offset >= log.startOffset {
+            bound.value.offset >= log.startOffset
+        {
             // Validated: the record at the token is a transaction with this check.
             return (bound.value, try recordEnd(of: bound.value))
         }
         return try newestTransaction(
-            offsetBound: query.tokenUpperBound.map { HistoryQuery.Bound(value: $0.value.offset, inclusive: $0.inclusive) },
+            offsetBound: query.tokenUpperBound.map {
+                HistoryQuery.Bound(value: $0.value.offset, inclusive: $0.inclusive)
+            },
             timestampBound: query.timestampUpperBound)
     }
 
@@ -156,13 +174,17 @@ extension LogStore: HistoryProviding {
     /// bound, with a timestamp before (or at) the timestamp bound. Offsets and timestamps only
     /// grow along the log, so the first transaction past either bound ends the scan.
     func newestTransaction(offsetBound: HistoryQuery.Bound<UInt64>?, timestampBound: HistoryQuery.Bound<Date>?)
-        throws(LogStoreError) -> (token: HistoryToken, end: UInt64)? {
+        throws(LogStoreError) -> (token: HistoryToken, end: UInt64)?
+    {
         let reader = historyReader()
         var newest: (token: HistoryToken, end: UInt64)?
         do {
             var records = try reader.iterator(from: reader.startOffset(for: HistoryQuery()))
             while let record = try records.next() {
-                if let bound = offsetBound, bound.inclusive ? record.offset > bound.value : record.offset >= bound.value { break }
+                if let bound = offsetBound, bound.inclusive ? record.offset > bound.value : record.offset >= bound.value
+                {
+                    break
+                }
                 guard record.type == .transaction else { continue }
                 if let bound = timestampBound {
                     let timestamp: Int64
@@ -172,8 +194,10 @@ extension LogStore: HistoryProviding {
                     let date = Date(timeIntervalSince1970: Double(timestamp) / 1_000_000)
                     if bound.inclusive ? date > bound.value : date >= bound.value { break }
                 }
-                newest = (HistoryToken(storeIdentifier: log.storeID, offset: record.offset, check: record.payloadCRC),
-                          record.endOffset)
+                newest = (
+                    HistoryToken(storeIdentifier: log.storeID, offset: record.offset, check: record.payloadCRC),
+                    record.endOffset
+                )
             }
         } catch let error as LogError {
             throw .log(error)
@@ -187,7 +211,9 @@ extension LogStore: HistoryProviding {
 
     /// The end offset of the transaction a (validated) token names.
     func recordEnd(of token: HistoryToken) throws(LogStoreError) -> UInt64 {
-        if let mark = historyLowWaterMark, token.offset == mark.offset, let end = inner.withLock({ $0.lowWaterMarkCheckpointOffset }) {
+        if let mark = historyLowWaterMark, token.offset == mark.offset,
+            let end = inner.withLock({ $0.lowWaterMarkCheckpointOffset })
+        {
             return end
         }
         do throws(LogError) {
@@ -227,19 +253,25 @@ extension LogStore: HistoryProviding {
     private func stateAfter(_ mark: HistoryToken, end: UInt64) throws(LogStoreError) -> (CheckpointHeader, FoldState) {
         let current = inner.withLock { inner -> (CheckpointHeader, FoldState)? in
             guard log.writtenEnd == end else { return nil }
-            return (CheckpointHeader(storeID: log.storeID, offset: end, lastToken: mark, table: inner.table,
-                                     sequenceEnd: inner.working.sequenceEnd,
-                                     lastTimestampMicroseconds: inner.lastTimestampMicroseconds,
-                                     lowWaterMark: inner.lowWaterMark, bookmarks: inner.bookmarkList),
-                    inner.working)
+            return (
+                CheckpointHeader(
+                    storeID: log.storeID, offset: end, lastToken: mark, table: inner.table,
+                    sequenceEnd: inner.working.sequenceEnd,
+                    lastTimestampMicroseconds: inner.lastTimestampMicroseconds,
+                    lowWaterMark: inner.lowWaterMark, bookmarks: inner.bookmarkList),
+                inner.working
+            )
         }
         if let current { return current }
         let replayed = try reader.fold(through: mark.offset, endingAt: end).result
-        return (CheckpointHeader(storeID: log.storeID, offset: end, lastToken: replayed.lastToken, table: replayed.table,
-                                 sequenceEnd: replayed.state.sequenceEnd,
-                                 lastTimestampMicroseconds: replayed.lastTimestampMicroseconds,
-                                 lowWaterMark: nil, bookmarks: replayed.bookmarks.values.sorted { $0.name < $1.name }),
-                replayed.state)
+        return (
+            CheckpointHeader(
+                storeID: log.storeID, offset: end, lastToken: replayed.lastToken, table: replayed.table,
+                sequenceEnd: replayed.state.sequenceEnd,
+                lastTimestampMicroseconds: replayed.lastTimestampMicroseconds,
+                lowWaterMark: nil, bookmarks: replayed.bookmarks.values.sorted { $0.name < $1.name }),
+            replayed.state
+        )
     }
 
     // MARK: Consumers (D7)
@@ -286,14 +318,18 @@ extension LogStore: HistoryProviding {
 
     @discardableResult
     func writeBookmark(_ operation: BookmarkRecord.Operation, name: String, token: HistoryToken?) throws(LogStoreError)
-        -> LogPosition {
+        -> LogPosition
+    {
         try inner.withLock { inner throws(LogStoreError) -> LogPosition in
             guard !inner.closed else { throw .log(LogError(.closed, "The store is closed.")) }
             let now = max(Int64(Date().timeIntervalSince1970 * 1_000_000), inner.lastTimestampMicroseconds)
-            let record = BookmarkRecord(operation: operation,
-                                        bookmark: CheckpointBookmark(name: name, token: token, lastActivityMicroseconds: now))
+            let record = BookmarkRecord(
+                operation: operation,
+                bookmark: CheckpointBookmark(name: name, token: token, lastActivityMicroseconds: now))
             let position: LogPosition
-            do throws(LogError) { position = try log.write(record.encoded(), type: .bookmark) } catch { throw .log(error) }
+            do throws(LogError) { position = try log.write(record.encoded(), type: .bookmark) } catch {
+                throw .log(error)
+            }
             record.apply(to: &inner.bookmarks)
             return position
         }
@@ -307,7 +343,7 @@ extension LogStore: HistoryProviding {
                 case (nil, nil): lhs.name < rhs.name
                 case (nil, _): true
                 case (_, nil): false
-                case let (left?, right?): left.offset < right.offset
+                case (let left?, let right?): left.offset < right.offset
                 }
             }.map { ($0.name, $0.token) }
         }

@@ -1,6 +1,6 @@
 import Foundation
-import Logging
 import LogStoreEngine
+import Logging
 
 let logger = Logger(label: "LogStore")
 
@@ -24,7 +24,9 @@ extension LogStore {
     }
 
     /// The newest transaction the byte and age limits let go, if any.
-    private func retentionTarget(_ retention: HistoryRetention) throws(LogStoreError) -> (token: HistoryToken, end: UInt64)? {
+    private func retentionTarget(_ retention: HistoryRetention) throws(LogStoreError) -> (
+        token: HistoryToken, end: UInt64
+    )? {
         var offsetBound: UInt64?
         if let byteCountMax = retention.historyByteCountMax {
             let end = log.visibleEnd
@@ -39,10 +41,12 @@ extension LogStore {
         let byBytes = try offsetBound.flatMap { bound throws(LogStoreError) in
             try newestTransaction(offsetBound: .init(value: bound, inclusive: false), timestampBound: nil)
         }
-        let byAge = try dateBound.flatMap { bound throws(LogStoreError) in try newestTransaction(offsetBound: nil, timestampBound: .init(value: bound, inclusive: false)) }
+        let byAge = try dateBound.flatMap { bound throws(LogStoreError) in
+            try newestTransaction(offsetBound: nil, timestampBound: .init(value: bound, inclusive: false))
+        }
         switch (byBytes, byAge) {
-        case let (bytes?, age?): return bytes.token.offset >= age.token.offset ? bytes : age
-        case let (bytes, age): return bytes ?? age
+        case (let bytes?, let age?): return bytes.token.offset >= age.token.offset ? bytes : age
+        case (let bytes, let age): return bytes ?? age
         }
     }
 
@@ -64,7 +68,8 @@ extension LogStore {
             }
             guard let reason else { continue }
             try writeBookmark(.remove, name: bookmark.name, token: bookmark.token)
-            let message = "History consumer \"\(bookmark.name)\" dropped: \(reason). Its next fetch from its "
+            let message =
+                "History consumer \"\(bookmark.name)\" dropped: \(reason). Its next fetch from its "
                 + "bookmark throws historyTokenExpired once history past it is deleted."
             logger.warning("\(message)")
             dropped.append(bookmark.name)
@@ -78,7 +83,8 @@ extension LogStore {
     func retainIfDue() {
         let retention = configuration.historyRetention
         guard retention.limitsHistory || retention.consumerLagByteCountMax != nil || retention.consumerIdleMax != nil,
-              retentionSchedule.claim(intervalNanoseconds: 1_000_000_000) else { return }
+            retentionSchedule.claim(intervalNanoseconds: 1_000_000_000)
+        else { return }
         let thread = Thread { [self] in
             defer { retentionSchedule.release() }
             do { try applyRetention() } catch {

@@ -4,7 +4,9 @@ import LogStoreEngine
 extension LogStore {
     /// Validates and resolves the changes, writes one transaction record, waits until it is
     /// durable (in synchronous mode), publishes it, and returns the identifier mapping and token.
-    public func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) throws -> DataStoreSaveChangesResult<DefaultSnapshot> {
+    public func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) throws -> DataStoreSaveChangesResult<
+        DefaultSnapshot
+    > {
         var (position, result) = try write(request)
         guard let written = position else { return result }
         if configuration.durability == .synchronous {
@@ -18,7 +20,8 @@ extension LogStore {
 
     /// `save` that suspends instead of blocking a thread while the record becomes durable.
     public func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) async throws
-        -> DataStoreSaveChangesResult<DefaultSnapshot> {
+        -> DataStoreSaveChangesResult<DefaultSnapshot>
+    {
         var (position, result) = try write(request)
         guard let written = position else { return result }
         if configuration.durability == .synchronous {
@@ -53,21 +56,26 @@ extension LogStore {
 
     /// Phase one, under the lock: resolve, encode, write, apply to the working state.
     private func write(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) throws(LogStoreError)
-        -> (LogPosition?, DataStoreSaveChangesResult<DefaultSnapshot>) {
+        -> (LogPosition?, DataStoreSaveChangesResult<DefaultSnapshot>)
+    {
         let written = try inner.withLock { inner throws(LogStoreError) -> (LogPosition?, SaveResolver.Resolution) in
             guard !inner.closed else { throw .log(LogError(.closed, "The store is closed.")) }
             guard !usesStoredSchema else {
-                throw .unsupportedFeature("This store was opened without a schema in code (for tools): it does not save.")
+                throw .unsupportedFeature(
+                    "This store was opened without a schema in code (for tools): it does not save.")
             }
-            let resolution = try SaveResolver(schema: schema, storeIdentifier: identifier, state: inner.working,
-                                              uniqueIndex: inner.uniqueIndex,
-                                              collisionPolicy: configuration.uniqueCollisionPolicy).resolve(request)
+            let resolution = try SaveResolver(
+                schema: schema, storeIdentifier: identifier, state: inner.working,
+                uniqueIndex: inner.uniqueIndex,
+                collisionPolicy: configuration.uniqueCollisionPolicy
+            ).resolve(request)
             guard !resolution.changes.isEmpty else { return (nil, resolution) }
             let now = Int64(Date().timeIntervalSince1970 * 1_000_000)
             let timestamp = max(now, inner.lastTimestampMicroseconds)
-            let record = TransactionRecord(schemaVersion: inner.table.version, author: request.editingState.author,
-                                           timestampMicroseconds: timestamp, processIdentifier: Self.processIdentifier,
-                                           changes: resolution.changes)
+            let record = TransactionRecord(
+                schemaVersion: inner.table.version, author: request.editingState.author,
+                timestampMicroseconds: timestamp, processIdentifier: Self.processIdentifier,
+                changes: resolution.changes)
             let payload = record.encoded(table: inner.table)
             guard payload.count <= FormatConstants.recordByteCountMax else {
                 throw .transactionTooLarge(byteCount: payload.count, limit: FormatConstants.recordByteCountMax)
@@ -77,15 +85,17 @@ extension LogStore {
             for change in resolution.changes {
                 let old = inner.working.row(change.identifier)?.values
                 inner.working.apply(change)
-                inner.uniqueIndex.replace(change.identifier, old: old, new: inner.working.row(change.identifier)?.values)
+                inner.uniqueIndex.replace(
+                    change.identifier, old: old, new: inner.working.row(change.identifier)?.values)
             }
             inner.pending.append((position, resolution.changes))
             inner.lastTimestampMicroseconds = timestamp
             return (position, resolution)
         }
         let (position, resolution) = written
-        var result = DataStoreSaveChangesResult<DefaultSnapshot>(storeIdentifier: identifier,
-                                                                 remappedIdentifiers: resolution.remapped)
+        var result = DataStoreSaveChangesResult<DefaultSnapshot>(
+            storeIdentifier: identifier,
+            remappedIdentifiers: resolution.remapped)
         for (identifier, values) in resolution.reregister {
             result.snapshotsToReregister[identifier] = DefaultSnapshot(persistentIdentifier: identifier, values: values)
         }
@@ -103,8 +113,9 @@ extension LogStore {
         for (position, changes) in inner.pending {
             guard position.endOffset <= visibleEnd else { break }
             for change in changes { inner.published.apply(change) }
-            inner.publishedToken = HistoryToken(storeIdentifier: log.storeID, offset: position.offset,
-                                                check: position.payloadCRC)
+            inner.publishedToken = HistoryToken(
+                storeIdentifier: log.storeID, offset: position.offset,
+                check: position.payloadCRC)
             published += 1
         }
         inner.pending.removeFirst(published)

@@ -86,22 +86,29 @@ public final class LogStore: DataStore, @unchecked Sendable {
         }
         do {
             // Start from the newest checkpoint (every one is validated first), replay the rest.
-            let loaded = try CheckpointFiles(log: log, directory: configuration.directory,
-                                             fileSystem: configuration.fileSystem).load(log: log)
+            let loaded = try CheckpointFiles(
+                log: log, directory: configuration.directory,
+                fileSystem: configuration.fileSystem
+            ).load(log: log)
             var start = Replay.Result()
             if let newest = loaded.newest {
                 start = Replay.Result(checkpoint: newest.header, state: newest.state)
             } else if log.startOffset > 0 {
-                throw LogStoreError.log(LogError(.corruption, "The log of \(configuration.directory) starts at offset "
-                    + "\(log.startOffset) (older history was deleted) but no checkpoint holds the state before it.",
-                    file: configuration.directory))
+                throw LogStoreError.log(
+                    LogError(
+                        .corruption,
+                        "The log of \(configuration.directory) starts at offset "
+                            + "\(log.startOffset) (older history was deleted) but no checkpoint holds the state before it.",
+                        file: configuration.directory))
             }
             let replayed = try Replay(log: log, storeIdentifier: log.storeID.uuidString)
                 .run(from: start, startOffset: loaded.newest?.header.offset)
             var table = replayed.table
             guard let schema = configuration.schema ?? table.storedSchema else {
-                throw LogStoreError.schemaMismatch(entity: "", attribute: nil, reason: "the configuration has no "
-                    + "schema and the store stores none yet (open it once with its models)")
+                throw LogStoreError.schemaMismatch(
+                    entity: "", attribute: nil,
+                    reason: "the configuration has no "
+                        + "schema and the store stores none yet (open it once with its models)")
             }
             if configuration.schema != nil, let extended = try table.extended(toCover: schema) {
                 table = extended
@@ -112,8 +119,9 @@ public final class LogStore: DataStore, @unchecked Sendable {
             for entity in schema.entities where uniqueIndex.constraints[entity.name] != nil {
                 uniqueIndex.reserveCapacity(replayed.state.count(of: entity.name), entity: entity.name)
                 for (primaryKey, row) in replayed.state.rows(of: entity.name) {
-                    uniqueIndex.replace(.identifier(for: storeIdentifier, entityName: entity.name, primaryKey: primaryKey),
-                                        old: nil, new: row.values)
+                    uniqueIndex.replace(
+                        .identifier(for: storeIdentifier, entityName: entity.name, primaryKey: primaryKey),
+                        old: nil, new: row.values)
                 }
             }
             self.configuration = configuration
@@ -121,12 +129,15 @@ public final class LogStore: DataStore, @unchecked Sendable {
             self.identifier = log.storeID.uuidString
             self.log = log
             self.checkpoints = CheckpointState(loaded: loaded, replayedRecordCount: replayed.recordCount)
-            self.inner = SleepingMutex(level: .storeState, Inner(table: table, working: replayed.state, published: replayed.state,
-                                     uniqueIndex: uniqueIndex, publishedToken: replayed.lastToken,
-                                     lastTimestampMicroseconds: replayed.lastTimestampMicroseconds,
-                                     lowWaterMark: loaded.lowWaterMark,
-                                     lowWaterMarkCheckpointOffset: loaded.lowWaterMarkCheckpointOffset,
-                                     bookmarks: replayed.bookmarks))
+            self.inner = SleepingMutex(
+                level: .storeState,
+                Inner(
+                    table: table, working: replayed.state, published: replayed.state,
+                    uniqueIndex: uniqueIndex, publishedToken: replayed.lastToken,
+                    lastTimestampMicroseconds: replayed.lastTimestampMicroseconds,
+                    lowWaterMark: loaded.lowWaterMark,
+                    lowWaterMarkCheckpointOffset: loaded.lowWaterMarkCheckpointOffset,
+                    bookmarks: replayed.bookmarks))
         } catch {
             try? log.close()
             throw error
@@ -141,7 +152,7 @@ public final class LogStore: DataStore, @unchecked Sendable {
     public func close() throws {
         inner.withLock { $0.closed = true }
         tailSignal.close()
-        checkpoints.close() // cancels a running checkpoint and waits for it
+        checkpoints.close()  // cancels a running checkpoint and waits for it
         // A running compaction or retention pass (its checkpoint just failed, or it is deleting
         // segments) finishes before the log closes and the lock is released (D8).
         compactionLock.lock()

@@ -30,9 +30,11 @@ public struct LogStoreConfiguration: DataStoreConfiguration {
     /// The file system (tests pass a simulated one); not part of equality.
     public var fileSystem: any FileSystem
 
-    public init(name: String = "default", schema: Schema? = nil, directory: String,
-                durability: Durability = .synchronous, segmentByteCountMax: UInt64 = 64 * 1024 * 1024,
-                checkpointIntervalByteCount: UInt64 = 64 * 1024 * 1024, fileSystem: any FileSystem = PosixFileSystem()) {
+    public init(
+        name: String = "default", schema: Schema? = nil, directory: String,
+        durability: Durability = .synchronous, segmentByteCountMax: UInt64 = 64 * 1024 * 1024,
+        checkpointIntervalByteCount: UInt64 = 64 * 1024 * 1024, fileSystem: any FileSystem = PosixFileSystem()
+    ) {
         self.name = name
         self.schema = schema
         self.directory = directory

@@ -36,8 +36,10 @@ struct StoreReader {
     }
 
     /// Opens the store in `directory` read-only, runs `body`, and closes it.
-    static func withReadOnlyStore<T>(directory: String, fileSystem: any FileSystem,
-                                     _ body: (StoreReader) throws(LogStoreError) -> T) throws(LogStoreError) -> T {
+    static func withReadOnlyStore<T>(
+        directory: String, fileSystem: any FileSystem,
+        _ body: (StoreReader) throws(LogStoreError) -> T
+    ) throws(LogStoreError) -> T {
         let store = try openReadOnly(directory: directory, fileSystem: fileSystem)
         defer { try? store.log.close() }
         return try body(store)
@@ -49,16 +51,20 @@ struct StoreReader {
     /// the newest checkpoint at or before `end` (or from the empty state when the log is whole):
     /// after history deletion the log alone no longer holds the oldest records' effects.
     func fold(through offset: UInt64?, endingAt end: UInt64) throws(LogStoreError)
-        -> (result: Replay.Result, checkpointOffset: UInt64?) {
+        -> (result: Replay.Result, checkpointOffset: UInt64?)
+    {
         var start = Replay.Result()
         var checkpointOffset: UInt64?
         if let base = try checkpoints.newest(atOrBefore: end, notBefore: log.startOffset) {
             start = Replay.Result(checkpoint: base.header, state: base.state)
             checkpointOffset = base.header.offset
         } else if log.startOffset > 0 {
-            throw .log(LogError(.corruption, "The log of \(directory) starts at offset \(log.startOffset) "
-                + "(older history was deleted) but no checkpoint at or before \(end) holds the state there.",
-                file: directory))
+            throw .log(
+                LogError(
+                    .corruption,
+                    "The log of \(directory) starts at offset \(log.startOffset) "
+                        + "(older history was deleted) but no checkpoint at or before \(end) holds the state there.",
+                    file: directory))
         }
         let result = try Replay(log: log, storeIdentifier: log.storeID.uuidString, throughOffset: offset)
             .run(from: start, startOffset: checkpointOffset)
@@ -76,15 +82,18 @@ struct StoreReader {
                 name: entity.name,
                 attributeNames: entity.attributes.map(\.name),
                 rows: result.state.rows(of: entity.name).map { primaryKey, row in
-                    DefaultSnapshot(persistentIdentifier: .identifier(for: storeIdentifier, entityName: entity.name,
-                                                                      primaryKey: primaryKey),
-                                    values: row.values)
+                    DefaultSnapshot(
+                        persistentIdentifier: .identifier(
+                            for: storeIdentifier, entityName: entity.name,
+                            primaryKey: primaryKey),
+                        values: row.values)
                 })
         }
-        return StoreState(directory: directory, storeIdentifier: log.storeID,
-                          schemaVersion: hasSchema ? result.table.version : nil, entities: entities,
-                          transactionCount: result.transactionCount, lastToken: result.lastToken,
-                          unreadTail: log.recoveryReport.unreadTail, checkpointOffset: checkpointOffset)
+        return StoreState(
+            directory: directory, storeIdentifier: log.storeID,
+            schemaVersion: hasSchema ? result.table.version : nil, entities: entities,
+            transactionCount: result.transactionCount, lastToken: result.lastToken,
+            unreadTail: log.recoveryReport.unreadTail, checkpointOffset: checkpointOffset)
     }
 
     // MARK: History
@@ -96,7 +105,7 @@ struct StoreReader {
 
     /// The transaction record at `position`, after every check of DECISIONS.md D6.
     func transactionRecord(at position: HistoryPosition) throws(LogStoreError) -> LogRecord {
-        if case let .token(token) = position, token.storeIdentifier != log.storeID {
+        if case .token(let token) = position, token.storeIdentifier != log.storeID {
             throw .historyTokenOfAnotherStore(token, store: log.storeID)
         }
         let offset = position.offset
@@ -109,14 +118,18 @@ struct StoreReader {
         do { record = try log.firstRecord(atOrAfter: offset) } catch { throw .log(error) }
         guard let record, record.offset == offset else {
             throw .historyPositionNotATransaction(
-                offset: offset, reason: record.map { "the next record starts at \($0.offset)" } ?? "no record follows it")
+                offset: offset,
+                reason: record.map { "the next record starts at \($0.offset)" } ?? "no record follows it")
         }
         guard record.type == .transaction else {
             throw .historyPositionNotATransaction(offset: offset, reason: "the record there is a \(record.type) record")
         }
-        if case let .token(token) = position, token.check != record.payloadCRC {
-            throw .historyTokenInvalid(token, reason: "the transaction at offset \(offset) has check \(record.payloadCRC), "
-                + "the token \(token.check) (a token from a tail lost in a crash or from another copy of the store)")
+        if case .token(let token) = position, token.check != record.payloadCRC {
+            throw .historyTokenInvalid(
+                token,
+                reason: "the transaction at offset \(offset) has check \(record.payloadCRC), "
+                    + "the token \(token.check) (a token from a tail lost in a crash or from another copy of the store)"
+            )
         }
         return record
     }
@@ -133,15 +146,17 @@ struct StoreReader {
             while let record = try records.next() {
                 guard record.type == .schema else { continue }
                 do { table = try SchemaTable.decode(record.payload) } catch {
-                    throw LogError(.corruption, "The schema record at offset \(record.offset) does not decode: \(error).",
-                                   offset: record.offset)
+                    throw LogError(
+                        .corruption, "The schema record at offset \(record.offset) does not decode: \(error).",
+                        offset: record.offset)
                 }
             }
         } catch {
             throw .log(error)
         }
-        return HistoryReader(log: log, table: table, lowWaterMark: CheckpointFiles.lowWaterMark(of: headers),
-                             logStartOffset: log.startOffset)
+        return HistoryReader(
+            log: log, table: table, lowWaterMark: CheckpointFiles.lowWaterMark(of: headers),
+            logStartOffset: log.startOffset)
     }
 }
 
@@ -162,8 +177,10 @@ extension LogStore {
     ///   folds the whole log.
     /// - Throws: ``LogStoreError/log(_:)`` when the store cannot be opened or read,
     ///   ``LogStoreError/corruptRecord(offset:reason:)`` when a record does not decode.
-    public static func replay(directory: String, fileSystem: any FileSystem = PosixFileSystem(),
-                              through offset: UInt64? = nil) throws(LogStoreError) -> StoreState {
+    public static func replay(
+        directory: String, fileSystem: any FileSystem = PosixFileSystem(),
+        through offset: UInt64? = nil
+    ) throws(LogStoreError) -> StoreState {
         try StoreReader.withReadOnlyStore(directory: directory, fileSystem: fileSystem) { store throws(LogStoreError) in
             let limit = offset.map { $0 == .max ? $0 : $0 + 1 } ?? store.log.visibleEnd
             return try store.storeState(through: offset, checkpointAtOrBefore: limit)
@@ -191,8 +208,10 @@ extension LogStore {
     ///   ``LogStoreError/historyPositionPastEnd(offset:end:)``,
     ///   ``LogStoreError/historyPositionNotATransaction(offset:reason:)``, or
     ///   ``LogStoreError/log(_:)`` when the store cannot be read.
-    public static func replay(directory: String, fileSystem: any FileSystem = PosixFileSystem(),
-                              until position: HistoryPosition) throws(LogStoreError) -> StoreState {
+    public static func replay(
+        directory: String, fileSystem: any FileSystem = PosixFileSystem(),
+        until position: HistoryPosition
+    ) throws(LogStoreError) -> StoreState {
         try StoreReader.withReadOnlyStore(directory: directory, fileSystem: fileSystem) { store throws(LogStoreError) in
             // Transactions at or below the low-water mark are invisible everywhere, time travel
             // included (D6): their state is gone with their segments, or about to be.
@@ -208,9 +227,12 @@ extension LogStore {
     /// writer's lock (what `logstore history` prints): the log is opened read-only, L and the
     /// intern table come from the checkpoints and the schema records after the newest one.
     /// Same semantics as ``fetchHistory(_:)``.
-    public static func fetchHistory(directory: String, fileSystem: any FileSystem = PosixFileSystem(),
-                                    _ descriptor: HistoryDescriptor<DefaultHistoryTransaction>) throws
-        -> [DefaultHistoryTransaction] {
+    public static func fetchHistory(
+        directory: String, fileSystem: any FileSystem = PosixFileSystem(),
+        _ descriptor: HistoryDescriptor<DefaultHistoryTransaction>
+    ) throws
+        -> [DefaultHistoryTransaction]
+    {
         let store = try StoreReader.openReadOnly(directory: directory, fileSystem: fileSystem)
         defer { try? store.log.close() }
         return try store.historyReader().fetch(descriptor) { $0 }.transactions
@@ -220,7 +242,8 @@ extension LogStore {
     /// (read-only, no lock): `nil` while no history was deleted. Tools use it to resolve a bare
     /// offset at or below L.
     public static func historyLowWaterMark(directory: String, fileSystem: any FileSystem = PosixFileSystem()) throws
-        -> HistoryToken? {
+        -> HistoryToken?
+    {
         try StoreReader.withReadOnlyStore(directory: directory, fileSystem: fileSystem) { store throws(LogStoreError) in
             try store.lowWaterMark()
         }

@@ -86,15 +86,17 @@ public enum ByteReaderError: Error, Sendable, Equatable, CustomStringConvertible
 
     public var description: String {
         switch self {
-        case let .truncated(needed, available): "needed \(needed) more bytes, only \(available) left"
-        case let .malformed(what): what
+        case .truncated(let needed, let available): "needed \(needed) more bytes, only \(available) left"
+        case .malformed(let what): what
         }
     }
 }
 
 extension ByteReader {
     /// Runs `body` with a reader over `bytes` (a typed-throws-friendly `withUnsafeBytes`).
-    public static func read<T>(_ bytes: [UInt8], _ body: (inout ByteReader) throws(ByteReaderError) -> T) throws(ByteReaderError) -> T {
+    public static func read<T>(_ bytes: [UInt8], _ body: (inout ByteReader) throws(ByteReaderError) -> T)
+        throws(ByteReaderError) -> T
+    {
         let result = bytes.withUnsafeBytes { buffer -> Result<T, ByteReaderError> in
             var reader = ByteReader(buffer)
             do throws(ByteReaderError) { return .success(try body(&reader)) } catch { return .failure(error) }

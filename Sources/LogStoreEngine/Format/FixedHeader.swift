@@ -73,22 +73,26 @@ public struct FixedHeader: Sendable, Equatable {
     /// version bit is damage, and a valid newer header is named as newer.
     public static func decode(_ bytes: [UInt8], magic: [UInt8], kind: Kind) -> Result<FixedHeader, HeaderProblem> {
         guard bytes.count >= byteCount else {
-            return .failure(.damaged("file is \(bytes.count) bytes, shorter than the \(byteCount)-byte \(kind.shortName)"))
+            return .failure(
+                .damaged("file is \(bytes.count) bytes, shorter than the \(byteCount)-byte \(kind.shortName)"))
         }
         guard Array(bytes[0..<8]) == magic else { return .failure(.damaged(kind.missingMagic)) }
         let header = Array(bytes[0..<byteCount])
         let storedCRC = Self.uint32(header, at: 60)
         let computed = header.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[0..<60])) }
         guard storedCRC == computed else {
-            return .failure(.damaged("\(kind.name) checksum mismatch (stored \(hex(storedCRC)), computed \(hex(computed)))"))
+            return .failure(
+                .damaged("\(kind.name) checksum mismatch (stored \(hex(storedCRC)), computed \(hex(computed)))"))
         }
         if let problem = versionProblem(header) { return .failure(problem) }
         let headerByteCount = Self.uint32(header, at: 12)
         guard headerByteCount == UInt32(byteCount) else {
             return .failure(.damaged("\(kind.sizeFieldName) \(headerByteCount), expected \(byteCount)"))
         }
-        return .success(FixedHeader(magic: magic, formatVersion: Self.uint32(header, at: 8),
-                                    storeID: UUID(bytes: Array(header[16..<32])), value: Self.uint64(header, at: 32)))
+        return .success(
+            FixedHeader(
+                magic: magic, formatVersion: Self.uint32(header, at: 8),
+                storeID: UUID(bytes: Array(header[16..<32])), value: Self.uint64(header, at: 32)))
     }
 
     /// The little-endian `u32` at `position` (the caller has checked the length).

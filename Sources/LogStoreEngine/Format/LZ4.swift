@@ -26,7 +26,8 @@ public enum LZ4 {
     /// the destination (LZ4_decompress_safe).
     public static func decompress(_ block: UnsafeRawBufferPointer, decompressedByteCount: Int) -> [UInt8]? {
         guard decompressedByteCount > 0, block.count > 0,
-              decompressedByteCount <= FormatConstants.recordByteCountMax else { return nil }
+            decompressedByteCount <= FormatConstants.recordByteCountMax
+        else { return nil }
         var destination = [UInt8](repeating: 0, count: decompressedByteCount)
         let written = destination.withUnsafeMutableBytes { target in
             LZ4_decompress_safe(

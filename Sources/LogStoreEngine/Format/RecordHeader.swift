@@ -20,8 +20,10 @@ public struct RecordHeader: Sendable, Equatable {
     public var flags: UInt8
     public var dictionaryID: UInt32
 
-    public init(payloadCRC: UInt32, offset: UInt64, storedByteCount: UInt32, uncompressedByteCount: UInt32,
-                type: RecordType, flags: UInt8, dictionaryID: UInt32 = 0) {
+    public init(
+        payloadCRC: UInt32, offset: UInt64, storedByteCount: UInt32, uncompressedByteCount: UInt32,
+        type: RecordType, flags: UInt8, dictionaryID: UInt32 = 0
+    ) {
         self.payloadCRC = payloadCRC
         self.offset = offset
         self.storedByteCount = storedByteCount
@@ -42,7 +44,7 @@ public struct RecordHeader: Sendable, Equatable {
     /// Appends the 32 header bytes, header CRC included, to `writer`.
     public func encode(into writer: inout ByteWriter) {
         let start = writer.count
-        writer.write(UInt32(0)) // header CRC, patched below
+        writer.write(UInt32(0))  // header CRC, patched below
         writer.write(payloadCRC)
         writer.write(offset)
         writer.write(storedByteCount)
@@ -94,32 +96,38 @@ public struct RecordHeader: Sendable, Equatable {
         }
         let maximum = UInt32(FormatConstants.recordByteCountMax)
         guard header.storedByteCount <= maximum, header.uncompressedByteCount <= maximum else {
-            return .invalid("record length \(header.storedByteCount) stored / \(header.uncompressedByteCount) "
-                + "uncompressed exceeds the \(maximum)-byte maximum")
+            return .invalid(
+                "record length \(header.storedByteCount) stored / \(header.uncompressedByteCount) "
+                    + "uncompressed exceeds the \(maximum)-byte maximum")
         }
         guard header.type.rawValue != 0 else { return .invalid("record type 0") }
         guard header.flags & ~FormatConstants.knownFlags == 0, reserved == 0 else {
-            return .unsupported("record flags 0x\(String(header.flags, radix: 16)) or reserved bits are "
-                + "not understood by format version \(FormatConstants.formatVersion)")
+            return .unsupported(
+                "record flags 0x\(String(header.flags, radix: 16)) or reserved bits are "
+                    + "not understood by format version \(FormatConstants.formatVersion)")
         }
         if header.flags & FormatConstants.flagDictionary == 0 && header.dictionaryID != 0 {
-            return .unsupported("record carries dictionary id \(header.dictionaryID) without the dictionary flag; "
-                + "format version \(FormatConstants.formatVersion) writes zero there")
+            return .unsupported(
+                "record carries dictionary id \(header.dictionaryID) without the dictionary flag; "
+                    + "format version \(FormatConstants.formatVersion) writes zero there")
         }
         if header.flags & FormatConstants.flagDictionary != 0 {
-            return .unsupported("record compressed with dictionary \(header.dictionaryID); "
-                + "dictionaries are reserved and not supported by this version")
+            return .unsupported(
+                "record compressed with dictionary \(header.dictionaryID); "
+                    + "dictionaries are reserved and not supported by this version")
         }
         if !header.isCompressed && header.storedByteCount != header.uncompressedByteCount {
-            return .invalid("uncompressed record with stored length \(header.storedByteCount) "
-                + "!= length \(header.uncompressedByteCount)")
+            return .invalid(
+                "uncompressed record with stored length \(header.storedByteCount) "
+                    + "!= length \(header.uncompressedByteCount)")
         }
         if header.isCompressed && (header.storedByteCount == 0 || header.uncompressedByteCount == 0) {
             return .invalid("compressed record with an empty payload")
         }
         if !RecordType.known.contains(header.type) && !header.type.isSkippable {
-            return .unsupported("unknown record type \(header.type.rawValue) (not skippable); "
-                + "written by a newer version?")
+            return .unsupported(
+                "unknown record type \(header.type.rawValue) (not skippable); "
+                    + "written by a newer version?")
         }
         return .valid(header)
     }

@@ -22,12 +22,15 @@ public struct SegmentHeader: Sendable, Equatable {
         self.baseOffset = baseOffset
     }
 
-    static let kind = FixedHeader.Kind(name: "segment header", missingMagic: "no segment magic (LOGSTSEG)",
-                                       sizeFieldName: "segment header size", shortName: "segment header")
+    static let kind = FixedHeader.Kind(
+        name: "segment header", missingMagic: "no segment magic (LOGSTSEG)",
+        sizeFieldName: "segment header size", shortName: "segment header")
 
     public func encoded() -> [UInt8] {
-        FixedHeader(magic: FormatConstants.segmentMagic, formatVersion: formatVersion, storeID: storeID,
-                    value: baseOffset).encoded()
+        FixedHeader(
+            magic: FormatConstants.segmentMagic, formatVersion: formatVersion, storeID: storeID,
+            value: baseOffset
+        ).encoded()
     }
 
     /// Decodes a segment header, or says what is wrong with it.

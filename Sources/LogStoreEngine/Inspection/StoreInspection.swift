@@ -88,7 +88,8 @@ extension Log {
     /// Throws ``LogError/Code/notAStore`` for a missing directory or one without a store,
     /// ``LogError/Code/newerFormatVersion`` and ``LogError/Code/corruption`` as opening does.
     public static func inspect(directory: String, fileSystem: any FileSystem = PosixFileSystem()) throws(LogError)
-        -> StoreInspection {
+        -> StoreInspection
+    {
         // openReadOnly says "does not exist" for a regular file; say what it is instead.
         if let kind = try? fileSystem.kind(of: directory), kind != .directory {
             throw LogError(.notAStore, "\(directory) is a file, not a store directory.", file: directory)
@@ -111,7 +112,8 @@ extension Log {
             segments[segmentIndex].recordCount += 1
             segments[segmentIndex].endOffset = record.endOffset
             segments[segmentIndex].rawByteCount += UInt64(record.payload.count)
-            segments[segmentIndex].storedByteCount += record.recordByteCount - UInt64(FormatConstants.recordHeaderByteCount)
+            segments[segmentIndex].storedByteCount +=
+                record.recordByteCount - UInt64(FormatConstants.recordHeaderByteCount)
             if record.isCompressed { segments[segmentIndex].compressedRecordCount += 1 }
         }
         let names = try LogCore.listDirectory(directory, fileSystem).sorted()

@@ -35,7 +35,8 @@ extension StoreVerifier {
             try scanRecords(handle, entry: entry, nextBase: nextBase, state: &state)
         } catch {
             // A read error is reported as what it is, never as damage; the rest of the segment is unknown.
-            add(entry.name, state.position, offset: logicalOffset(state.position, entry.baseOffset), .corruption,
+            add(
+                entry.name, state.position, offset: logicalOffset(state.position, entry.baseOffset), .corruption,
                 "I/O error: \(error.message) The rest of this segment was not checked.")
             state.result.isDamaged = true
             return state.result
@@ -50,8 +51,10 @@ extension StoreVerifier {
     }
 
     /// Reads the segment record by record; after a bad one, finds the next good one and goes on.
-    private mutating func scanRecords(_ handle: any FileHandle, entry: SegmentEntry, nextBase: UInt64?,
-                                      state: inout ScanState) throws(LogError) {
+    private mutating func scanRecords(
+        _ handle: any FileHandle, entry: SegmentEntry, nextBase: UInt64?,
+        state: inout ScanState
+    ) throws(LogError) {
         let base = entry.baseOffset
         let inspector = TailInspector(handle: handle, path: LogFileNames.join(directory, entry.name))
         var scanner = SegmentScanner(handle: handle, baseOffset: base)
@@ -63,7 +66,7 @@ extension StoreVerifier {
             var header: RecordHeader?
             var lastNonZero: UInt64?
             switch try scanner.next(decodesPayload: true) {
-            case let .record(record):
+            case .record(let record):
                 account(record, at: start, entry: entry, nextBase: nextBase, state: &state)
                 continue
             case .end:
@@ -71,17 +74,17 @@ extension StoreVerifier {
                 // Only zeros (preallocation) or nothing follows: the end of the records.
                 guard lastNonZero != nil else { return }
                 reason = "zeros where a record header was expected, but non-zero bytes follow"
-            case let .bad(why, badHeader):
+            case .bad(let why, let badHeader):
                 reason = why
                 header = badHeader
-            case let .unsupported(why):
+            case .unsupported(let why):
                 reason = "a record this version refuses: \(why)"
             }
             if nextBase == nil {
                 // Beside a live writer the buffered bytes may predate an append: read again before
                 // calling it damage.
                 var fresh = SegmentScanner(handle: handle, baseOffset: base, position: start)
-                if case let .record(record) = try fresh.next(decodesPayload: true) {
+                if case .record(let record) = try fresh.next(decodesPayload: true) {
                     account(record, at: start, entry: entry, nextBase: nextBase, state: &state)
                     scanner = fresh
                     continue
@@ -89,40 +92,52 @@ extension StoreVerifier {
             }
             if lastNonZero == nil { lastNonZero = try inspector.lastNonZeroPosition(from: start) }
             let through = lastNonZero ?? start
-            if let next = try nextRecordPosition(handle, baseOffset: base, after: start, through: through, path: inspector.path) {
-                state.damage.append(DamagedRange(start: start, end: next, reason: reason, header: header,
-                                                 isFollowedByRecord: true))
+            if let next = try nextRecordPosition(
+                handle, baseOffset: base, after: start, through: through, path: inspector.path)
+            {
+                state.damage.append(
+                    DamagedRange(
+                        start: start, end: next, reason: reason, header: header,
+                        isFollowedByRecord: true))
                 scanner = SegmentScanner(handle: handle, baseOffset: base, position: next)
             } else {
-                state.damage.append(DamagedRange(start: start, end: through + 1, reason: reason, header: header,
-                                                 isFollowedByRecord: false))
+                state.damage.append(
+                    DamagedRange(
+                        start: start, end: through + 1, reason: reason, header: header,
+                        isFollowedByRecord: false))
                 return
             }
         }
     }
 
-    private mutating func account(_ record: LogRecord, at position: UInt64, entry: SegmentEntry, nextBase: UInt64?,
-                                  state: inout ScanState) {
+    private mutating func account(
+        _ record: LogRecord, at position: UInt64, entry: SegmentEntry, nextBase: UInt64?,
+        state: inout ScanState
+    ) {
         report.recordCount += 1
         report.recordByteCount += record.recordByteCount
         state.lastValidEnd = record.endOffset
         if state.damage.isEmpty {
-            state.result.index.note(relativeOffset: record.offset - entry.baseOffset, recordByteCount: record.recordByteCount)
+            state.result.index.note(
+                relativeOffset: record.offset - entry.baseOffset, recordByteCount: record.recordByteCount)
             state.result.end = record.endOffset
         } else {
             state.recordCountAfterDamage += 1
             state.lastAfterDamage = (record.offset, position + record.recordByteCount)
         }
         if let nextBase, record.endOffset > nextBase {
-            add(entry.name, position, offset: record.offset, byteCount: record.recordByteCount, .corruption,
+            add(
+                entry.name, position, offset: record.offset, byteCount: record.recordByteCount, .corruption,
                 "record ends at offset \(record.endOffset), past the start of the next segment at \(nextBase)")
         }
     }
 
     /// The first file position in `(after, through]` where a record starts whose header is valid
     /// for its position and whose payload checks out; `nil` when there is none.
-    private func nextRecordPosition(_ handle: any FileHandle, baseOffset: UInt64, after: UInt64, through: UInt64,
-                                    path: String) throws(LogError) -> UInt64? {
+    private func nextRecordPosition(
+        _ handle: any FileHandle, baseOffset: UInt64, after: UInt64, through: UInt64,
+        path: String
+    ) throws(LogError) -> UInt64? {
         let headerByteCount = FormatConstants.recordHeaderByteCount
         var buffer = [UInt8](repeating: 0, count: Self.resyncChunkByteCount + headerByteCount - 1)
         var chunkStart = after + 1
@@ -156,16 +171,20 @@ extension StoreVerifier {
         let base = entry.baseOffset
         for range in state.damage {
             let offset = logicalOffset(range.start, base)
-            let after = range.isFollowedByRecord
+            let after =
+                range.isFollowedByRecord
                 ? " Verification resumed at the record at offset \(logicalOffset(range.end, base)) (byte \(range.end))."
                 : " No record that checks out follows in this segment, whose records should run to offset \(nextBase)."
-            add(entry.name, range.start, offset: offset, byteCount: range.end - range.start, .corruption,
+            add(
+                entry.name, range.start, offset: offset, byteCount: range.end - range.start, .corruption,
                 "\(range.reason); expected a record at offset \(offset).\(after)")
         }
         if state.damage.last?.isFollowedByRecord ?? true, state.lastValidEnd < nextBase {
             let position = SegmentScanner.filePosition(logicalOffset: state.lastValidEnd, baseOffset: base)
-            add(entry.name, position, offset: state.lastValidEnd, .corruption, "sealed segment's records end at offset "
-                + "\(state.lastValidEnd) but the next segment starts at \(nextBase): records are missing")
+            add(
+                entry.name, position, offset: state.lastValidEnd, .corruption,
+                "sealed segment's records end at offset "
+                    + "\(state.lastValidEnd) but the next segment starts at \(nextBase): records are missing")
         }
     }
 
@@ -183,27 +202,37 @@ extension StoreVerifier {
             // Writers never leave more than unsyncedByteCountMax unsynced, so the bad bytes had been synced.
             for (number, range) in state.damage.enumerated() {
                 let rangeOffset = logicalOffset(range.start, base)
-                let why = number > 0 ? "" : " A record that checks out at offset \(proof.offset) ends more than "
-                    + "\(FormatConstants.unsyncedByteCountMax) bytes later, so these bytes had been synced: opening "
-                    + "refuses the store (`logstore repair` cuts the log here)."
-                add(entry.name, range.start, offset: rangeOffset, byteCount: range.end - range.start, .corruption,
+                let why =
+                    number > 0
+                    ? ""
+                    : " A record that checks out at offset \(proof.offset) ends more than "
+                        + "\(FormatConstants.unsyncedByteCountMax) bytes later, so these bytes had been synced: opening "
+                        + "refuses the store (`logstore repair` cuts the log here)."
+                add(
+                    entry.name, range.start, offset: rangeOffset, byteCount: range.end - range.start, .corruption,
                     "\(range.reason); expected a record at offset \(rangeOffset).\(why)")
             }
         } else if tailEnd - start <= window {
-            let dropped = state.recordCountAfterDamage == 0 ? ""
+            let dropped =
+                state.recordCountAfterDamage == 0
+                ? ""
                 : ", dropping the \(state.recordCountAfterDamage) records that checked out after it"
-            add(entry.name, start, offset: offset, byteCount: tailEnd - start, .warning,
+            add(
+                entry.name, start, offset: offset, byteCount: tailEnd - start, .warning,
                 "torn tail: \(first.reason); \(tailEnd - start) bytes after the last complete record, as a writer "
-                + "that died mid-append leaves them. The next open for writing cuts the log at offset \(offset)\(dropped).")
+                    + "that died mid-append leaves them. The next open for writing cuts the log at offset \(offset)\(dropped)."
+            )
         } else {
-            add(entry.name, start, offset: offset, byteCount: tailEnd - start, .corruption,
+            add(
+                entry.name, start, offset: offset, byteCount: tailEnd - start, .corruption,
                 "\(first.reason); \(tailEnd - start) bytes that are not records follow the last record at offset "
-                + "\(offset), more than the \(window) bytes an interrupted append can leave")
+                    + "\(offset), more than the \(window) bytes an interrupted append can leave")
         }
     }
 
     func logicalOffset(_ filePosition: UInt64, _ baseOffset: UInt64) -> UInt64 {
-        SegmentScanner.logicalOffset(filePosition: max(filePosition, UInt64(FormatConstants.segmentHeaderByteCount)),
-                                     baseOffset: baseOffset)
+        SegmentScanner.logicalOffset(
+            filePosition: max(filePosition, UInt64(FormatConstants.segmentHeaderByteCount)),
+            baseOffset: baseOffset)
     }
 }

@@ -22,7 +22,8 @@ extension Log {
     /// or holds no store, ``LogError/Code/newerFormatVersion`` when a file is of a newer format
     /// this code cannot judge. I/O errors while reading a segment are reported as problems.
     public static func verify(directory: String, fileSystem: any FileSystem = PosixFileSystem()) throws(LogError)
-        -> VerificationReport {
+        -> VerificationReport
+    {
         var verifier = StoreVerifier(directory: directory, fileSystem: fileSystem)
         try verifier.run()
         return verifier.report
@@ -67,8 +68,10 @@ struct StoreVerifier {
         defer { for entry in entries { entry.handle?.close() } }
         if report.storeID == nil { report.storeID = entries.lazy.compactMap(\.header).first?.storeID }
         if segmentBases.isEmpty {
-            add(FormatConstants.storeMetaFileName, 0, .warning, "the store has no segment yet; the first open "
-                + "for writing creates it")
+            add(
+                FormatConstants.storeMetaFileName, 0, .warning,
+                "the store has no segment yet; the first open "
+                    + "for writing creates it")
         }
         var results: [UInt64: SegmentResult] = [:]
         for position in entries.indices {
@@ -92,10 +95,13 @@ struct StoreVerifier {
         default: throw LogError(.notAStore, "\(directory) is a file, not a store directory.", file: directory)
         }
         let names = try LogCore.listDirectory(directory, fileSystem).sorted()
-        guard names.contains(FormatConstants.storeMetaFileName)
-                || names.contains(where: { LogFileNames.segmentBaseOffset($0) != nil }) else {
-            throw LogError(.notAStore, "\(directory) is not a LogStore store: it has no store.meta and no segment.",
-                           file: directory)
+        guard
+            names.contains(FormatConstants.storeMetaFileName)
+                || names.contains(where: { LogFileNames.segmentBaseOffset($0) != nil })
+        else {
+            throw LogError(
+                .notAStore, "\(directory) is not a LogStore store: it has no store.meta and no segment.",
+                file: directory)
         }
         return names
     }
@@ -110,19 +116,22 @@ struct StoreVerifier {
         }
         let bytes: [UInt8]
         do {
-            bytes = try LogCore.readWholeFile(LogFileNames.join(directory, name), fileSystem: fileSystem, byteCountMax: 4096)
+            bytes = try LogCore.readWholeFile(
+                LogFileNames.join(directory, name), fileSystem: fileSystem, byteCountMax: 4096)
         } catch {
             add(name, 0, .corruption, error.message)
             return nil
         }
         switch StoreMeta.decode(bytes) {
-        case let .success(meta):
+        case .success(let meta):
             return meta
-        case let .failure(.newerVersion(version)):
-            throw LogError(.newerFormatVersion, "The store at \(directory) has format version \(version); this "
-                + "LogStore reads version \(FormatConstants.formatVersion) and older. Use a newer LogStore.",
+        case .failure(.newerVersion(let version)):
+            throw LogError(
+                .newerFormatVersion,
+                "The store at \(directory) has format version \(version); this "
+                    + "LogStore reads version \(FormatConstants.formatVersion) and older. Use a newer LogStore.",
                 file: LogFileNames.join(directory, name))
-        case let .failure(.damaged(what)):
+        case .failure(.damaged(let what)):
             add(name, 0, .corruption, what)
             return nil
         }
@@ -143,16 +152,21 @@ struct StoreVerifier {
                 entry.handle = handle
                 let bytes = try handle.read(byteCount: FormatConstants.segmentHeaderByteCount, at: 0)
                 switch SegmentHeader.decode(bytes) {
-                case let .success(header):
+                case .success(let header):
                     entry.header = header
-                case let .failure(.newerVersion(version)):
+                case .failure(.newerVersion(let version)):
                     for opened in entries { opened.handle?.close() }
                     handle.close()
-                    throw LogError(.newerFormatVersion, "Segment \(path) has format version \(version); this LogStore "
-                        + "reads version \(FormatConstants.formatVersion) and older. Use a newer LogStore.", file: path)
-                case let .failure(.damaged(what)):
-                    add(name, 0, .corruption, "segment header: \(what); its records are checked against the base "
-                        + "offset in the file name")
+                    throw LogError(
+                        .newerFormatVersion,
+                        "Segment \(path) has format version \(version); this LogStore "
+                            + "reads version \(FormatConstants.formatVersion) and older. Use a newer LogStore.",
+                        file: path)
+                case .failure(.damaged(let what)):
+                    add(
+                        name, 0, .corruption,
+                        "segment header: \(what); its records are checked against the base "
+                            + "offset in the file name")
                 }
             } catch let error as FileSystemError {
                 add(name, 0, .corruption, "I/O error: \(error); the segment was not checked")
@@ -173,8 +187,10 @@ struct StoreVerifier {
             add(entry.name, 0, .corruption, "segment belongs to store \(header.storeID), not to this store \(storeID)")
         }
         if header.baseOffset != entry.baseOffset {
-            add(entry.name, 0, .corruption, "header says base offset \(header.baseOffset), the file name says "
-                + "\(entry.baseOffset); records are checked against the file name")
+            add(
+                entry.name, 0, .corruption,
+                "header says base offset \(header.baseOffset), the file name says "
+                    + "\(entry.baseOffset); records are checked against the file name")
         }
     }
 
@@ -188,15 +204,20 @@ struct StoreVerifier {
             } else if let offset = LogFileNames.checkpointOffset(name) {
                 report.checkpointFiles.append(name)
                 if let logEnd, offset > logEnd {
-                    add(name, 0, .corruption, "checkpoint at offset \(offset) lies beyond the end of the log at "
-                        + "\(logEnd)")
+                    add(
+                        name, 0, .corruption,
+                        "checkpoint at offset \(offset) lies beyond the end of the log at "
+                            + "\(logEnd)")
                 }
                 checkCheckpointFraming(name, offset: offset)
             } else if LogFileNames.isTemporary(name) {
-                add(name, 0, .warning, "temporary file left by an interrupted write; the next open for writing "
-                    + "removes it")
+                add(
+                    name, 0, .warning,
+                    "temporary file left by an interrupted write; the next open for writing "
+                        + "removes it")
             } else if name != FormatConstants.storeMetaFileName && name != FormatConstants.lockFileName
-                        && LogFileNames.segmentBaseOffset(name) == nil {
+                && LogFileNames.segmentBaseOffset(name) == nil
+            {
                 report.unknownFiles.append(name)
             }
         }
@@ -204,8 +225,10 @@ struct StoreVerifier {
         // writes a checkpoint at or after the first kept record first (FORMAT.md §12.5).
         let checkpoints = names.compactMap(LogFileNames.checkpointOffset)
         if let firstBase = results.keys.min(), firstBase > 0, !checkpoints.contains(where: { $0 >= firstBase }) {
-            add(LogFileNames.segment(firstBase), 0, .corruption, "the log starts at offset \(firstBase) (older history "
-                + "was deleted) but no checkpoint at or after it holds the state of the deleted records")
+            add(
+                LogFileNames.segment(firstBase), 0, .corruption,
+                "the log starts at offset \(firstBase) (older history "
+                    + "was deleted) but no checkpoint at or after it holds the state of the deleted records")
         }
     }
 
@@ -213,18 +236,23 @@ struct StoreVerifier {
     /// its offset; the meaning of its payloads is the model layer's (`LogStore` checks it on open).
     private mutating func checkCheckpointFraming(_ name: String, offset: UInt64) {
         do throws(LogError) {
-            var reader = try RecordFileReader(path: LogFileNames.join(directory, name), magic: FormatConstants.checkpointMagic,
-                                              fileSystem: fileSystem)
+            var reader = try RecordFileReader(
+                path: LogFileNames.join(directory, name), magic: FormatConstants.checkpointMagic,
+                fileSystem: fileSystem)
             if let storeID = report.storeID, reader.header.storeID != storeID {
                 add(name, 0, .corruption, "checkpoint of store \(reader.header.storeID), not of this store \(storeID)")
             }
             if reader.header.value != offset {
-                add(name, 0, .corruption, "file header says offset \(reader.header.value), the file name says \(offset)")
+                add(
+                    name, 0, .corruption, "file header says offset \(reader.header.value), the file name says \(offset)"
+                )
             }
             while try reader.next() != nil {}
         } catch {
             // Read errors and newer versions are reported as what they are, but still as problems.
-            add(name, error.offset ?? 0, .corruption, error.code == .ioError ? "I/O error: \(error.message)" : error.message)
+            add(
+                name, error.offset ?? 0, .corruption,
+                error.code == .ioError ? "I/O error: \(error.message)" : error.message)
         }
     }
 
@@ -242,22 +270,31 @@ struct StoreVerifier {
             return
         }
         guard let storeID = report.storeID,
-              let index = SparseIndex.decode(bytes, storeID: storeID, baseOffset: baseOffset) else {
-            add(name, 0, .warning, "not a valid index of segment \(LogFileNames.segment(baseOffset)) (checksum, "
-                + "version, store or base offset); the next open for writing rebuilds it")
+            let index = SparseIndex.decode(bytes, storeID: storeID, baseOffset: baseOffset)
+        else {
+            add(
+                name, 0, .warning,
+                "not a valid index of segment \(LogFileNames.segment(baseOffset)) (checksum, "
+                    + "version, store or base offset); the next open for writing rebuilds it")
             return
         }
-        guard !result.isDamaged else { return } // The segment's own damage is already reported.
+        guard !result.isDamaged else { return }  // The segment's own damage is already reported.
         if index != result.index {
-            add(name, 0, .warning, "index does not match its segment: it ends at offset \(baseOffset + index.endOffset) "
-                + "with \(index.entries.count) entries, the records end at \(baseOffset + result.index.endOffset) "
-                + "with \(result.index.entries.count)")
+            add(
+                name, 0, .warning,
+                "index does not match its segment: it ends at offset \(baseOffset + index.endOffset) "
+                    + "with \(index.entries.count) entries, the records end at \(baseOffset + result.index.endOffset) "
+                    + "with \(result.index.entries.count)")
         }
     }
 
-    mutating func add(_ file: String, _ filePosition: UInt64, offset: UInt64? = nil, byteCount: UInt64? = nil,
-                      _ severity: VerificationReport.Severity, _ message: String) {
-        report.problems.append(.init(file: file, filePosition: filePosition, offset: offset, byteCount: byteCount,
-                                     severity: severity, message: message))
+    mutating func add(
+        _ file: String, _ filePosition: UInt64, offset: UInt64? = nil, byteCount: UInt64? = nil,
+        _ severity: VerificationReport.Severity, _ message: String
+    ) {
+        report.problems.append(
+            .init(
+                file: file, filePosition: filePosition, offset: offset, byteCount: byteCount,
+                severity: severity, message: message))
     }
 }

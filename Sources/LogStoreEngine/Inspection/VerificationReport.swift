@@ -33,8 +33,10 @@ public struct VerificationReport: Sendable, Equatable {
         /// What is wrong and what was expected there.
         public var message: String
 
-        public init(file: String, filePosition: UInt64, offset: UInt64? = nil, byteCount: UInt64? = nil,
-                    severity: Severity, message: String) {
+        public init(
+            file: String, filePosition: UInt64, offset: UInt64? = nil, byteCount: UInt64? = nil,
+            severity: Severity, message: String
+        ) {
             self.file = file
             self.filePosition = filePosition
             self.offset = offset

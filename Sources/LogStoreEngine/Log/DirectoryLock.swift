@@ -28,13 +28,17 @@ final class DirectoryLock: Sendable {
         }
         let inserted = openStores.withLock { $0.insert(identity).inserted }
         if !inserted, keptUntilExit.withLock({ $0.contains { $0.identity == identity } }) {
-            throw LogError(.alreadyOpenInProcess, "The store at \(directory) stays locked in this process: a failed "
-                + "fsync could not be cut back, so the page cache may still hold bytes that never became durable. "
-                + "Restart the process to open it again.", file: directory)
+            throw LogError(
+                .alreadyOpenInProcess,
+                "The store at \(directory) stays locked in this process: a failed "
+                    + "fsync could not be cut back, so the page cache may still hold bytes that never became durable. "
+                    + "Restart the process to open it again.", file: directory)
         }
         guard inserted else {
-            throw LogError(.alreadyOpenInProcess, "The store at \(directory) is already open in this process; "
-                + "share the open instance instead of opening it twice.", file: directory)
+            throw LogError(
+                .alreadyOpenInProcess,
+                "The store at \(directory) is already open in this process; "
+                    + "share the open instance instead of opening it twice.", file: directory)
         }
         do throws(LogError) {
             let path = LogFileNames.join(directory, FormatConstants.lockFileName)
@@ -46,12 +50,16 @@ final class DirectoryLock: Sendable {
             do { locked = try handle.tryLockExclusive() } catch { throw LogError.io(error, "Locking \(path)") }
             guard locked else {
                 let holder = Self.holderHint(handle)
-                throw LogError(.locked, "The store at \(directory) is open for writing in another process"
-                    + (holder.isEmpty ? "" : " (\(holder))") + ". Close it there, or open this one read-only.",
+                throw LogError(
+                    .locked,
+                    "The store at \(directory) is open for writing in another process"
+                        + (holder.isEmpty ? "" : " (\(holder))") + ". Close it there, or open this one read-only.",
                     file: path)
             }
             // A hint for the message above in the next process; not synced, not relied upon.
-            let hint = Array("pid \(ProcessInfo.processInfo.processIdentifier) on \(ProcessInfo.processInfo.hostName) since \(Date())\n".utf8)
+            let hint = Array(
+                "pid \(ProcessInfo.processInfo.processIdentifier) on \(ProcessInfo.processInfo.hostName) since \(Date())\n"
+                    .utf8)
             try? handle.truncate(toByteCount: 0)
             try? handle.write(hint, at: 0)
             return DirectoryLock(identity: identity, handle: handle)

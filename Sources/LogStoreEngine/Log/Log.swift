@@ -36,7 +36,9 @@ public final class Log: Sendable {
 
     /// Opens the store without taking its lock: nothing on disk changes, a damaged tail record
     /// is treated as the end, and every append throws ``LogError/Code/readOnly``.
-    public static func openReadOnly(directory: String, fileSystem: any FileSystem = PosixFileSystem()) throws(LogError) -> Log {
+    public static func openReadOnly(directory: String, fileSystem: any FileSystem = PosixFileSystem()) throws(LogError)
+        -> Log
+    {
         var options = LogOptions()
         options.fileSystem = fileSystem
         return Log(core: try LogCore.openReadOnly(directory: directory, options: options))
@@ -83,9 +85,13 @@ public final class Log: Sendable {
 
     /// `append` that suspends instead of blocking while it waits for durability.
     @discardableResult
-    public func append(_ payload: some Collection<UInt8>, type: RecordType = .data) async throws(LogError) -> LogPosition {
+    public func append(_ payload: some Collection<UInt8>, type: RecordType = .data) async throws(LogError)
+        -> LogPosition
+    {
         let position = try core.write(payload, type: type)
-        if core.options.durability == .synchronous { try await core.waitUntilDurableAsync(endOffset: position.endOffset) }
+        if core.options.durability == .synchronous {
+            try await core.waitUntilDurableAsync(endOffset: position.endOffset)
+        }
         return position
     }
 

@@ -22,7 +22,8 @@ extension LogCore {
                 // The syncer writes an index outside the lock: let it finish, or the index it
                 // renames into place after our unlink would outlive its segment.
                 guard let inFlight = state.indexWriteInFlight,
-                      state.segments.prefix(count).contains(where: { $0.baseOffset == inFlight }) else { break }
+                    state.segments.prefix(count).contains(where: { $0.baseOffset == inFlight })
+                else { break }
                 conditionLock.waitWaiter()
             }
             let doomed = Array(state.segments.prefix(count))
@@ -44,8 +45,10 @@ extension LogCore {
                 // next compaction (or open) tries again. Rolls only append, so the front is ours.
                 let kept = Array(doomed[position...])
                 conditionLock.withLock { state.segments.insert(contentsOf: kept, at: 0) }
-                throw LogError.io(error, "Deleting segment \(segment.path) (history compaction; the segments before "
-                    + "it are deleted, it and later ones are kept until the next compaction or open)")
+                throw LogError.io(
+                    error,
+                    "Deleting segment \(segment.path) (history compaction; the segments before "
+                        + "it are deleted, it and later ones are kept until the next compaction or open)")
             }
             deleted.append(segment.baseOffset)
         }

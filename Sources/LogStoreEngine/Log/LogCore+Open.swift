@@ -20,17 +20,21 @@ extension LogCore {
             if segmentOffsets.isEmpty {
                 // A new store, or a crash between writing store.meta and the first segment.
                 do {
-                    _ = try createSegment(directory: directory, storeID: meta.storeID, baseOffset: 0, fileSystem: fileSystem)
+                    _ = try createSegment(
+                        directory: directory, storeID: meta.storeID, baseOffset: 0, fileSystem: fileSystem)
                 } catch {
                     throw LogError.io(error, "Creating the first segment")
                 }
                 segmentOffsets = [0]
             }
             report.unknownFiles = unknownFiles(names)
-            let recovered = try Recovery(directory: directory, meta: meta, options: options, writable: true,
-                                         report: report).run(segmentOffsets: segmentOffsets)
-            let core = LogCore(directory: directory, options: options, meta: meta, report: recovered.report,
-                               lock: lock, segments: recovered.segments, end: recovered.end)
+            let recovered = try Recovery(
+                directory: directory, meta: meta, options: options, writable: true,
+                report: report
+            ).run(segmentOffsets: segmentOffsets)
+            let core = LogCore(
+                directory: directory, options: options, meta: meta, report: recovered.report,
+                lock: lock, segments: recovered.segments, end: recovered.end)
             core.state.pendingIndexWrites = recovered.indexesToWrite
             core.startSyncer()
             return core
@@ -45,7 +49,8 @@ extension LogCore {
         switch try? fileSystem.kind(of: directory) {
         case .directory: break
         case nil: throw LogError(.notAStore, "No store at \(directory): the directory does not exist.", file: directory)
-        case .regular, .other: throw LogError(.notAStore, "\(directory) is a file, not a store directory.", file: directory)
+        case .regular, .other:
+            throw LogError(.notAStore, "\(directory) is a file, not a store directory.", file: directory)
         }
         let names = try listDirectory(directory, fileSystem)
         guard names.contains(FormatConstants.storeMetaFileName) else {
@@ -54,19 +59,26 @@ extension LogCore {
         let meta = try readMeta(directory, fileSystem: fileSystem)
         let segmentOffsets = names.compactMap(LogFileNames.segmentBaseOffset).sorted()
         guard !segmentOffsets.isEmpty else {
-            throw LogError(.notAStore, "The store at \(directory) has no segment yet; open it for writing once to "
-                + "finish creating it.", file: directory)
+            throw LogError(
+                .notAStore,
+                "The store at \(directory) has no segment yet; open it for writing once to "
+                    + "finish creating it.", file: directory)
         }
         var report = RecoveryReport()
         report.unknownFiles = unknownFiles(names)
-        let recovered = try Recovery(directory: directory, meta: meta, options: options, writable: false,
-                                     report: report).run(segmentOffsets: segmentOffsets)
-        return LogCore(directory: directory, options: options, meta: meta, report: recovered.report,
-                       lock: nil, segments: recovered.segments, end: recovered.end)
+        let recovered = try Recovery(
+            directory: directory, meta: meta, options: options, writable: false,
+            report: report
+        ).run(segmentOffsets: segmentOffsets)
+        return LogCore(
+            directory: directory, options: options, meta: meta, report: recovered.report,
+            lock: nil, segments: recovered.segments, end: recovered.end)
     }
 
     /// Creates the directory when allowed and checks it is one.
-    private static func prepareDirectory(_ directory: String, options: LogOptions, report: inout RecoveryReport) throws(LogError) {
+    private static func prepareDirectory(_ directory: String, options: LogOptions, report: inout RecoveryReport)
+        throws(LogError)
+    {
         let fileSystem = options.fileSystem
         let kind: FileKind?
         do { kind = try fileSystem.kind(of: directory) } catch { throw LogError.io(error, "Reading \(directory)") }
@@ -85,15 +97,21 @@ extension LogCore {
 
     /// A directory with store.meta (or segments) is a store; an empty one (or one holding only
     /// LOCK and the engine's temporary files) may become one when creating is allowed.
-    private static func checkIsOrMayBecomeStore(_ directory: String, names: [String], options: LogOptions) throws(LogError) {
-        if names.contains(FormatConstants.storeMetaFileName) || names.contains(where: { LogFileNames.segmentBaseOffset($0) != nil }) {
+    private static func checkIsOrMayBecomeStore(_ directory: String, names: [String], options: LogOptions)
+        throws(LogError)
+    {
+        if names.contains(FormatConstants.storeMetaFileName)
+            || names.contains(where: { LogFileNames.segmentBaseOffset($0) != nil })
+        {
             return
         }
         let unexpected = names.filter { $0 != FormatConstants.lockFileName && !LogFileNames.isTemporary($0) }
         guard unexpected.isEmpty else {
-            throw LogError(.notAStore, "\(directory) is not a LogStore store and is not empty "
-                + "(it holds \(unexpected.sorted().prefix(3).joined(separator: ", "))…). Choose an empty "
-                + "directory for a new store.", file: directory)
+            throw LogError(
+                .notAStore,
+                "\(directory) is not a LogStore store and is not empty "
+                    + "(it holds \(unexpected.sorted().prefix(3).joined(separator: ", "))…). Choose an empty "
+                    + "directory for a new store.", file: directory)
         }
         guard options.createsIfMissing else {
             throw LogError(.notAStore, "\(directory) is not a LogStore store: it has no store.meta.", file: directory)
@@ -109,8 +127,10 @@ extension LogCore {
     /// Temporary files are the half-done creations of a crashed process, and an index whose
     /// segment is gone is what a crash during history compaction leaves: never referenced, safe
     /// to remove.
-    private static func removeTemporaryFiles(_ names: [String], directory: String, fileSystem: any FileSystem,
-                                             report: inout RecoveryReport) throws(LogError) {
+    private static func removeTemporaryFiles(
+        _ names: [String], directory: String, fileSystem: any FileSystem,
+        report: inout RecoveryReport
+    ) throws(LogError) {
         let segments = Set(names.compactMap(LogFileNames.segmentBaseOffset))
         let orphanIndexes = names.filter { LogFileNames.indexBaseOffset($0).map { !segments.contains($0) } ?? false }
         let temporary = (names.filter(LogFileNames.isTemporary) + orphanIndexes).sorted()
@@ -124,58 +144,71 @@ extension LogCore {
         report.removedTemporaryFiles = temporary
     }
 
-    private static func readOrCreateMeta(_ directory: String, names: [String], options: LogOptions,
-                                         report: inout RecoveryReport) throws(LogError) -> StoreMeta {
+    private static func readOrCreateMeta(
+        _ directory: String, names: [String], options: LogOptions,
+        report: inout RecoveryReport
+    ) throws(LogError) -> StoreMeta {
         if names.contains(FormatConstants.storeMetaFileName) {
             do {
                 return try readMeta(directory, fileSystem: options.fileSystem)
-            } catch where error.code == .corruption && options.repairs {
+            } catch  where error.code == .corruption && options.repairs {
                 return try rebuildMeta(directory, names: names, options: options, report: &report)
             }
         }
         if names.contains(where: { LogFileNames.segmentBaseOffset($0) != nil }) {
-            throw LogError.corruption(LogFileNames.join(directory, FormatConstants.storeMetaFileName), offset: nil,
-                                      "store.meta is missing but segment files exist")
+            throw LogError.corruption(
+                LogFileNames.join(directory, FormatConstants.storeMetaFileName), offset: nil,
+                "store.meta is missing but segment files exist")
         }
         let unexpected = names.filter { $0 != FormatConstants.lockFileName && !LogFileNames.isTemporary($0) }
         guard unexpected.isEmpty else {
-            throw LogError(.notAStore, "\(directory) is not a LogStore store and is not empty "
-                + "(it holds \(unexpected.sorted().prefix(3).joined(separator: ", "))…). Choose an empty "
-                + "directory for a new store.", file: directory)
+            throw LogError(
+                .notAStore,
+                "\(directory) is not a LogStore store and is not empty "
+                    + "(it holds \(unexpected.sorted().prefix(3).joined(separator: ", "))…). Choose an empty "
+                    + "directory for a new store.", file: directory)
         }
         guard options.createsIfMissing else {
             throw LogError(.notAStore, "\(directory) is not a LogStore store: it has no store.meta.", file: directory)
         }
         let meta = StoreMeta(storeID: UUID(), creationTimeMicroseconds: Int64(Date().timeIntervalSince1970 * 1_000_000))
-        try writeFileAtomically(directory: directory, name: FormatConstants.storeMetaFileName, bytes: meta.encoded(),
-                                fileSystem: options.fileSystem)
+        try writeFileAtomically(
+            directory: directory, name: FormatConstants.storeMetaFileName, bytes: meta.encoded(),
+            fileSystem: options.fileSystem)
         report.createdStore = true
         return meta
     }
 
     /// Repair of a damaged store.meta: every field but the creation time is in the segment
     /// headers, which carry the store's UUID under their own CRC.
-    private static func rebuildMeta(_ directory: String, names: [String], options: LogOptions,
-                                    report: inout RecoveryReport) throws(LogError) -> StoreMeta {
+    private static func rebuildMeta(
+        _ directory: String, names: [String], options: LogOptions,
+        report: inout RecoveryReport
+    ) throws(LogError) -> StoreMeta {
         let path = LogFileNames.join(directory, FormatConstants.storeMetaFileName)
         var storeIDs: Set<UUID> = []
         for name in names where LogFileNames.segmentBaseOffset(name) != nil {
             let segmentPath = LogFileNames.join(directory, name)
             guard let handle = try? options.fileSystem.openFile(segmentPath, mode: .readOnly),
-                  let bytes = try? handle.read(byteCount: FormatConstants.segmentHeaderByteCount, at: 0),
-                  case let .success(header) = SegmentHeader.decode(bytes) else { continue }
+                let bytes = try? handle.read(byteCount: FormatConstants.segmentHeaderByteCount, at: 0),
+                case .success(let header) = SegmentHeader.decode(bytes)
+            else { continue }
             handle.close()
             storeIDs.insert(header.storeID)
         }
         guard storeIDs.count == 1, let storeID = storeIDs.first else {
-            throw LogError.corruption(path, offset: 0, storeIDs.isEmpty
-                ? "store.meta is damaged and no segment header survives to rebuild it from"
-                : "store.meta is damaged and the segments name \(storeIDs.count) different stores")
+            throw LogError.corruption(
+                path, offset: 0,
+                storeIDs.isEmpty
+                    ? "store.meta is damaged and no segment header survives to rebuild it from"
+                    : "store.meta is damaged and the segments name \(storeIDs.count) different stores")
         }
         // The creation time is lost with the old file: the repair time stands in for it.
-        let meta = StoreMeta(storeID: storeID, creationTimeMicroseconds: Int64(Date().timeIntervalSince1970 * 1_000_000))
-        try writeFileAtomically(directory: directory, name: FormatConstants.storeMetaFileName, bytes: meta.encoded(),
-                                fileSystem: options.fileSystem)
+        let meta = StoreMeta(
+            storeID: storeID, creationTimeMicroseconds: Int64(Date().timeIntervalSince1970 * 1_000_000))
+        try writeFileAtomically(
+            directory: directory, name: FormatConstants.storeMetaFileName, bytes: meta.encoded(),
+            fileSystem: options.fileSystem)
         report.rebuiltStoreMeta = true
         return meta
     }
@@ -184,23 +217,30 @@ extension LogCore {
         let path = LogFileNames.join(directory, FormatConstants.storeMetaFileName)
         let bytes = try readWholeFile(path, fileSystem: fileSystem, byteCountMax: 4096)
         switch StoreMeta.decode(bytes) {
-        case let .success(meta): return meta
-        case let .failure(.newerVersion(version)):
-            throw LogError(.newerFormatVersion, "The store at \(directory) has format version \(version); this "
-                + "LogStore reads version \(FormatConstants.formatVersion) and older. Use a newer LogStore.", file: path)
-        case let .failure(.damaged(what)):
-            throw LogError(.corruption, "Corruption in \(path): \(what). `logstore repair` rebuilds store.meta from "
-                + "the segment headers (only the creation time is lost).", file: path, offset: 0)
+        case .success(let meta): return meta
+        case .failure(.newerVersion(let version)):
+            throw LogError(
+                .newerFormatVersion,
+                "The store at \(directory) has format version \(version); this "
+                    + "LogStore reads version \(FormatConstants.formatVersion) and older. Use a newer LogStore.",
+                file: path)
+        case .failure(.damaged(let what)):
+            throw LogError(
+                .corruption,
+                "Corruption in \(path): \(what). `logstore repair` rebuilds store.meta from "
+                    + "the segment headers (only the creation time is lost).", file: path, offset: 0)
         }
     }
 
-    static func readWholeFile(_ path: String, fileSystem: any FileSystem, byteCountMax: Int) throws(LogError) -> [UInt8] {
+    static func readWholeFile(_ path: String, fileSystem: any FileSystem, byteCountMax: Int) throws(LogError) -> [UInt8]
+    {
         do {
             let handle = try fileSystem.openFile(path, mode: .readOnly)
             defer { handle.close() }
             let size = try handle.size()
             guard size <= UInt64(byteCountMax) else {
-                throw LogError.corruption(path, offset: nil, "file is \(size) bytes, more than the \(byteCountMax) allowed")
+                throw LogError.corruption(
+                    path, offset: nil, "file is \(size) bytes, more than the \(byteCountMax) allowed")
             }
             var bytes = [UInt8](repeating: 0, count: Int(size))
             let count = try handle.read(into: &bytes, range: 0..<bytes.count, at: 0)
@@ -216,7 +256,9 @@ extension LogCore {
 
     /// Temp file, write, fsync, rename, directory fsync: after a crash either the old state or the
     /// whole new file is there (a leftover temp file is removed on the next open).
-    static func writeFileAtomically(directory: String, name: String, bytes: [UInt8], fileSystem: any FileSystem) throws(LogError) {
+    static func writeFileAtomically(directory: String, name: String, bytes: [UInt8], fileSystem: any FileSystem)
+        throws(LogError)
+    {
         do throws(FileSystemError) {
             try AtomicFile.write(bytes, to: LogFileNames.join(directory, name), fileSystem: fileSystem)
         } catch {
@@ -226,8 +268,10 @@ extension LogCore {
 
     /// Creates a segment holding only its header, as temp file + header + fsync + rename +
     /// directory fsync, and returns its open handle.
-    static func createSegment(directory: String, storeID: UUID, baseOffset: UInt64,
-                              fileSystem: any FileSystem) throws(FileSystemError) -> SegmentFile {
+    static func createSegment(
+        directory: String, storeID: UUID, baseOffset: UInt64,
+        fileSystem: any FileSystem
+    ) throws(FileSystemError) -> SegmentFile {
         let finalPath = LogFileNames.join(directory, LogFileNames.segment(baseOffset))
         let file = try AtomicFile(path: finalPath, fileSystem: fileSystem)
         do throws(FileSystemError) {

@@ -27,7 +27,7 @@ extension LogCore {
                 writeIndexFile(of: segment)
                 conditionLock.lock()
                 state.indexWriteInFlight = nil
-                conditionLock.broadcastWaiters() // a compaction may wait to delete this segment
+                conditionLock.broadcastWaiters()  // a compaction may wait to delete this segment
                 continue
             }
             conditionLock.waitSyncer(timeoutNanoseconds: sleepNanoseconds())
@@ -42,13 +42,15 @@ extension LogCore {
     }
 
     var isBatchedSyncDue: Bool {
-        guard case let .batched(interval) = options.durability, state.writtenEnd > state.durableEnd else { return false }
+        guard case .batched(let interval) = options.durability, state.writtenEnd > state.durableEnd else {
+            return false
+        }
         return monotonicNanoseconds() - state.lastSyncNanoseconds >= interval.nanoseconds
     }
 
     private func sleepNanoseconds() -> UInt64? {
         var timeout: UInt64?
-        if case let .batched(interval) = options.durability, state.writtenEnd > state.durableEnd {
+        if case .batched(let interval) = options.durability, state.writtenEnd > state.durableEnd {
             let elapsed = monotonicNanoseconds() - state.lastSyncNanoseconds
             timeout = interval.nanoseconds > elapsed ? interval.nanoseconds - elapsed : 0
         }
@@ -87,10 +89,13 @@ extension LogCore {
             state.statistics.syncCount += 1
             resumeAsyncWaiters()
             conditionLock.broadcastWaiters()
-        case let .failure(error):
-            failStop(LogError(.syncFailed, "fdatasync failed: \(error). Records not yet durable were cut back; "
-                + "the log is read-only until reopened.", file: handle.path, offset: state.durableEnd,
-                underlying: error))
+        case .failure(let error):
+            failStop(
+                LogError(
+                    .syncFailed,
+                    "fdatasync failed: \(error). Records not yet durable were cut back; "
+                        + "the log is read-only until reopened.", file: handle.path, offset: state.durableEnd,
+                    underlying: error))
         }
     }
 
@@ -104,8 +109,9 @@ extension LogCore {
         // the cut-back starts from the true durable end, and no second sync ever runs beside it.
         while state.syncInProgress { conditionLock.waitWaiter() }
         let segment = state.segments.last!
-        let from = SegmentScanner.filePosition(logicalOffset: max(state.durableEnd, segment.baseOffset),
-                                               baseOffset: segment.baseOffset)
+        let from = SegmentScanner.filePosition(
+            logicalOffset: max(state.durableEnd, segment.baseOffset),
+            baseOffset: segment.baseOffset)
         // Truncate rather than zero-fill: truncation also drops the cached pages, so even if the
         // sync below fails, no open in this boot can read the undurable bytes (fsyncgate). It also
         // removes whatever part of a failed write reached the file past the written end.
@@ -142,7 +148,8 @@ extension LogCore {
     /// Whether zeros should be written further ahead of the write position (lock held).
     var needsPreallocation: Bool {
         guard options.preallocationAheadByteCount > 0, !state.isRolling, !state.isClosed, !state.isReadOnly,
-              state.failure == nil, state.zeroFillStart == nil else { return false }
+            state.failure == nil, state.zeroFillStart == nil
+        else { return false }
         if state.preallocationRetryNanoseconds > monotonicNanoseconds() { return false }
         let segment = state.segments.last!
         let position = SegmentScanner.filePosition(logicalOffset: state.writtenEnd, baseOffset: segment.baseOffset)

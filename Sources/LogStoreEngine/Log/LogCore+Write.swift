@@ -5,11 +5,14 @@ extension LogCore {
     func write(_ payload: some Collection<UInt8>, type: RecordType) throws(LogError) -> LogPosition {
         let compresses = options.compresses && payload.count >= options.compressionThresholdByteCount
         let prepare = { (buffer: UnsafeRawBufferPointer) -> Result<PreparedRecord, LogError> in
-            do throws(LogError) { return .success(try PreparedRecord(payload: buffer, type: type, compresses: compresses)) } catch {
+            do throws(LogError) {
+                return .success(try PreparedRecord(payload: buffer, type: type, compresses: compresses))
+            } catch {
                 return .failure(error)
             }
         }
-        let prepared = payload.withContiguousStorageIfAvailable { prepare(UnsafeRawBufferPointer($0)) }
+        let prepared =
+            payload.withContiguousStorageIfAvailable { prepare(UnsafeRawBufferPointer($0)) }
             ?? Array(payload).withUnsafeBytes { prepare($0) }
         var record = try prepared.get()
         conditionLock.lock()
@@ -23,10 +26,12 @@ extension LogCore {
         // Before the write: the record goes exactly at the written end, after the segment header,
         // inside the segment (unless it is the segment's first record), past any zero-fill.
         precondition(position >= UInt64(FormatConstants.segmentHeaderByteCount), "a record inside the segment header")
-        precondition(position == UInt64(FormatConstants.segmentHeaderByteCount)
-                     || position + record.recordByteCount <= options.segmentByteCountMax, "a record past the segment's end")
-        precondition(state.zeroFillStart.map { position + record.recordByteCount <= $0 } ?? true,
-                     "a record into the chunk being zero-filled")
+        precondition(
+            position == UInt64(FormatConstants.segmentHeaderByteCount)
+                || position + record.recordByteCount <= options.segmentByteCountMax, "a record past the segment's end")
+        precondition(
+            state.zeroFillStart.map { position + record.recordByteCount <= $0 } ?? true,
+            "a record into the chunk being zero-filled")
         do throws(FileSystemError) {
             try segment.handle.write(record.bytes, at: position)
         } catch {
@@ -63,7 +68,8 @@ extension LogCore {
                 continue
             }
             if position > UInt64(FormatConstants.segmentHeaderByteCount)
-                && position + recordByteCount > options.segmentByteCountMax {
+                && position + recordByteCount > options.segmentByteCountMax
+            {
                 try roll()
                 continue
             }
@@ -80,12 +86,15 @@ extension LogCore {
     func checkWritable() throws(LogError) {
         if state.isClosed { throw LogError(.closed, "The log is closed.", file: directory) }
         if state.isFailing && state.failure == nil {
-            throw LogError(.readOnly, "The log is failing (a sync or write failed) and is read-only until reopened.",
-                           file: directory)
+            throw LogError(
+                .readOnly, "The log is failing (a sync or write failed) and is read-only until reopened.",
+                file: directory)
         }
         if let failure = state.failure {
-            throw LogError(.readOnly, "The log is read-only after an earlier failure (\(failure.message)). "
-                + "Reopen it to append again.", file: directory, underlying: failure.underlying)
+            throw LogError(
+                .readOnly,
+                "The log is read-only after an earlier failure (\(failure.message)). "
+                    + "Reopen it to append again.", file: directory, underlying: failure.underlying)
         }
         if state.isReadOnly {
             throw LogError(.readOnly, "The log was opened read-only.", file: directory)
@@ -103,12 +112,15 @@ extension LogCore {
                     failStop(LogError.io(error, "Zeroing a partial record"))
                 }
             }
-            return LogError(.outOfSpace, "The append failed: the disk is full (\(error)). Nothing of it is "
-                + "visible; free space and append again.", file: segment.path, offset: state.writtenEnd,
+            return LogError(
+                .outOfSpace,
+                "The append failed: the disk is full (\(error)). Nothing of it is "
+                    + "visible; free space and append again.", file: segment.path, offset: state.writtenEnd,
                 underlying: error)
         }
-        let failure = LogError(.ioError, "The append failed: \(error). The log is read-only until reopened.",
-                               file: segment.path, offset: state.writtenEnd, underlying: error)
+        let failure = LogError(
+            .ioError, "The append failed: \(error). The log is read-only until reopened.",
+            file: segment.path, offset: state.writtenEnd, underlying: error)
         failStop(failure)
         return failure
     }
@@ -126,14 +138,16 @@ extension LogCore {
         conditionLock.unlock()
         let created: Result<SegmentFile, FileSystemError>
         do {
-            created = .success(try LogCore.createSegment(directory: directory, storeID: meta.storeID,
-                                                         baseOffset: baseOffset, fileSystem: fileSystem))
+            created = .success(
+                try LogCore.createSegment(
+                    directory: directory, storeID: meta.storeID,
+                    baseOffset: baseOffset, fileSystem: fileSystem))
         } catch {
             created = .failure(error)
         }
         conditionLock.lock()
         switch created {
-        case let .success(segment):
+        case .success(let segment):
             let sealed = state.segments.last!
             state.segments.append(segment)
             state.preallocatedPosition = UInt64(FormatConstants.segmentHeaderByteCount)
@@ -142,7 +156,7 @@ extension LogCore {
             state.pendingIndexWrites.append(sealed)
             checkInvariants()
             conditionLock.signalSyncer()
-        case let .failure(error):
+        case .failure(let error):
             let failure = LogError.io(error, "Starting segment \(LogFileNames.segment(baseOffset))")
             // A full disk leaves the old segment in use and the append fails; an fsync or rename
             // failure leaves the new file's durability unknown: fail-stop.
@@ -168,8 +182,9 @@ extension LogCore {
         if let failure = state.failure { throw failure }
         let target = endOffset ?? state.writtenEnd
         guard target <= state.writtenEnd else {
-            throw LogError(.offsetOutOfRange, "Offset \(target) is past the end of the log (\(state.writtenEnd)).",
-                           file: directory, offset: target)
+            throw LogError(
+                .offsetOutOfRange, "Offset \(target) is past the end of the log (\(state.writtenEnd)).",
+                file: directory, offset: target)
         }
         try waitUntilDurableLocked(endOffset: target)
     }
@@ -202,13 +217,15 @@ extension LogCore {
 
     /// Phase two without blocking a thread: the syncer resumes the continuation.
     func waitUntilDurableAsync(endOffset: UInt64) async throws(LogError) {
-        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Void, LogError>, Never>) in
+        let result = await withCheckedContinuation {
+            (continuation: CheckedContinuation<Result<Void, LogError>, Never>) in
             conditionLock.lock()
             defer { conditionLock.unlock() }
             if state.durableEnd >= endOffset { return continuation.resume(returning: .success(())) }
             if let failure = state.failure { return continuation.resume(returning: .failure(failure)) }
             if state.syncerExited {
-                return continuation.resume(returning: .failure(LogError(.closed, "The log is closed.", file: directory)))
+                return continuation.resume(
+                    returning: .failure(LogError(.closed, "The log is closed.", file: directory)))
             }
             state.asyncWaiters.append(AsyncWaiter(endOffset: endOffset, continuation: continuation))
             requestSync(through: endOffset)

@@ -70,21 +70,25 @@ final class LogCore: @unchecked Sendable {
     /// And when ``close()`` has waited: the syncer has exited and no sync, roll or zero-fill runs
     /// (a roll may still finish after `isClosed` is set; close waits for it).
     func checkInvariants() {
-        precondition(state.durableEnd <= state.writtenEnd,
-                     "durable end \(state.durableEnd) past written end \(state.writtenEnd)")
+        precondition(
+            state.durableEnd <= state.writtenEnd,
+            "durable end \(state.durableEnd) past written end \(state.writtenEnd)")
         let last = state.segments.last!
-        precondition(last.baseOffset <= state.durableEnd,
-                     "unsynced bytes before the last segment (base \(last.baseOffset), durable \(state.durableEnd))")
-        assert(zip(state.segments, state.segments.dropFirst()).allSatisfy { $0.baseOffset < $1.baseOffset },
-               "segment base offsets must increase")
+        precondition(
+            last.baseOffset <= state.durableEnd,
+            "unsynced bytes before the last segment (base \(last.baseOffset), durable \(state.durableEnd))")
+        assert(
+            zip(state.segments, state.segments.dropFirst()).allSatisfy { $0.baseOffset < $1.baseOffset },
+            "segment base offsets must increase")
         if state.failure != nil {
             precondition(state.isFailing, "a failure is recorded only by a fail-stop")
             precondition(state.writtenEnd == state.durableEnd, "a failed log is cut back to its durable end")
         }
         precondition(!state.cutBackFailed || state.isFailing, "a cut-back happens only in a fail-stop")
         if state.isReadOnly {
-            precondition(state.writtenEnd == state.durableEnd && !state.isRolling && !state.syncInProgress
-                         && state.zeroFillStart == nil, "a read-only log never writes")
+            precondition(
+                state.writtenEnd == state.durableEnd && !state.isRolling && !state.syncInProgress
+                    && state.zeroFillStart == nil, "a read-only log never writes")
         }
         if let start = state.zeroFillStart {
             precondition(!state.isRolling, "no zero-fill during a roll")
@@ -98,8 +102,10 @@ final class LogCore: @unchecked Sendable {
         var continuation: CheckedContinuation<Result<Void, LogError>, Never>
     }
 
-    init(directory: String, options: LogOptions, meta: StoreMeta, report: RecoveryReport,
-         lock: DirectoryLock?, segments: [SegmentFile], end: UInt64) {
+    init(
+        directory: String, options: LogOptions, meta: StoreMeta, report: RecoveryReport,
+        lock: DirectoryLock?, segments: [SegmentFile], end: UInt64
+    ) {
         self.directory = directory
         self.options = options
         self.meta = meta
@@ -107,8 +113,9 @@ final class LogCore: @unchecked Sendable {
         self.fileSystem = options.fileSystem
         self.directoryLock = lock
         let lastPosition = SegmentScanner.filePosition(logicalOffset: end, baseOffset: segments.last!.baseOffset)
-        state = State(segments: segments, writtenEnd: end, durableEnd: end, syncRequestedEnd: end,
-                      isReadOnly: lock == nil, preallocatedPosition: lastPosition)
+        state = State(
+            segments: segments, writtenEnd: end, durableEnd: end, syncRequestedEnd: end,
+            isReadOnly: lock == nil, preallocatedPosition: lastPosition)
     }
 
     /// Starts the syncer thread (writers only).

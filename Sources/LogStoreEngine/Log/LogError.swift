@@ -45,8 +45,10 @@ public struct LogError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The system call failure behind an I/O, space or sync error.
     public var underlying: FileSystemError?
 
-    public init(_ code: Code, _ message: String, file: String? = nil, offset: UInt64? = nil,
-                underlying: FileSystemError? = nil) {
+    public init(
+        _ code: Code, _ message: String, file: String? = nil, offset: UInt64? = nil,
+        underlying: FileSystemError? = nil
+    ) {
         self.code = code
         self.message = message
         self.file = file
@@ -56,21 +58,27 @@ public struct LogError: Error, Sendable, Equatable, CustomStringConvertible {
 
     public var description: String {
         var text = message
-        if let file { text += " [file: \(file)" + (offset.map { ", offset \($0)" } ?? "") + "]" }
-        else if let offset { text += " [offset \(offset)]" }
+        if let file {
+            text += " [file: \(file)" + (offset.map { ", offset \($0)" } ?? "") + "]"
+        } else if let offset {
+            text += " [offset \(offset)]"
+        }
         return text
     }
 
     static func io(_ error: FileSystemError, _ what: String) -> LogError {
         if error.isOutOfSpace {
-            return LogError(.outOfSpace, "\(what): the disk is full (\(error)). Free space and try again.",
-                            file: error.path, underlying: error)
+            return LogError(
+                .outOfSpace, "\(what): the disk is full (\(error)). Free space and try again.",
+                file: error.path, underlying: error)
         }
         return LogError(.ioError, "\(what): \(error).", file: error.path, underlying: error)
     }
 
     static func corruption(_ file: String, offset: UInt64?, _ what: String) -> LogError {
-        LogError(.corruption, "Corruption in \(file): \(what). Run `logstore verify` for details; "
-                 + "`logstore repair` truncates at the first bad record.", file: file, offset: offset)
+        LogError(
+            .corruption,
+            "Corruption in \(file): \(what). Run `logstore verify` for details; "
+                + "`logstore repair` truncates at the first bad record.", file: file, offset: offset)
     }
 }

@@ -26,8 +26,9 @@ enum LogFileNames {
     /// The offset in `checkpoint-<20 digits>.ckpt`, or `nil`.
     static func checkpointOffset(_ name: String) -> UInt64? {
         guard name.hasPrefix(FormatConstants.checkpointFilePrefix) else { return nil }
-        return number(String(name.dropFirst(FormatConstants.checkpointFilePrefix.count)),
-                      extension: FormatConstants.checkpointFileExtension)
+        return number(
+            String(name.dropFirst(FormatConstants.checkpointFilePrefix.count)),
+            extension: FormatConstants.checkpointFileExtension)
     }
 
     /// A temporary file the engine itself makes (`<file>.tmp` for one of its own file names);
@@ -43,7 +44,8 @@ enum LogFileNames {
         guard name.hasSuffix(fileExtension) else { return nil }
         let digits = name.dropLast(fileExtension.count)
         guard digits.count == FormatConstants.fileNameDigitCount, digits.allSatisfy(\.isASCII),
-              digits.allSatisfy(\.isNumber) else { return nil }
+            digits.allSatisfy(\.isNumber)
+        else { return nil }
         return UInt64(digits)
     }
 

@@ -24,12 +24,14 @@ public struct LogIterator: Sendable {
         }
         segmentIndex = max(low - 1, 0)
         let segment = segments[segmentIndex]
-        scanner = SegmentScanner(handle: segment.handle, baseOffset: segment.baseOffset,
-                                 position: segment.filePosition(nearestBefore: offset))
+        scanner = SegmentScanner(
+            handle: segment.handle, baseOffset: segment.baseOffset,
+            position: segment.filePosition(nearestBefore: offset))
         // An index entry is a cache: check it names a record start, else scan from the segment's start.
         if scanner.position > UInt64(FormatConstants.segmentHeaderByteCount) {
             var probe = scanner
-            if case .record = try probe.next(decodesPayload: false) {} else {
+            if case .record = try probe.next(decodesPayload: false) {
+            } else {
                 scanner.seek(toFilePosition: UInt64(FormatConstants.segmentHeaderByteCount))
             }
         }
@@ -57,14 +59,16 @@ public struct LogIterator: Sendable {
                 continue
             }
             switch try scanner.next(decodesPayload: true) {
-            case let .record(record):
+            case .record(let record):
                 recordsRead += 1
                 if record.offset < startOffset { continue }
                 return record
             case .end:
-                throw LogError.corruption(segment.path, offset: scanner.offset, "no record at offset \(scanner.offset), "
-                    + "below the end of the log at \(isLast ? endOffset : segments[segmentIndex + 1].baseOffset)")
-            case let .bad(reason, _), let .unsupported(reason):
+                throw LogError.corruption(
+                    segment.path, offset: scanner.offset,
+                    "no record at offset \(scanner.offset), "
+                        + "below the end of the log at \(isLast ? endOffset : segments[segmentIndex + 1].baseOffset)")
+            case .bad(let reason, _), .unsupported(let reason):
                 throw LogError.corruption(segment.path, offset: scanner.offset, reason)
             }
         }
@@ -76,8 +80,10 @@ extension LogCore {
         let (segments, end) = conditionLock.withLock { (state.segments, visibleEndLocked) }
         let start = segments.first!.baseOffset
         guard offset >= start, offset <= end else {
-            throw LogError(.offsetOutOfRange, "Offset \(offset) is outside the log, which holds offsets \(start) "
-                + "to \(end).", file: directory, offset: offset)
+            throw LogError(
+                .offsetOutOfRange,
+                "Offset \(offset) is outside the log, which holds offsets \(start) "
+                    + "to \(end).", file: directory, offset: offset)
         }
         return try LogIterator(segments: segments, from: offset, endOffset: end)
     }

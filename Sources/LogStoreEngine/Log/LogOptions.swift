@@ -50,12 +50,16 @@ public struct LogOptions: Sendable {
     /// Throws ``LogError/Code/invalidOptions`` when a value is out of range.
     public func validate() throws(LogError) {
         guard Self.segmentByteCountRange.contains(segmentByteCountMax) else {
-            throw LogError(.invalidOptions, "segmentByteCountMax \(segmentByteCountMax) is outside "
-                + "\(Self.segmentByteCountRange.lowerBound)...\(Self.segmentByteCountRange.upperBound) bytes.")
+            throw LogError(
+                .invalidOptions,
+                "segmentByteCountMax \(segmentByteCountMax) is outside "
+                    + "\(Self.segmentByteCountRange.lowerBound)...\(Self.segmentByteCountRange.upperBound) bytes.")
         }
         guard preallocationAheadByteCount == 0 || preallocationChunkByteCount > 0 else {
-            throw LogError(.invalidOptions, "preallocationChunkByteCount must be positive when preallocating "
-                + "(set preallocationAheadByteCount to 0 to turn preallocation off).")
+            throw LogError(
+                .invalidOptions,
+                "preallocationChunkByteCount must be positive when preallocating "
+                    + "(set preallocationAheadByteCount to 0 to turn preallocation off).")
         }
     }
 }

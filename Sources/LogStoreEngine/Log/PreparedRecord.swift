@@ -11,13 +11,16 @@ struct PreparedRecord {
     init(payload: UnsafeRawBufferPointer, type: RecordType, compresses: Bool) throws(LogError) {
         precondition(type.rawValue != 0, "record type 0 is reserved: zeros are not data")
         guard payload.count <= FormatConstants.recordByteCountMax else {
-            throw LogError(.recordTooLarge, "A record of \(payload.count) bytes exceeds the "
-                + "\(FormatConstants.recordByteCountMax)-byte maximum.", offset: nil)
+            throw LogError(
+                .recordTooLarge,
+                "A record of \(payload.count) bytes exceeds the "
+                    + "\(FormatConstants.recordByteCountMax)-byte maximum.", offset: nil)
         }
         let compressed = compresses ? LZ4.compressIfSmaller(payload) : nil
-        var header = RecordHeader(payloadCRC: 0, offset: 0, storedByteCount: 0,
-                                  uncompressedByteCount: UInt32(payload.count), type: type,
-                                  flags: compressed == nil ? 0 : FormatConstants.flagCompressedLZ4)
+        var header = RecordHeader(
+            payloadCRC: 0, offset: 0, storedByteCount: 0,
+            uncompressedByteCount: UInt32(payload.count), type: type,
+            flags: compressed == nil ? 0 : FormatConstants.flagCompressedLZ4)
         var writer = ByteWriter(capacity: FormatConstants.recordHeaderByteCount + (compressed?.count ?? payload.count))
         writer.writeZeros(FormatConstants.recordHeaderByteCount)
         if let compressed {

@@ -67,8 +67,9 @@ public struct RecordFileHeader: Sendable, Equatable {
     /// Decodes a record file header that must start with `magic`, or says what is wrong. Checked
     /// in the segment header's order: length, magic, CRC, version, header size.
     public static func decode(_ bytes: [UInt8], magic: [UInt8]) -> Result<RecordFileHeader, HeaderProblem> {
-        let kind = FixedHeader.Kind(name: "file header", missingMagic: "no \(String(decoding: magic, as: UTF8.self)) magic",
-                                    sizeFieldName: "file header size", shortName: "file header")
+        let kind = FixedHeader.Kind(
+            name: "file header", missingMagic: "no \(String(decoding: magic, as: UTF8.self)) magic",
+            sizeFieldName: "file header size", shortName: "file header")
         return FixedHeader.decode(bytes, magic: magic, kind: kind).map {
             RecordFileHeader(magic: magic, formatVersion: $0.formatVersion, storeID: $0.storeID, value: $0.value)
         }
@@ -99,8 +100,10 @@ public final class RecordFileWriter {
     private var position = UInt64(FormatConstants.segmentHeaderByteCount)
 
     /// Creates `<name>.tmp` (replacing a leftover one) and writes the file header.
-    public init(directory: String, name: String, header: RecordFileHeader, compresses: Bool = true,
-                fileSystem: any FileSystem) throws(LogError) {
+    public init(
+        directory: String, name: String, header: RecordFileHeader, compresses: Bool = true,
+        fileSystem: any FileSystem
+    ) throws(LogError) {
         self.directory = directory
         self.name = name
         self.compresses = compresses
@@ -126,7 +129,9 @@ public final class RecordFileWriter {
     public func append(_ payload: [UInt8], type: RecordType) throws(LogError) -> UInt64 {
         guard let file else { throw LogError(.closed, "The record file \(name) is already finished.") }
         var record = try payload.withUnsafeBytes { buffer -> Result<PreparedRecord, LogError> in
-            do throws(LogError) { return .success(try PreparedRecord(payload: buffer, type: type, compresses: compresses)) } catch {
+            do throws(LogError) {
+                return .success(try PreparedRecord(payload: buffer, type: type, compresses: compresses))
+            } catch {
                 return .failure(error)
             }
         }.get()
@@ -191,12 +196,14 @@ public struct RecordFileReader {
         }
         self.handle = handle
         switch RecordFileHeader.decode(headerBytes, magic: magic) {
-        case let .success(header): self.header = header
-        case let .failure(.newerVersion(version)):
+        case .success(let header): self.header = header
+        case .failure(.newerVersion(let version)):
             handle.close()
-            throw LogError(.newerFormatVersion, "\(path) has format version \(version); this LogStore reads version "
-                + "\(FormatConstants.formatVersion) and older. Use a newer LogStore.", file: path)
-        case let .failure(.damaged(what)):
+            throw LogError(
+                .newerFormatVersion,
+                "\(path) has format version \(version); this LogStore reads version "
+                    + "\(FormatConstants.formatVersion) and older. Use a newer LogStore.", file: path)
+        case .failure(.damaged(let what)):
             handle.close()
             throw LogError.corruption(path, offset: 0, what)
         }
@@ -211,18 +218,20 @@ public struct RecordFileReader {
         guard !isAtEnd else { return nil }
         let position = scanner.position
         switch try scanner.next(decodesPayload: true) {
-        case let .record(record):
+        case .record(let record):
             return record
         case .end:
             // Written whole and synced before its rename: nothing may follow the last record.
             guard position == byteCount else {
-                throw LogError.corruption(path, offset: position, "no record at byte \(position), but the file goes on "
-                    + "to byte \(byteCount)")
+                throw LogError.corruption(
+                    path, offset: position,
+                    "no record at byte \(position), but the file goes on "
+                        + "to byte \(byteCount)")
             }
             isAtEnd = true
             handle.close()
             return nil
-        case let .bad(reason, _), let .unsupported(reason):
+        case .bad(let reason, _), .unsupported(let reason):
             throw LogError.corruption(path, offset: position, "record at byte \(position): \(reason)")
         }
     }

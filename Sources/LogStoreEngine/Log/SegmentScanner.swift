@@ -16,7 +16,8 @@ struct SegmentScanner {
     /// up to ``chunkByteCount`` as the scan goes on.
     private var readByteCount = 16 * 1024
 
-    init(handle: any FileHandle, baseOffset: UInt64, position: UInt64 = UInt64(FormatConstants.segmentHeaderByteCount)) {
+    init(handle: any FileHandle, baseOffset: UInt64, position: UInt64 = UInt64(FormatConstants.segmentHeaderByteCount))
+    {
         self.handle = handle
         self.baseOffset = baseOffset
         self.position = position
@@ -59,14 +60,15 @@ struct SegmentScanner {
             return .bad(reason: "file ends \(available) bytes into a record header", header: nil)
         }
         let decoded = buffer.withUnsafeBytes { bytes in
-            RecordHeader.decode(UnsafeRawBufferPointer(rebasing: bytes[start..<(start + headerByteCount)]),
-                                expectedOffset: offset)
+            RecordHeader.decode(
+                UnsafeRawBufferPointer(rebasing: bytes[start..<(start + headerByteCount)]),
+                expectedOffset: offset)
         }
         switch decoded {
         case .zeros: return .end
-        case let .invalid(reason): return .bad(reason: reason, header: nil)
-        case let .unsupported(reason): return .unsupported(reason)
-        case let .valid(header):
+        case .invalid(let reason): return .bad(reason: reason, header: nil)
+        case .unsupported(let reason): return .unsupported(reason)
+        case .valid(let header):
             return try payload(of: header, decodes: decodesPayload)
         }
     }
@@ -79,29 +81,35 @@ struct SegmentScanner {
         }
         let payloadStart = Int(position - bufferStart) + FormatConstants.recordHeaderByteCount
         let result: Step = buffer.withUnsafeBytes { bytes in
-            let stored = UnsafeRawBufferPointer(rebasing: bytes[payloadStart..<(payloadStart + Int(header.storedByteCount))])
+            let stored = UnsafeRawBufferPointer(
+                rebasing: bytes[payloadStart..<(payloadStart + Int(header.storedByteCount))])
             let crc = CRC32C.checksum(stored)
             guard crc == header.payloadCRC else {
-                return .bad(reason: "payload checksum mismatch (stored \(hex(header.payloadCRC)), computed \(hex(crc)))",
-                            header: header)
+                return .bad(
+                    reason: "payload checksum mismatch (stored \(hex(header.payloadCRC)), computed \(hex(crc)))",
+                    header: header)
             }
             var payload: [UInt8] = []
             if header.isCompressed {
                 // Decoding also catches a payload whose CRC matches but that does not decompress
                 // (a writer bug): recovery, repair, reads and verify all decode.
                 if decodes {
-                    guard let decoded = LZ4.decompress(stored, decompressedByteCount: Int(header.uncompressedByteCount)) else {
-                        return .bad(reason: "payload does not decompress to \(header.uncompressedByteCount) bytes",
-                                    header: header)
+                    guard let decoded = LZ4.decompress(stored, decompressedByteCount: Int(header.uncompressedByteCount))
+                    else {
+                        return .bad(
+                            reason: "payload does not decompress to \(header.uncompressedByteCount) bytes",
+                            header: header)
                     }
                     payload = decoded
                 }
             } else if decodes {
                 payload = Array(stored)
             }
-            return .record(LogRecord(offset: header.offset, type: header.type, payload: payload,
-                                     payloadCRC: header.payloadCRC, recordByteCount: header.recordByteCount,
-                                     isCompressed: header.isCompressed))
+            return .record(
+                LogRecord(
+                    offset: header.offset, type: header.type, payload: payload,
+                    payloadCRC: header.payloadCRC, recordByteCount: header.recordByteCount,
+                    isCompressed: header.isCompressed))
         }
         if case .record = result { position += header.recordByteCount }
         return result

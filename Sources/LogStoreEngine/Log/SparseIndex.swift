@@ -68,15 +68,18 @@ struct SparseIndex: Sendable, Equatable {
         return bytes.withUnsafeBytes { buffer -> SparseIndex? in
             let crcPosition = bytes.count - 4
             let storedCRC = UInt32(littleEndian: buffer.loadUnaligned(fromByteOffset: crcPosition, as: UInt32.self))
-            guard CRC32C.checksum(UnsafeRawBufferPointer(rebasing: buffer[0..<crcPosition])) == storedCRC else { return nil }
+            guard CRC32C.checksum(UnsafeRawBufferPointer(rebasing: buffer[0..<crcPosition])) == storedCRC else {
+                return nil
+            }
             var reader = ByteReader(UnsafeRawBufferPointer(rebasing: buffer[0..<crcPosition]), position: 8)
             guard let version: UInt32 = try? reader.read(), version == FormatConstants.formatVersion,
-                  let count: UInt32 = try? reader.read(),
-                  let id = try? reader.readBytes(16), UUID(bytes: id) == storeID,
-                  let base: UInt64 = try? reader.read(), base == baseOffset,
-                  let end: UInt64 = try? reader.read(),
-                  let last: UInt64 = try? reader.read(),
-                  reader.remainingByteCount == Int(count) * 4 else { return nil }
+                let count: UInt32 = try? reader.read(),
+                let id = try? reader.readBytes(16), UUID(bytes: id) == storeID,
+                let base: UInt64 = try? reader.read(), base == baseOffset,
+                let end: UInt64 = try? reader.read(),
+                let last: UInt64 = try? reader.read(),
+                reader.remainingByteCount == Int(count) * 4
+            else { return nil }
             var index = SparseIndex()
             index.entries.reserveCapacity(Int(count))
             for _ in 0..<count {

@@ -19,11 +19,12 @@ extension Recovery {
             let segment: SegmentFile
             do {
                 segment = try openSegment(baseOffset: baseOffset, writable: true)
-            } catch where error.code == .corruption {
+            } catch  where error.code == .corruption {
                 // A damaged header loses nothing that is not known elsewhere: rewrite it and keep the
                 // records, which check themselves. A valid header of another store or base is not damage.
                 guard try rewriteDamagedHeader(baseOffset: baseOffset),
-                      let reopened = try? openSegment(baseOffset: baseOffset, writable: true) else {
+                    let reopened = try? openSegment(baseOffset: baseOffset, writable: true)
+                else {
                     cut = Cut(segmentIndex: index, position: nil, reason: error.message)
                     break
                 }
@@ -39,10 +40,13 @@ extension Recovery {
             // Every record checks out; the last segment may still have bytes past its end.
             let last = segments.last!
             let endPosition = SegmentScanner.filePosition(logicalOffset: last.endOffset, baseOffset: last.baseOffset)
-            if let lastNonZero = try TailInspector(handle: last.handle, path: last.path).lastNonZeroPosition(from: endPosition) {
+            if let lastNonZero = try TailInspector(handle: last.handle, path: last.path).lastNonZeroPosition(
+                from: endPosition)
+            {
                 report.droppedRecords += try TailInspector(handle: last.handle, path: last.path)
-                    .describeDropped(from: endPosition, through: lastNonZero, baseOffset: last.baseOffset,
-                                     firstReason: "bytes after the last record")
+                    .describeDropped(
+                        from: endPosition, through: lastNonZero, baseOffset: last.baseOffset,
+                        firstReason: "bytes after the last record")
                 report.truncatedAt = last.endOffset
                 try zeroFill(last, from: endPosition, through: lastNonZero)
             } else {
@@ -50,19 +54,25 @@ extension Recovery {
             }
             // A torn tail cut by an earlier open can leave a checkpoint beyond the end: repair drops it too.
             try deleteCheckpoints(beyond: last.endOffset)
-            return Result(segments: segments, end: last.endOffset, report: report, indexesToWrite: Array(segments.dropLast()))
+            return Result(
+                segments: segments, end: last.endOffset, report: report, indexesToWrite: Array(segments.dropLast()))
         }
         return try apply(cut, segments: segments, segmentOffsets: segmentOffsets)
     }
 
     /// The first bad record of a segment (or its early end), indexing the good ones on the way.
-    private func firstProblem(in segment: SegmentFile, nextBase: UInt64?) throws(LogError) -> (position: UInt64, reason: String)? {
+    private func firstProblem(in segment: SegmentFile, nextBase: UInt64?) throws(LogError) -> (
+        position: UInt64, reason: String
+    )? {
         var scanner = SegmentScanner(handle: segment.handle, baseOffset: segment.baseOffset)
         while true {
             switch try scanner.next(decodesPayload: true) {
-            case let .record(record):
+            case .record(let record):
                 if let nextBase, record.endOffset > nextBase {
-                    return (scanner.position - record.recordByteCount, "record runs past the next segment's base \(nextBase)")
+                    return (
+                        scanner.position - record.recordByteCount,
+                        "record runs past the next segment's base \(nextBase)"
+                    )
                 }
                 segment.note(record)
             case .end:
@@ -70,13 +80,15 @@ extension Recovery {
                     return (scanner.position, "segment ends at \(scanner.offset), the next one starts at \(nextBase)")
                 }
                 return nil
-            case let .bad(reason, _), let .unsupported(reason):
+            case .bad(let reason, _), .unsupported(let reason):
                 return (scanner.position, reason)
             }
         }
     }
 
-    private mutating func apply(_ cut: Cut, segments: [SegmentFile], segmentOffsets: [UInt64]) throws(LogError) -> Result {
+    private mutating func apply(_ cut: Cut, segments: [SegmentFile], segmentOffsets: [UInt64]) throws(LogError)
+        -> Result
+    {
         var kept = segments
         let fileSystem = options.fileSystem
         var end: UInt64
@@ -85,8 +97,9 @@ extension Recovery {
             let inspector = TailInspector(handle: segment.handle, path: segment.path)
             end = SegmentScanner.logicalOffset(filePosition: position, baseOffset: segment.baseOffset)
             if let lastNonZero = try inspector.lastNonZeroPosition(from: position) {
-                report.droppedRecords += try inspector.describeDropped(from: position, through: lastNonZero,
-                                                                       baseOffset: segment.baseOffset, firstReason: cut.reason)
+                report.droppedRecords += try inspector.describeDropped(
+                    from: position, through: lastNonZero,
+                    baseOffset: segment.baseOffset, firstReason: cut.reason)
                 try zeroFill(segment, from: position, through: lastNonZero)
             }
             kept = Array(kept[...cut.segmentIndex])
@@ -94,11 +107,15 @@ extension Recovery {
             // The first segment's header is bad: start it afresh at its base offset.
             let baseOffset = segmentOffsets[0]
             let path = LogFileNames.join(directory, LogFileNames.segment(baseOffset))
-            report.droppedRecords.append(.init(offset: baseOffset, byteCount: fileByteCount(path), reason: cut.reason, file: path))
+            report.droppedRecords.append(
+                .init(offset: baseOffset, byteCount: fileByteCount(path), reason: cut.reason, file: path))
             do {
                 // createSegment's rename replaces the damaged file atomically: no moment without it.
-                kept = [try LogCore.createSegment(directory: directory, storeID: meta.storeID, baseOffset: baseOffset,
-                                                  fileSystem: fileSystem)]
+                kept = [
+                    try LogCore.createSegment(
+                        directory: directory, storeID: meta.storeID, baseOffset: baseOffset,
+                        fileSystem: fileSystem)
+                ]
             } catch {
                 throw LogError.io(error, "Recreating segment \(path)")
             }
@@ -108,22 +125,27 @@ extension Recovery {
             end = kept.last!.endOffset
         }
         let firstDeleted = cut.position == nil && cut.segmentIndex == 0 ? 1 : kept.count
-        try deleteFiles(segmentOffsets: Array(segmentOffsets[firstDeleted...]), cutSegment: kept.last!, end: end,
-                        reason: cut.reason)
+        try deleteFiles(
+            segmentOffsets: Array(segmentOffsets[firstDeleted...]), cutSegment: kept.last!, end: end,
+            reason: cut.reason)
         report.truncatedAt = end
         return Result(segments: kept, end: end, report: report, indexesToWrite: Array(kept.dropLast()))
     }
 
     /// Deletes the segments after the cut, the cut segment's index, and checkpoints beyond `end`.
-    private mutating func deleteFiles(segmentOffsets: [UInt64], cutSegment: SegmentFile, end: UInt64,
-                                      reason: String) throws(LogError) {
+    private mutating func deleteFiles(
+        segmentOffsets: [UInt64], cutSegment: SegmentFile, end: UInt64,
+        reason: String
+    ) throws(LogError) {
         let fileSystem = options.fileSystem
         do {
             for baseOffset in segmentOffsets {
                 let name = LogFileNames.segment(baseOffset)
                 let path = LogFileNames.join(directory, name)
-                report.droppedRecords.append(.init(offset: baseOffset, byteCount: fileByteCount(path),
-                                                   reason: "segment follows the repair point", file: path))
+                report.droppedRecords.append(
+                    .init(
+                        offset: baseOffset, byteCount: fileByteCount(path),
+                        reason: "segment follows the repair point", file: path))
                 try fileSystem.removeFile(path)
                 report.deletedSegments.append(name)
             }
@@ -181,6 +203,7 @@ extension Recovery {
         guard let handle = try? options.fileSystem.openFile(path, mode: .readOnly) else { return 0 }
         defer { handle.close() }
         let size = (try? handle.size()) ?? 0
-        return size > UInt64(FormatConstants.segmentHeaderByteCount) ? size - UInt64(FormatConstants.segmentHeaderByteCount) : 0
+        return size > UInt64(FormatConstants.segmentHeaderByteCount)
+            ? size - UInt64(FormatConstants.segmentHeaderByteCount) : 0
     }
 }

@@ -72,19 +72,25 @@ struct Recovery {
             throw LogError.io(error, "Reading the header of \(path)")
         }
         switch SegmentHeader.decode(Array(bytes[0..<count])) {
-        case let .failure(.newerVersion(version)):
-            throw LogError(.newerFormatVersion, "Segment \(path) has format version \(version); this LogStore reads "
-                + "version \(FormatConstants.formatVersion) and older. Use a newer LogStore.", file: path)
-        case let .failure(.damaged(what)):
+        case .failure(.newerVersion(let version)):
+            throw LogError(
+                .newerFormatVersion,
+                "Segment \(path) has format version \(version); this LogStore reads "
+                    + "version \(FormatConstants.formatVersion) and older. Use a newer LogStore.", file: path)
+        case .failure(.damaged(let what)):
             throw LogError.corruption(path, offset: 0, what)
-        case let .success(header):
+        case .success(let header):
             guard header.storeID == meta.storeID else {
-                throw LogError.corruption(path, offset: 0, "segment belongs to store \(header.storeID), "
-                    + "not to this store \(meta.storeID)")
+                throw LogError.corruption(
+                    path, offset: 0,
+                    "segment belongs to store \(header.storeID), "
+                        + "not to this store \(meta.storeID)")
             }
             guard header.baseOffset == baseOffset else {
-                throw LogError.corruption(path, offset: 0, "header says base offset \(header.baseOffset), "
-                    + "the file name says \(baseOffset)")
+                throw LogError.corruption(
+                    path, offset: 0,
+                    "header says base offset \(header.baseOffset), "
+                        + "the file name says \(baseOffset)")
             }
         }
         return SegmentFile(baseOffset: baseOffset, path: path, handle: handle)
@@ -94,14 +100,17 @@ struct Recovery {
     private func loadIndex(of segment: SegmentFile, expectedEnd: UInt64) throws(LogError) -> Bool {
         let path = LogFileNames.join(directory, LogFileNames.index(segment.baseOffset))
         guard (try? fileSystem.kind(of: path)) == .regular,
-              let bytes = try? LogCore.readWholeFile(path, fileSystem: fileSystem, byteCountMax: 64 * 1024 * 1024),
-              let index = SparseIndex.decode(bytes, storeID: meta.storeID, baseOffset: segment.baseOffset),
-              segment.baseOffset + index.endOffset == expectedEnd else { return false }
+            let bytes = try? LogCore.readWholeFile(path, fileSystem: fileSystem, byteCountMax: 64 * 1024 * 1024),
+            let index = SparseIndex.decode(bytes, storeID: meta.storeID, baseOffset: segment.baseOffset),
+            segment.baseOffset + index.endOffset == expectedEnd
+        else { return false }
         if let last = index.lastRecordOffset {
-            var scanner = SegmentScanner(handle: segment.handle, baseOffset: segment.baseOffset,
-                                         position: last + UInt64(FormatConstants.segmentHeaderByteCount))
-            guard case let .record(record) = try scanner.next(decodesPayload: false),
-                  record.endOffset == expectedEnd else { return false }
+            var scanner = SegmentScanner(
+                handle: segment.handle, baseOffset: segment.baseOffset,
+                position: last + UInt64(FormatConstants.segmentHeaderByteCount))
+            guard case .record(let record) = try scanner.next(decodesPayload: false),
+                record.endOffset == expectedEnd
+            else { return false }
         } else if segment.baseOffset != expectedEnd {
             return false
         }
@@ -114,19 +123,23 @@ struct Recovery {
         var scanner = SegmentScanner(handle: segment.handle, baseOffset: segment.baseOffset)
         while true {
             switch try scanner.next(decodesPayload: true) {
-            case let .record(record):
+            case .record(let record):
                 segment.note(record)
                 guard record.endOffset <= expectedEnd else {
-                    throw LogError.corruption(segment.path, offset: record.offset, "record ends at \(record.endOffset), "
-                        + "past the next segment's base offset \(expectedEnd)")
+                    throw LogError.corruption(
+                        segment.path, offset: record.offset,
+                        "record ends at \(record.endOffset), "
+                            + "past the next segment's base offset \(expectedEnd)")
                 }
             case .end:
                 guard scanner.offset == expectedEnd else {
-                    throw LogError.corruption(segment.path, offset: scanner.offset, "sealed segment ends at offset "
-                        + "\(scanner.offset) but the next segment starts at \(expectedEnd): records are missing")
+                    throw LogError.corruption(
+                        segment.path, offset: scanner.offset,
+                        "sealed segment ends at offset "
+                            + "\(scanner.offset) but the next segment starts at \(expectedEnd): records are missing")
                 }
                 return
-            case let .bad(reason, _), let .unsupported(reason):
+            case .bad(let reason, _), .unsupported(let reason):
                 throw LogError.corruption(segment.path, offset: scanner.offset, reason)
             }
         }
@@ -140,21 +153,22 @@ struct Recovery {
         var badReason = ""
         scan: while true {
             switch try scanner.next(decodesPayload: true) {
-            case let .record(record):
+            case .record(let record):
                 segment.note(record)
             case .end:
                 break scan
-            case let .bad(reason, _):
+            case .bad(let reason, _):
                 badReason = reason
                 break scan
-            case let .unsupported(reason):
+            case .unsupported(let reason):
                 // A checksummed header this version refuses is not a torn write.
                 throw LogError.corruption(segment.path, offset: scanner.offset, reason)
             }
         }
         let end = scanner.offset
         let tailPosition = scanner.position
-        let lastNonZero = try TailInspector(handle: segment.handle, path: segment.path).lastNonZeroPosition(from: tailPosition)
+        let lastNonZero = try TailInspector(handle: segment.handle, path: segment.path).lastNonZeroPosition(
+            from: tailPosition)
         guard let lastNonZero else {
             // Only zeros follow: a clean end (zeros are preallocation, not data).
             try syncLastSegment(segment)
@@ -163,23 +177,29 @@ struct Recovery {
         // Bytes from `tailPosition` on are not records.
         guard writable else {
             // A read-only open changes nothing: the bad tail is the end, and the report says so.
-            report.unreadTail = .init(offset: end, byteCount: lastNonZero + 1 - tailPosition,
-                                      reason: badReason.isEmpty ? "zeros where a record header was expected" : badReason,
-                                      file: segment.path)
+            report.unreadTail = .init(
+                offset: end, byteCount: lastNonZero + 1 - tailPosition,
+                reason: badReason.isEmpty ? "zeros where a record header was expected" : badReason,
+                file: segment.path)
             return end
         }
         let inspector = TailInspector(handle: segment.handle, path: segment.path)
-        if let proof = try inspector.validRecord(endingBeyond: tailPosition + FormatConstants.unsyncedByteCountMax,
-                                                 from: tailPosition, through: lastNonZero, baseOffset: segment.baseOffset) {
+        if let proof = try inspector.validRecord(
+            endingBeyond: tailPosition + FormatConstants.unsyncedByteCountMax,
+            from: tailPosition, through: lastNonZero, baseOffset: segment.baseOffset)
+        {
             // Writers never leave more than unsyncedByteCountMax unsynced, so a record ending that far
             // past p was written after p was synced: p is damaged data, not a torn write.
-            throw LogError.corruption(segment.path, offset: end, "bad record (\(badReason.isEmpty ? "zeros" : badReason)) "
-                + "followed by a valid record at offset \(proof) that ends more than "
-                + "\(FormatConstants.unsyncedByteCountMax) bytes later, so the bad record had been synced")
+            throw LogError.corruption(
+                segment.path, offset: end,
+                "bad record (\(badReason.isEmpty ? "zeros" : badReason)) "
+                    + "followed by a valid record at offset \(proof) that ends more than "
+                    + "\(FormatConstants.unsyncedByteCountMax) bytes later, so the bad record had been synced")
         }
-        report.droppedRecords += try inspector.describeDropped(from: tailPosition, through: lastNonZero,
-                                                               baseOffset: segment.baseOffset,
-                                                               firstReason: badReason.isEmpty ? "zeros where a record header was expected" : badReason)
+        report.droppedRecords += try inspector.describeDropped(
+            from: tailPosition, through: lastNonZero,
+            baseOffset: segment.baseOffset,
+            firstReason: badReason.isEmpty ? "zeros where a record header was expected" : badReason)
         report.truncatedAt = end
         try zeroFill(segment, from: tailPosition, through: lastNonZero)
         return end

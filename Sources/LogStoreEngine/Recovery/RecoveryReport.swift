@@ -43,5 +43,7 @@ public struct RecoveryReport: Sendable, Equatable {
     public init() {}
 
     /// True when recovery dropped or deleted anything.
-    public var droppedAnything: Bool { !droppedRecords.isEmpty || !deletedSegments.isEmpty || !deletedCheckpoints.isEmpty }
+    public var droppedAnything: Bool {
+        !droppedRecords.isEmpty || !deletedSegments.isEmpty || !deletedCheckpoints.isEmpty
+    }
 }

@@ -14,7 +14,8 @@ struct TailInspector {
         var chunkEnd = size
         var buffer = [UInt8](repeating: 0, count: Self.chunkByteCount)
         while chunkEnd > from {
-            let chunkStart = max(from, chunkEnd > UInt64(Self.chunkByteCount) ? chunkEnd - UInt64(Self.chunkByteCount) : 0)
+            let chunkStart = max(
+                from, chunkEnd > UInt64(Self.chunkByteCount) ? chunkEnd - UInt64(Self.chunkByteCount) : 0)
             let count = Int(chunkEnd - chunkStart)
             let got = try read(into: &buffer, count: count, at: chunkStart)
             if let last = buffer[0..<got].lastIndex(where: { $0 != 0 }) {
@@ -27,7 +28,9 @@ struct TailInspector {
 
     /// The logical offset of a record that starts in `(from, through]`, checks out completely, and
     /// ends past file position `limit`; `nil` when there is none.
-    func validRecord(endingBeyond limit: UInt64, from: UInt64, through: UInt64, baseOffset: UInt64) throws(LogError) -> UInt64? {
+    func validRecord(endingBeyond limit: UInt64, from: UInt64, through: UInt64, baseOffset: UInt64) throws(LogError)
+        -> UInt64?
+    {
         let headerByteCount = UInt64(FormatConstants.recordHeaderByteCount)
         // A record starting at q ends at most q + header + 16 MiB; skip the search when that cannot pass `limit`.
         guard through + headerByteCount + UInt64(FormatConstants.recordByteCountMax) > limit else { return nil }
@@ -44,8 +47,9 @@ struct TailInspector {
                 let claimed = buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: index + 8, as: UInt64.self) }
                 if UInt64(littleEndian: claimed) == expected {
                     var scanner = SegmentScanner(handle: handle, baseOffset: baseOffset, position: position)
-                    if case let .record(record) = try scanner.next(decodesPayload: false),
-                       position + record.recordByteCount > limit {
+                    if case .record(let record) = try scanner.next(decodesPayload: false),
+                        position + record.recordByteCount > limit
+                    {
                         return record.offset
                     }
                 }
@@ -58,7 +62,8 @@ struct TailInspector {
 
     /// The records (or unreadable byte runs) in `[from, through]`, for the recovery report.
     func describeDropped(from: UInt64, through: UInt64, baseOffset: UInt64, firstReason: String) throws(LogError)
-        -> [RecoveryReport.DroppedRecord] {
+        -> [RecoveryReport.DroppedRecord]
+    {
         var dropped: [RecoveryReport.DroppedRecord] = []
         var position = from
         var reason = firstReason
@@ -67,10 +72,12 @@ struct TailInspector {
             var header = [UInt8](repeating: 0, count: FormatConstants.recordHeaderByteCount)
             let got = try read(into: &header, count: header.count, at: position)
             let offset = SegmentScanner.logicalOffset(filePosition: position, baseOffset: baseOffset)
-            let decoded: RecordHeader.Decoded = got == header.count
+            let decoded: RecordHeader.Decoded =
+                got == header.count
                 ? header.withUnsafeBytes { RecordHeader.decode($0, expectedOffset: offset) } : .invalid("short header")
-            if case let .valid(recordHeader) = decoded, position + recordHeader.recordByteCount <= through + 1 {
-                dropped.append(.init(offset: offset, byteCount: recordHeader.recordByteCount, reason: reason, file: path))
+            if case .valid(let recordHeader) = decoded, position + recordHeader.recordByteCount <= through + 1 {
+                dropped.append(
+                    .init(offset: offset, byteCount: recordHeader.recordByteCount, reason: reason, file: path))
                 position += recordHeader.recordByteCount
                 reason = "follows a dropped record"
             } else {

@@ -78,8 +78,10 @@ public final class AtomicFile {
 
     /// Writes `bytes` as the whole new content of `path`, atomically (and durably unless
     /// `durable` is false).
-    public static func write(_ bytes: [UInt8], to path: String, temporaryPath: String? = nil, durable: Bool = true,
-                             fileSystem: any FileSystem) throws(FileSystemError) {
+    public static func write(
+        _ bytes: [UInt8], to path: String, temporaryPath: String? = nil, durable: Bool = true,
+        fileSystem: any FileSystem
+    ) throws(FileSystemError) {
         let file = try AtomicFile(path: path, temporaryPath: temporaryPath, fileSystem: fileSystem)
         do throws(FileSystemError) { try file.handle.write(bytes, at: 0) } catch {
             file.abandon()

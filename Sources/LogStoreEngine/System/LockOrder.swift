@@ -44,10 +44,10 @@ package enum LockOrder {
     @inline(__always)
     package static func willAcquire(_ level: LockLevel) {
         #if DEBUG
-        var held = heldLevels
-        if let violation = violation(acquiring: level, holding: held) { preconditionFailure(violation) }
-        held.append(level)
-        heldLevels = held
+            var held = heldLevels
+            if let violation = violation(acquiring: level, holding: held) { preconditionFailure(violation) }
+            held.append(level)
+            heldLevels = held
         #endif
     }
 
@@ -55,20 +55,20 @@ package enum LockOrder {
     @inline(__always)
     package static func didRelease(_ level: LockLevel) {
         #if DEBUG
-        var held = heldLevels
-        precondition(held.last == level, "lock \(level) released out of order (held: \(held))")
-        held.removeLast()
-        heldLevels = held
+            var held = heldLevels
+            precondition(held.last == level, "lock \(level) released out of order (held: \(held))")
+            held.removeLast()
+            heldLevels = held
         #endif
     }
 
     #if DEBUG
-    private static let key = "LogStore.LockOrder.held"
+        private static let key = "LogStore.LockOrder.held"
 
-    /// The calling thread's held levels, innermost last.
-    private static var heldLevels: [LockLevel] {
-        get { (Thread.current.threadDictionary[key] as? [Int] ?? []).compactMap(LockLevel.init(rawValue:)) }
-        set { Thread.current.threadDictionary[key] = newValue.map(\.rawValue) }
-    }
+        /// The calling thread's held levels, innermost last.
+        private static var heldLevels: [LockLevel] {
+            get { (Thread.current.threadDictionary[key] as? [Int] ?? []).compactMap(LockLevel.init(rawValue:)) }
+            set { Thread.current.threadDictionary[key] = newValue.map(\.rawValue) }
+        }
     #endif
 }

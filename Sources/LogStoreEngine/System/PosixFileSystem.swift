@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// The real file system, through the C library's system calls.
@@ -109,8 +109,9 @@ final class PosixFileHandle: FileHandle, @unchecked Sendable {
     func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws(FileSystemError) -> Int {
         var total = 0
         while total < buffer.count {
-            let result = pread(descriptor, buffer.baseAddress! + total, buffer.count - total,
-                               off_t(offset) + off_t(total))
+            let result = pread(
+                descriptor, buffer.baseAddress! + total, buffer.count - total,
+                off_t(offset) + off_t(total))
             if result < 0 {
                 if errno == EINTR { continue }
                 throw FileSystemError(code: errno, operation: "pread", path: path)
@@ -124,8 +125,9 @@ final class PosixFileHandle: FileHandle, @unchecked Sendable {
     func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(FileSystemError) {
         var total = 0
         while total < bytes.count {
-            let result = pwrite(descriptor, bytes.baseAddress! + total, bytes.count - total,
-                                off_t(offset) + off_t(total))
+            let result = pwrite(
+                descriptor, bytes.baseAddress! + total, bytes.count - total,
+                off_t(offset) + off_t(total))
             if result < 0 {
                 if errno == EINTR { continue }
                 throw FileSystemError(code: errno, operation: "pwrite", path: path, byteCountWritten: total)
