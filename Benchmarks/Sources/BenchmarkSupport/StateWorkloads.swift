@@ -253,7 +253,7 @@ public final class ResidentMemoryWorkload: Workload, @unchecked Sendable {
         let store = container.dataStore(as: LogStore.self)!
         let open = ProcessMemory.residentBytes()
         let peak = ProcessMemory.peakResidentBytes()
-        let live = try container.mainContext.fetchCount(FetchDescriptor<Trip>())
+        let live = try ModelContext(container).fetchCount(FetchDescriptor<Trip>())
         guard live == Int(fixtureFacts["entities"] ?? "") else { throw HarnessError("\(live) Trips after open") }
         try store.close()
         baselineBytes.append(baseline)
