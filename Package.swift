@@ -1,4 +1,5 @@
 // swift-tools-version: 6.1
+import CompilerPluginSupport
 import PackageDescription
 
 let package = Package(
@@ -13,6 +14,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/swiftlang/swift-syntax", from: "603.0.1"),
     ],
     targets: [
         // liblz4 from the system (Debian: liblz4-dev).
@@ -28,10 +30,18 @@ let package = Package(
             name: "LogStoreEngine",
             dependencies: ["CLZ4", "CCRC32C"]
         ),
-        // Layers Model, Store, History, Context.
+        // @Model, @Attribute, @Relationship, @Transient, #Unique, #Index (swift-syntax).
+        .macro(
+            name: "LogStoreMacros",
+            dependencies: [
+                .product(name: "SwiftSyntaxMacros", package: "swift-syntax"),
+                .product(name: "SwiftCompilerPlugin", package: "swift-syntax"),
+            ]
+        ),
+        // Layers Model, DataStore, Records, State, Checkpoints, History, Store, Context, Archive.
         .target(
             name: "LogStore",
-            dependencies: ["LogStoreEngine", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["LogStoreEngine", "LogStoreMacros", .product(name: "Logging", package: "swift-log")]
         ),
         // The WWDC24 SampleTrips model, shared by the tool's demo and the tests.
         .target(
@@ -64,6 +74,19 @@ let package = Package(
                 "LogStore", "LogStoreEngine", "LogStoreTestSupport", "SampleTrips", "logstore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
+        ),
+        // The macros' expansions and diagnostics.
+        .testTarget(
+            name: "LogStoreMacrosTests",
+            dependencies: [
+                "LogStoreMacros",
+                .product(name: "SwiftSyntaxMacrosTestSupport", package: "swift-syntax"),
+            ]
+        ),
+        // SwiftData code, in SwiftData's spelling, on LogStore.
+        .testTarget(
+            name: "SwiftDataSpellingTests",
+            dependencies: ["LogStore", "LogStoreTestSupport"]
         ),
         // The `logstore` tool's commands, called as functions (`@testable import logstore`).
         .testTarget(

@@ -125,6 +125,7 @@ extension ModelContext {
                 throw ModelError.unknownEntity(identifier.entityName)
             }
             let model = type.init()
+            if !type._usesModelStorage { hasUntrackedModels = true }
             model.modelState.assign(identifier)
             model.modelState.context = self
             registered[identifier] = model

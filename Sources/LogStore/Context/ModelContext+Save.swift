@@ -4,22 +4,42 @@ extension ModelContext {
     /// Writes the inserts, changes and deletes as one transaction, then swaps permanent
     /// identifiers into the inserted instances.
     public func save() throws {
-        guard let request = makeSaveRequest() else { return }
-        let result = try container.store.save(request)
-        apply(result, request: request)
+        guard let (request, changed) = makeSaveRequest() else { return }
+        do {
+            let result = try container.store.save(request)
+            apply(result, request: request)
+        } catch {
+            restoreChanges(changed)
+            throw error
+        }
     }
 
     /// `save()` that suspends, instead of blocking a thread, while the store waits for durability.
     public nonisolated(nonsending) func save() async throws {
-        guard let request = makeSaveRequest() else { return }
-        let result = try await container.store.save(request)
-        apply(result, request: request)
+        guard let (request, changed) = makeSaveRequest() else { return }
+        do {
+            let result = try await container.store.save(request)
+            apply(result, request: request)
+        } catch {
+            restoreChanges(changed)
+            throw error
+        }
     }
+
+    /// The tracked changes a request carries, by model: taken from the models when the request is
+    /// made (changes made while an async save is suspended are the next save's), given back if
+    /// the save fails.
+    typealias TakenChanges = [(model: any PersistentModel, names: Set<String>)]
 
     /// The request for the pending changes, or `nil` when there are none. Unsaved models that
     /// registered models refer to are inserted too (as SwiftData does).
-    func makeSaveRequest() -> DataStoreSaveChangesRequest<DefaultSnapshot>? {
-        var worklist: [any PersistentModel] = Array(registered.values)
+    ///
+    /// Costs what changed: inserts, deletes and the tracked models set since their last save —
+    /// unless a model without change tracking is registered, whose values are compared with the
+    /// saved ones.
+    func makeSaveRequest() -> (DataStoreSaveChangesRequest<DefaultSnapshot>, TakenChanges)? {
+        var worklist: [any PersistentModel] =
+            hasUntrackedModels ? Array(registered.values) : inserted + Array(changedModels.values)
         // Bounded by the number of reachable models: each is inserted at most once.
         while let model = worklist.popLast() {
             for related in relatedModels(of: model)
@@ -34,17 +54,38 @@ extension ModelContext {
         request.inserted = inserted.map {
             DefaultSnapshot(persistentIdentifier: $0.persistentModelID, values: encode($0))
         }
-        for (identifier, model) in registered where !identifier.isTemporary {
-            let values = encode(model)
-            guard let saved = savedValues[identifier], values != saved else { continue }
-            request.updated.append(
-                DefaultSnapshot(
-                    persistentIdentifier: identifier,
-                    values: values.filter { saved[$0.key] != $0.value }))
+        var taken: TakenChanges = []
+        for model in changedModels.values {
+            let values = changedValues(of: model)
+            taken.append((model, model.modelState.changedNames))
+            model.modelState.changedNames.removeAll()
+            guard !values.isEmpty else { continue }
+            request.updated.append(DefaultSnapshot(persistentIdentifier: model.persistentModelID, values: values))
+        }
+        let tracked = Set(changedModels.keys)
+        changedModels.removeAll()
+        if hasUntrackedModels {
+            for (identifier, model) in registered
+            where !identifier.isTemporary && !tracked.contains(ObjectIdentifier(model)) {
+                let values = encode(model)
+                guard let saved = savedValues[identifier], values != saved else { continue }
+                request.updated.append(
+                    DefaultSnapshot(
+                        persistentIdentifier: identifier,
+                        values: values.filter { saved[$0.key] != $0.value }))
+            }
         }
         request.deleted = deleted.map { DefaultSnapshot(persistentIdentifier: $0.key, values: [:]) }
         if request.inserted.isEmpty && request.updated.isEmpty && request.deleted.isEmpty { return nil }
-        return request
+        return (request, taken)
+    }
+
+    /// A failed save leaves its changes pending: the tracked ones are marked changed again.
+    func restoreChanges(_ taken: TakenChanges) {
+        for (model, names) in taken where registered[model.persistentModelID] === model {
+            model.modelState.changedNames.formUnion(names)
+            changedModels[ObjectIdentifier(model)] = model
+        }
     }
 
     func apply(
@@ -100,10 +141,9 @@ extension ModelContext {
             try? fill(model, with: snapshot.values)
             savedValues[identifier] = encode(model)
         }
-        for (identifier, values) in savedValues where registered[identifier] == nil {
-            _ = values
-            savedValues[identifier] = nil
-        }
+        // Every identifier with saved values is registered (checked in debug builds only: it is
+        // a walk over every registered model, which a save must not cost).
+        assert(savedValues.keys.allSatisfy { registered[$0] != nil }, "saved values of unregistered models")
     }
 
     /// The models the store's `.cascade` rules delete along with `requested`: the store cascades

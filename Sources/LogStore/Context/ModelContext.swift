@@ -25,6 +25,12 @@ public final class ModelContext {
     var inserted: [any PersistentModel] = []
     /// Deleted and not yet saved.
     var deleted: [PersistentIdentifier: any PersistentModel] = [:]
+    /// Registered, saved `@Model` instances set since their last save or fetch: they report their
+    /// own changes, so a save looks at these instead of encoding every registered model.
+    var changedModels: [ObjectIdentifier: any PersistentModel] = [:]
+    /// Whether a model without its own change tracking (a hand-written conformance) was ever
+    /// registered: then saves compare every registered model's values with its saved ones.
+    var hasUntrackedModels = false
 
     /// Whether changes are saved without a call to ``save()``: on the main actor's next turn
     /// after an insert, a delete or (for models that track their changes) a property change.
@@ -76,6 +82,7 @@ public final class ModelContext {
         model.modelState.context = self
         registered[identifier] = model
         inserted.append(model)
+        if !T._usesModelStorage { hasUntrackedModels = true }
         changeMade()
     }
 
@@ -91,6 +98,7 @@ public final class ModelContext {
         guard registered[identifier] != nil else { return }
         deleted[identifier] = model
         registered[identifier] = nil
+        changedModels[ObjectIdentifier(model)] = nil
         changeMade()
     }
 
@@ -101,10 +109,19 @@ public final class ModelContext {
 
     /// Whether a save would write anything.
     public var hasChanges: Bool {
-        !inserted.isEmpty || !deleted.isEmpty
-            || registered.contains { identifier, model in
+        if !inserted.isEmpty || !deleted.isEmpty { return true }
+        if changedModels.values.contains(where: { !changedValues(of: $0).isEmpty }) { return true }
+        return hasUntrackedModels
+            && registered.contains { identifier, model in
                 !identifier.isTemporary && encode(model) != savedValues[identifier]
             }
+    }
+
+    /// A tracked model's changed properties whose values differ from the saved ones.
+    func changedValues(of model: any PersistentModel) -> [String: AttributeValue] {
+        let identifier = model.persistentModelID
+        guard !identifier.isTemporary, let saved = savedValues[identifier] else { return [:] }
+        return encode(model, only: model.modelState.changedNames).filter { saved[$0.key] != $0.value }
     }
 
     /// Discards unsaved inserts, deletes and changes: registered models get their saved values back.
@@ -116,6 +133,12 @@ public final class ModelContext {
         inserted.removeAll()
         for (identifier, model) in deleted { registered[identifier] = model }
         deleted.removeAll()
+        for model in changedModels.values {
+            guard let values = savedValues[model.persistentModelID] else { continue }
+            try? fill(model, with: values)
+        }
+        changedModels.removeAll()
+        guard hasUntrackedModels else { return }
         for (identifier, model) in registered {
             guard let values = savedValues[identifier], encode(model) != values else { continue }
             try? fill(model, with: values)
@@ -145,6 +168,19 @@ public final class ModelContext {
         return values
     }
 
+    /// The values of the named properties only.
+    func encode(_ model: any PersistentModel, only names: Set<String>) -> [String: AttributeValue] {
+        encodeTyped(model, only: names)
+    }
+
+    private func encodeTyped<M: PersistentModel>(_ model: M, only names: Set<String>) -> [String: AttributeValue] {
+        var values: [String: AttributeValue] = [:]
+        for property in M.schemaProperties where names.contains(property.name) {
+            values[property.name] = property.read(model)
+        }
+        return values
+    }
+
     func relatedModels(of model: any PersistentModel) -> [any PersistentModel] {
         relatedTyped(model)
     }
@@ -160,10 +196,25 @@ public final class ModelContext {
     }
 
     private func fillTyped<M: PersistentModel>(_ model: M, _ values: [String: AttributeValue]) throws {
-        for property in M.schemaProperties {
-            guard let value = values[property.name] else { continue }
-            try property.write(model, value) { identifier in self.registered[identifier] }
+        // Values from the store are not changes, and the store keeps both sides of relationships.
+        try model.modelState.filling {
+            for property in M.schemaProperties {
+                guard let value = values[property.name] else { continue }
+                try property.write(model, value) { identifier in self.registered[identifier] }
+            }
         }
+        model.modelState.changedNames.removeAll()
+        changedModels[ObjectIdentifier(model)] = nil
+    }
+}
+
+extension ModelContext: ModelChangeObserver {
+    /// A tracked model registered here was set: remember it for the next save, and autosave.
+    func modelDidChange(_ model: any PersistentModel) {
+        if !model.persistentModelID.isTemporary, registered[model.persistentModelID] === model {
+            changedModels[ObjectIdentifier(model)] = model
+        }
+        changeMade()
     }
 }
 

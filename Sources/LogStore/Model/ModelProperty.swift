@@ -15,6 +15,12 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
     /// The model type a relationship leads to (`nil` for attributes): a container opened for
     /// `Trip` finds `BucketListItem` through it.
     let destinationType: (any PersistentModel.Type)?
+    /// The inverse a `@Relationship(inverse:)` names: a key path of the destination type.
+    var inverseKeyPath: (AnyKeyPath & Sendable)? = nil
+    /// For a relationship: given the inverse property's key path (of the destination type), what
+    /// keeps it in step when this property is set (`nil` when the key path is not a relationship
+    /// back to `Model`). Built where the types are known (``_persisted(_:_:options:deleteRule:inverse:originalName:)-2p4s5``).
+    var inverseMaintainer: (@Sendable (AnyKeyPath) -> RelationshipInverses<Model>.Maintainer?)? = nil
 
     /// A value attribute.
     public static func attribute<Value: AttributeConvertible>(
@@ -30,9 +36,17 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
                 guard let converted = Value(attributeValue: value) else {
                     throw ModelError.valueTypeMismatch(entity: Model.entityName, property: name, value: value)
                 }
+                Self.seed(model, name, converted)
                 model[keyPath: keyPath] = converted
             },
             related: { _ in [] }, destinationType: nil)
+    }
+
+    /// Before a key-path write into a `@Model` instance: a key-path write reads the property first
+    /// (get, then set), and a fetched instance has no value yet to read.
+    static func seed<Value>(_ model: Model, _ name: String, _ value: Value) {
+        guard Model._usesModelStorage, model.modelState.values[name] == nil else { return }
+        model.modelState.values[name] = value
     }
 
     /// A to-one relationship to another model.
@@ -47,12 +61,15 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
             read: { model in model[keyPath: keyPath].map { .reference($0.persistentModelID) } ?? .null },
             write: { model, value, resolve in
                 switch value {
-                case .null: model[keyPath: keyPath] = nil
+                case .null:
+                    Self.seed(model, name, Destination?.none)
+                    model[keyPath: keyPath] = nil
                 case .reference(let identifier):
                     guard let target = try resolve(identifier) as? Destination else {
                         throw ModelError.missingReference(
                             entity: Model.entityName, property: name, identifier: identifier)
                     }
+                    Self.seed(model, name, Optional(target))
                     model[keyPath: keyPath] = target
                 default: throw ModelError.valueTypeMismatch(entity: Model.entityName, property: name, value: value)
                 }
@@ -83,6 +100,7 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
                     }
                     targets.append(target)
                 }
+                Self.seed(model, name, targets)
                 model[keyPath: keyPath] = targets
             },
             related: { model in model[keyPath: keyPath] }, destinationType: Destination.self)

@@ -24,7 +24,7 @@ import Synchronization
 ///
 /// `init()` makes an empty instance that a fetch then fills property by property; `modelState`
 /// holds the identifier and the context the instance belongs to.
-public protocol PersistentModel: AnyObject, SendableMetatype {
+public protocol PersistentModel: AnyObject, Hashable, Identifiable, SendableMetatype {
     /// The entity name; by default the type's name.
     static var entityName: String { get }
     /// The stored properties, by key path.
@@ -33,15 +33,28 @@ public protocol PersistentModel: AnyObject, SendableMetatype {
     static var uniquenessConstraints: [[String]] { get }
     /// Identity and registration; declare it as `let modelState = ModelState()`.
     var modelState: ModelState { get }
+    /// Whether the property values live in ``modelState`` (`@Model` classes, which report their
+    /// own changes) rather than in stored properties (hand-written conformances).
+    static var _usesModelStorage: Bool { get }
     init()
 }
 
 extension PersistentModel {
     public static var entityName: String { EntityNameCache.name(of: Self.self) }
     public static var uniquenessConstraints: [[String]] { [] }
+    public static var _usesModelStorage: Bool { false }
 
     /// The model's identifier: temporary until its first save, then permanent.
     public var persistentModelID: PersistentIdentifier { modelState.identifier(entityName: Self.entityName) }
+
+    /// `Identifiable`: the persistent identifier (it changes when a temporary one becomes permanent).
+    public var id: PersistentIdentifier { persistentModelID }
+
+    /// Models are equal when they are the same instance (SwiftData's `PersistentModel` is
+    /// `Hashable` by identity: its identifier changes at the first save).
+    public static func == (lhs: Self, rhs: Self) -> Bool { lhs === rhs }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 
     /// The schema entity the declarations describe.
     public static var schemaEntity: Schema.Entity {
@@ -62,6 +75,14 @@ extension PersistentModel {
 /// SwiftData's `ModelContext`, is used from one thread or actor at a time.
 public final class ModelState: @unchecked Sendable {
     private var storedIdentifier: PersistentIdentifier?
+    /// A `@Model` class's property values, by property name (ModelState+Storage.swift).
+    var values: [String: Any] = [:]
+    /// Whether the values live here (a `@Model` class): such a model reports its own changes.
+    var isTracked = false
+    /// Names of the properties set since the last save or fetch (tracked models).
+    var changedNames: Set<String> = []
+    /// A fetch is filling the model: sets are not changes.
+    var isFilling = false
     /// The context the model is registered in (a `ModelContext`; typed `AnyObject` here because
     /// the Model layer sits below the Context layer).
     weak var context: AnyObject?

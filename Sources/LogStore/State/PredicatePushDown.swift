@@ -50,7 +50,10 @@ enum PredicatePushDown {
         init<T: PersistentModel>(_ type: T.Type) {
             let blank = T()
             for property in T.schemaProperties where property.attribute != nil {
-                byKeyPath[property.keyPath as AnyKeyPath] = (property.name, property.read(blank))
+                // A @Model instance has no value for a property its row lacks: it reads as nil.
+                let missing = T._usesModelStorage && blank.modelState.values[property.name] == nil
+                    ? AttributeValue.null : property.read(blank)
+                byKeyPath[property.keyPath as AnyKeyPath] = (property.name, missing)
             }
         }
     }

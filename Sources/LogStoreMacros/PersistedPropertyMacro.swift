@@ -1,0 +1,108 @@
+import SwiftDiagnostics
+import SwiftSyntax
+import SwiftSyntaxBuilder
+import SwiftSyntaxMacros
+
+/// `@_PersistedProperty` (added by `@Model` to each persisted property): the property becomes a
+/// computed property over the model's `ModelState`, observable and tracked, with an init accessor
+/// so that default values and the class's own initializers still set it. The peer `_name` slot
+/// lets the compiler check that every initializer sets the property; `init()` fills the slots.
+public struct PersistedPropertyMacro: AccessorMacro, PeerMacro {
+    public static func expansion(
+        of node: AttributeSyntax, providingAccessorsOf declaration: some DeclSyntaxProtocol,
+        in context: some MacroExpansionContext
+    ) throws -> [AccessorDeclSyntax] {
+        guard let variable = declaration.as(VariableDeclSyntax.self), let property = StoredProperty(variable),
+              property.hasType
+        else { return [] }
+        let name = property.name
+        return [
+            """
+            @storageRestrictions(initializes: _\(raw: name), accesses: modelState)
+            init(initialValue) {
+                modelState._initialize(initialValue, at: \(literal: name))
+                _\(raw: name) = _PersistedSlot()
+            }
+            """,
+            """
+            get {
+                _$observationRegistrar.access(self, keyPath: \\.\(raw: name))
+                return modelState._value(at: \(literal: name), of: Self.entityName)
+            }
+            """,
+            """
+            set {
+                _$observationRegistrar.withMutation(of: self, keyPath: \\.\(raw: name)) {
+                    modelState._set(newValue, at: \(literal: name), on: self, keyPath: \\.\(raw: name))
+                }
+            }
+            """,
+        ]
+    }
+
+    public static func expansion(
+        of node: AttributeSyntax, providingPeersOf declaration: some DeclSyntaxProtocol,
+        in context: some MacroExpansionContext
+    ) throws -> [DeclSyntax] {
+        guard let variable = declaration.as(VariableDeclSyntax.self), let property = StoredProperty(variable),
+              property.hasType
+        else { return [] }
+        return ["private var _\(raw: property.name): _PersistedSlot"]
+    }
+}
+
+/// `@Attribute`, `@Relationship`, `@Transient`, `#Unique` and `#Index` add nothing themselves:
+/// `@Model` reads them from the class's syntax.
+public struct MarkerMacro: PeerMacro, DeclarationMacro {
+    public static func expansion(
+        of node: AttributeSyntax, providingPeersOf declaration: some DeclSyntaxProtocol,
+        in context: some MacroExpansionContext
+    ) throws -> [DeclSyntax] {
+        if let variable = declaration.as(VariableDeclSyntax.self), StoredProperty(variable) == nil,
+           ["Attribute", "Relationship"].contains(node.attributeName.trimmedDescription) {
+            // @Model says this too; outside a @Model class nobody else would.
+            return []
+        }
+        return []
+    }
+
+    public static func expansion(
+        of node: some FreestandingMacroExpansionSyntax, in context: some MacroExpansionContext
+    ) throws -> [DeclSyntax] {
+        []
+    }
+}
+
+enum ModelDiagnostic: DiagnosticMessage {
+    case notAClass
+    case notAStoredProperty
+    case attributeAndRelationship
+    case needsExplicitType(String)
+    case keyPathListExpected
+    case unknownProperty(String, String)
+
+    var message: String {
+        switch self {
+        case .notAClass: "@Model applies to a class; a struct, enum or actor cannot be a model"
+        case .notAStoredProperty: "@Attribute and @Relationship apply to stored 'var' properties, not to computed ones"
+        case .attributeAndRelationship: "a property is an attribute or a relationship, not both"
+        case let .needsExplicitType(name): "the persisted property '\(name)' needs an explicit type, e.g. 'var \(name): String'"
+        case .keyPathListExpected: "expected an array of key paths to properties, e.g. [\\.name, \\.startDate]"
+        case let .unknownProperty(name, macro): "#\(macro) names '\(name)', which is not a persisted property of this model"
+        }
+    }
+
+    var diagnosticID: MessageID {
+        let id = switch self {
+        case .notAClass: "notAClass"
+        case .notAStoredProperty: "notAStoredProperty"
+        case .attributeAndRelationship: "attributeAndRelationship"
+        case .needsExplicitType: "needsExplicitType"
+        case .keyPathListExpected: "keyPathListExpected"
+        case .unknownProperty: "unknownProperty"
+        }
+        return MessageID(domain: "LogStoreMacros", id: id)
+    }
+
+    var severity: DiagnosticSeverity { .error }
+}
