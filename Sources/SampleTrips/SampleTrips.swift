@@ -1,31 +1,34 @@
-import Foundation
 import LogStore
 
-/// A trip (WWDC24 SampleTrips). Unique on name + start + end date — inserting a trip with the same
-/// three updates the existing one — and those three are kept in the delete's tombstone.
-public final class Trip: PersistentModel {
-    public static let schemaProperties: [ModelProperty<Trip>] = [
-        .attribute("name", \.name, options: [.preserveValueOnDeletion]),
-        .attribute("destination", \.destination),
-        .attribute("startDate", \.startDate, options: [.preserveValueOnDeletion]),
-        .attribute("endDate", \.endDate, options: [.preserveValueOnDeletion]),
-        .toMany("bucketList", \.bucketList, deleteRule: .cascade),
-        .toOne("livingAccommodation", \.livingAccommodation, deleteRule: .cascade),
-    ]
-    public static let uniquenessConstraints = [["name", "startDate", "endDate"]]
+// The WWDC24 SampleTrips models ("Create a custom data store with SwiftData", "Track model
+// changes with SwiftData history"), in SwiftData's own spelling: only `import SwiftData` became
+// `import LogStore`, and the types are public for the tool, the tests and the benchmarks.
 
-    public let modelState = ModelState()
-    public var name = ""
-    public var destination = ""
-    public var startDate = Date(timeIntervalSince1970: 0)
-    public var endDate = Date(timeIntervalSince1970: 0)
-    public var bucketList: [BucketListItem] = []
+/// A trip. Unique on name + start + end date — inserting a trip with the same three updates the
+/// existing one — and those three are kept in the delete's history tombstone. Deleting a trip
+/// deletes its bucket list and accommodation.
+@Model
+public final class Trip {
+    #Unique<Trip>([\.name, \.startDate, \.endDate])
+    #Index<Trip>([\.name], [\.startDate], [\.endDate], [\.name, \.startDate, \.endDate])
+
+    @Attribute(.preserveValueOnDeletion)
+    public var name: String
+    public var destination: String
+
+    @Attribute(.preserveValueOnDeletion)
+    public var startDate: Date
+
+    @Attribute(.preserveValueOnDeletion)
+    public var endDate: Date
+
+    @Relationship(deleteRule: .cascade, inverse: \BucketListItem.trip)
+    public var bucketList: [BucketListItem] = [BucketListItem]()
+
+    @Relationship(deleteRule: .cascade, inverse: \LivingAccommodation.trip)
     public var livingAccommodation: LivingAccommodation?
 
-    public required init() {}
-
-    public convenience init(name: String, destination: String, startDate: Date, endDate: Date) {
-        self.init()
+    public init(name: String, destination: String, startDate: Date = .now, endDate: Date = .distantFuture) {
         self.name = name
         self.destination = destination
         self.startDate = startDate
@@ -34,24 +37,16 @@ public final class Trip: PersistentModel {
 }
 
 /// Something to do on a trip.
-public final class BucketListItem: PersistentModel {
-    public static let schemaProperties: [ModelProperty<BucketListItem>] = [
-        .attribute("title", \.title),
-        .attribute("details", \.details),
-        .attribute("hasReservation", \.hasReservation),
-        .attribute("isInPlan", \.isInPlan),
-    ]
+@Model
+public final class BucketListItem {
+    public var title: String
+    public var details: String
+    public var hasReservation: Bool
+    public var isInPlan: Bool
 
-    public let modelState = ModelState()
-    public var title = ""
-    public var details = ""
-    public var hasReservation = false
-    public var isInPlan = false
+    public var trip: Trip?
 
-    public required init() {}
-
-    public convenience init(title: String, details: String, hasReservation: Bool = false, isInPlan: Bool = false) {
-        self.init()
+    public init(title: String, details: String, hasReservation: Bool = false, isInPlan: Bool = false) {
         self.title = title
         self.details = details
         self.hasReservation = hasReservation
@@ -60,27 +55,21 @@ public final class BucketListItem: PersistentModel {
 }
 
 /// Where a trip stays.
-public final class LivingAccommodation: PersistentModel {
-    public static let schemaProperties: [ModelProperty<LivingAccommodation>] = [
-        .attribute("address", \.address),
-        .attribute("placeName", \.placeName),
-        .attribute("isConfirmed", \.isConfirmed),
-    ]
+@Model
+public final class LivingAccommodation {
+    public var address: String
+    public var placeName: String
+    public var isConfirmed: Bool
 
-    public let modelState = ModelState()
-    public var address = ""
-    public var placeName = ""
-    public var isConfirmed = false
+    public var trip: Trip?
 
-    public required init() {}
-
-    public convenience init(address: String, placeName: String, isConfirmed: Bool = false) {
-        self.init()
+    public init(address: String, placeName: String, isConfirmed: Bool = false) {
         self.address = address
         self.placeName = placeName
         self.isConfirmed = isConfirmed
     }
 }
 
-/// The SampleTrips model types, for `ModelContainer(for:)`.
+/// The SampleTrips model types, for `ModelContainer(for:)` (naming `Trip` alone is enough: the
+/// others are found through its relationships).
 public var sampleTripsModels: [any PersistentModel.Type] { [Trip.self, BucketListItem.self, LivingAccommodation.self] }

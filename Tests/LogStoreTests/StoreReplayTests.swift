@@ -75,6 +75,7 @@ import Testing
             "title": .string(item.title), "details": .string(item.details),
             "hasReservation": .bool(item.hasReservation),
             "isInPlan": .bool(item.isInPlan),
+            "trip": item.trip.map { .reference($0.persistentModelID) } ?? .null,
         ]
     }
 
@@ -82,6 +83,7 @@ import Testing
         [
             "address": .string(stay.address), "placeName": .string(stay.placeName),
             "isConfirmed": .bool(stay.isConfirmed),
+            "trip": stay.trip.map { .reference($0.persistentModelID) } ?? .null,
         ]
     }
 
