@@ -1,27 +1,26 @@
-// The README's four-step usage, verbatim but for the type name and the directory: if this stops
-// compiling or passing, the README is wrong.
+// The README's four-step usage and its "Queries, uniqueness and time travel" section, verbatim but
+// for the type name, the directory and the expectations: if this stops compiling or passing, the
+// README is wrong.
 import Foundation
 import LogStore
 import LogStoreTestSupport
-// The README's "Queries, uniqueness and time travel" section, verbatim but for the directory and
-// the expectations.
 import SampleTrips
 import Testing
 
-// 1. Declare a model: a final class with its stored properties listed by key path.
-final class ReadmeTrip: PersistentModel {
-    static let schemaProperties: [ModelProperty<ReadmeTrip>] = [
-        .attribute("name", \.name, options: [.preserveValueOnDeletion]),
-        .attribute("destination", \.destination),
-        .attribute("startDate", \.startDate),
-    ]
-    static let uniquenessConstraints = [["name", "startDate"]]  // #Unique: a collision updates
+// 1. Declare a model, as in SwiftData.
+@Model
+final class ReadmeTrip {
+    #Unique<ReadmeTrip>([\.name, \.startDate])  // a colliding insert updates the stored trip
 
-    let modelState = ModelState()
-    var name = ""
-    var destination = ""
-    var startDate = Date()
-    required init() {}
+    @Attribute(.preserveValueOnDeletion) var name: String
+    var destination: String
+    var startDate: Date
+
+    init(name: String, destination: String, startDate: Date) {
+        self.name = name
+        self.destination = destination
+        self.startDate = startDate
+    }
 }
 
 @Test func readmeSnippetRunsAsWritten() throws {
@@ -35,10 +34,7 @@ final class ReadmeTrip: PersistentModel {
 
     // 3. Insert and save through a context: one save, one durable transaction record.
     let context = ModelContext(container)
-    let trip = ReadmeTrip()
-    trip.name = "Lisbon"
-    trip.destination = "Portugal"
-    context.insert(trip)
+    context.insert(ReadmeTrip(name: "Lisbon", destination: "Portugal", startDate: .now))
     try context.save()
 
     // 4. Fetch with Foundation's #Predicate and SortDescriptor.
@@ -48,6 +44,7 @@ final class ReadmeTrip: PersistentModel {
     descriptor.fetchLimit = 10
     let trips = try context.fetch(descriptor)
     #expect(trips.map(\.name) == ["Lisbon"])
+    #expect(container.schema.entity(named: "ReadmeTrip")?.uniquenessConstraints == [["name", "startDate"]])
 }
 
 @Test func readmeQueriesSectionRunsAsWritten() throws {
