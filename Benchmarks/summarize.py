@@ -40,6 +40,7 @@ FIGURES = [
 MODEL_ENTRIES = lambda p: [
     ("ModelContext, new context per save", f"{p}.ctx"),
     ("ModelContext, long-lived context", f"{p}.ctx.long"),
+    ("ModelContext, long-lived context holding 10,000 models", f"{p}.ctx.long10k"),
     ("store.save, no context", f"{p}.store"),
 ]
 MODEL_FIGURES = [
@@ -594,6 +595,10 @@ def floors_section(results):
         if checkpoint and checkpoint["opsPerSecond"]:
             checks.append(("P5: open from a checkpoint ÷ full replay (time)", replay["opsPerSecond"] / checkpoint["opsPerSecond"], 0.10, "≤"))
     checks += p6_floor_checks(results)
+    # Issue #11: a long-lived context holding 10,000 models saves about as fast as a new one.
+    long_lived = ratio("P1.ctx.long10k", "P1.ctx")
+    if long_lived is not None:
+        checks.append(("P1-ctx long-lived context with 10,000 models ÷ new context per save", long_lived, 0.9, "≥"))
     # P7: log bytes per one-Trip save ÷ SQLite's file bytes per row (table + unique index + history).
     p7 = next((results[k] for k in ("P1.ctx", "P1.store") if results.get(k, {}).get("counters", {}).get("saves")), None)
     sqlite_row = fact_median(results["sqlite.model.full.1"], "bytesPerRow") if results.get("sqlite.model.full.1") else None
@@ -611,7 +616,7 @@ def floors_section(results):
         lines.append(f"| {label} | **{fmt_ratio(value)}** | {sense} {floor:g} | {'met' if met else 'missed'} |")
     if not lines:
         return []
-    return ["## Floors (issue #6)\n", "| Figure | this run | floor | |", "|:--|--:|--:|:--|"] + lines + [""]
+    return ["## Floors (issues #6 and #11)\n", "| Figure | this run | floor | |", "|:--|--:|--:|:--|"] + lines + [""]
 
 
 def main():

@@ -527,9 +527,9 @@ import Testing
                     ]))
         }
         let header = CheckpointHeader(
-            storeID: store, offset: 12345, lastToken: HistoryToken(storeIdentifier: store, offset: 99, check: 7),
+            storeID: store, offset: 12345, lastToken: DefaultHistoryToken(storeIdentifier: store, offset: 99, check: 7),
             table: table, sequenceEnd: state.sequenceEnd, lastTimestampMicroseconds: 1_000_000,
-            lowWaterMark: HistoryToken(storeIdentifier: store, offset: 50, check: 3),
+            lowWaterMark: DefaultHistoryToken(storeIdentifier: store, offset: 50, check: 3),
             bookmarks: [CheckpointBookmark(name: "sync", token: nil, lastActivityMicroseconds: 5)])
         var encoder = CheckpointEncoder()
         encoder.chunkByteCountTarget = 2000

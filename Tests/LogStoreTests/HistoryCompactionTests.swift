@@ -46,7 +46,7 @@ import Testing
     @Test func timeTravelAfterCompactionStartsFromTheCheckpointAtL() throws {
         let fileSystem = SimulatedFileSystem()
         let (container, store) = try H.open(fileSystem, segmentByteCountMax: 1024)
-        var tokens: [HistoryToken] = []
+        var tokens: [DefaultHistoryToken] = []
         for number in 0..<40 { tokens.append(try H.saveTrip(container, number)) }
         let cutoff = tokens[30]
         try store.deleteHistory(HistoryDescriptor(predicate: #Predicate { $0.token <= cutoff }))
@@ -66,7 +66,7 @@ import Testing
     /// retained history instead of throwing `historyTokenInvalid`.
     @Test func aTokenInsideTheLowWaterMarksDeletedRecordIsInvalid() throws {
         let (container, store) = try H.open(SimulatedFileSystem(), segmentByteCountMax: 1024)
-        var tokens: [HistoryToken] = []
+        var tokens: [DefaultHistoryToken] = []
         for number in 0..<40 { tokens.append(try H.saveTrip(container, number)) }
         // L = a transaction that is the last record of its segment, so its segment is deleted.
         let bases = Set(store.log.segmentBaseOffsets)
@@ -74,7 +74,7 @@ import Testing
         let mark = tokens[index]
         try store.deleteHistory(HistoryDescriptor(predicate: #Predicate { $0.token <= mark }))
         #expect(store.log.startOffset == tokens[index + 1].offset)
-        let forged = HistoryToken(storeIdentifier: mark.storeIdentifier, offset: mark.offset + 1, check: 0)
+        let forged = DefaultHistoryToken(storeIdentifier: mark.storeIdentifier, offset: mark.offset + 1, check: 0)
         #expect {
             try store.fetchHistory(H.after(forged))
         } throws: { error in

@@ -19,7 +19,7 @@ import Testing
     /// bookmark already behind L that is a no-op, not an error.
     @Test func aBookmarkBehindDeletedHistoryHoldsNothingBack() throws {
         let (container, store) = try H.open(SimulatedFileSystem(), segmentByteCountMax: 1024)
-        var tokens: [HistoryToken] = []
+        var tokens: [DefaultHistoryToken] = []
         for number in 0..<40 { tokens.append(try H.saveTrip(container, number)) }
         try store.registerHistoryConsumer("sync", after: tokens[2])
         let cutoff = tokens[30]
@@ -40,7 +40,7 @@ import Testing
     /// skips it), which moves the bookmark behind L without any force.
     @Test func registeringOrAcknowledgingAnExpiredTokenIsRefused() throws {
         let (container, store) = try H.open(SimulatedFileSystem(), segmentByteCountMax: 1024)
-        var tokens: [HistoryToken] = []
+        var tokens: [DefaultHistoryToken] = []
         for number in 0..<40 { tokens.append(try H.saveTrip(container, number)) }
         let cutoff = tokens[30]
         try store.deleteHistory(HistoryDescriptor(predicate: #Predicate { $0.token <= cutoff }))
@@ -63,7 +63,7 @@ import Testing
     @Test func aRegistrationSurvivesAPowerCutAndHoldsItsHistory() throws {
         let fileSystem = SimulatedFileSystem()
         let (container, store) = try H.open(fileSystem, segmentByteCountMax: 1024)
-        var tokens: [HistoryToken] = []
+        var tokens: [DefaultHistoryToken] = []
         for number in 0..<20 { tokens.append(try H.saveTrip(container, number)) }
         try store.registerHistoryConsumer("sync", after: tokens[3])
         #expect(store.historyConsumers.map(\.name) == ["sync"])

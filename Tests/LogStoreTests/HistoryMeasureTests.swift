@@ -49,11 +49,11 @@ import Testing
         }
         try store.log.sync()
         let near = positions[count - 1_001]
-        let token = HistoryToken(storeIdentifier: store.log.storeID, offset: near.offset, check: near.payloadCRC)
+        let token = DefaultHistoryToken(storeIdentifier: store.log.storeID, offset: near.offset, check: near.payloadCRC)
         var tokenOnly = HistoryDescriptor<DefaultHistoryTransaction>(predicate: #Predicate { $0.token > token })
         tokenOnly.fetchLimit = 1_000
         let farther = positions[count - 10_001]
-        let widgetToken = HistoryToken(
+        let widgetToken = DefaultHistoryToken(
             storeIdentifier: store.log.storeID, offset: farther.offset, check: farther.payloadCRC)
         var byAuthor = HistoryDescriptor<DefaultHistoryTransaction>(
             predicate: #Predicate {
@@ -104,7 +104,7 @@ import Testing
         let trips = store.allSnapshots()[Trip.entityName]!.map(\.persistentIdentifier)
         let table = store.inner.withLock { $0.table }
         var random = CheckpointTests.Random(state: 7)
-        var tokens: [HistoryToken] = []
+        var tokens: [DefaultHistoryToken] = []
         var round = 0
         while store.log.writtenEnd < target {
             round += 1
@@ -116,7 +116,7 @@ import Testing
                 processIdentifier: LogStore.processIdentifier, changes: changes)
             let position = try store.log.write(record.encoded(table: table), type: .transaction)
             tokens.append(
-                HistoryToken(storeIdentifier: store.log.storeID, offset: position.offset, check: position.payloadCRC))
+                DefaultHistoryToken(storeIdentifier: store.log.storeID, offset: position.offset, check: position.payloadCRC))
         }
         try store.log.sync()
         let logBytes = store.log.writtenEnd

@@ -33,9 +33,12 @@ import Testing
     for transaction in changes {
         for change in transaction.changes {
             switch change {
-            case .insert(let insert): print("inserted", insert.changedPersistentIdentifier, insert.values)
-            case .update(let update): print("updated", update.updatedAttributes, update[\Trip.destination] ?? "")
-            case .delete(let delete): print("deleted", delete.tombstone[\Trip.name] ?? "")  // preserveValueOnDeletion
+            case .insert(let insert as DefaultHistoryInsert<Trip>): print("inserted", insert[\.name] ?? "")
+            case .update(let update as DefaultHistoryUpdate<Trip>):
+                print("updated", update.updatedAttributeNames, update[\.destination] ?? "")  // names and new values
+            case .delete(let delete as DefaultHistoryDelete<Trip>):
+                print("deleted", delete.tombstone[\.name] ?? "")  // .preserveValueOnDeletion
+            default: print("changed", change.changedPersistentIdentifier)  // other models
             }
         }
     }

@@ -26,7 +26,7 @@ import Testing
 
     /// Saves one trip per call through a fresh context and returns the save's token.
     @discardableResult
-    static func saveTrip(_ container: ModelContainer, _ number: Int, author: String? = nil) throws -> HistoryToken {
+    static func saveTrip(_ container: ModelContainer, _ number: Int, author: String? = nil) throws -> DefaultHistoryToken {
         let context = ModelContext(container)
         context.author = author
         context.insert(
@@ -37,9 +37,9 @@ import Testing
         return try #require(container.dataStore(as: LogStore.self)!.currentToken)
     }
 
-    static func tokens(_ transactions: [DefaultHistoryTransaction]) -> [HistoryToken] { transactions.map(\.token) }
+    static func tokens(_ transactions: [DefaultHistoryTransaction]) -> [DefaultHistoryToken] { transactions.map(\.token) }
 
-    static func after(_ token: HistoryToken) -> HistoryDescriptor<DefaultHistoryTransaction> {
+    static func after(_ token: DefaultHistoryToken) -> HistoryDescriptor<DefaultHistoryTransaction> {
         HistoryDescriptor(predicate: #Predicate { $0.token > token })
     }
 
@@ -72,21 +72,21 @@ import Testing
         rome.destination = "Lazio"
         try app.save()
 
-        let token = try JSONDecoder().decode(HistoryToken.self, from: savedJSON)
+        let token = try JSONDecoder().decode(DefaultHistoryToken.self, from: savedJSON)
         let descriptor = HistoryDescriptor<DefaultHistoryTransaction>(
             predicate: #Predicate { $0.token > token && $0.author == "widget" })
         let transactions = try app.fetchHistory(descriptor)
         #expect(transactions.count == 1)
         let changes = try #require(transactions.first?.changes)
         #expect(changes.count == 1)
-        guard case .update(let update) = changes.first else {
-            Issue.record("expected an update, got \(changes)")
+        guard case .update(let update as DefaultHistoryUpdate<LivingAccommodation>) = changes.first else {
+            Issue.record("expected an update of a LivingAccommodation, got \(changes)")
             return
         }
         #expect(update.changedPersistentIdentifier == paris.livingAccommodation?.persistentModelID)
-        #expect(update.updatedAttributes == ["isConfirmed"])
+        #expect(update.updatedAttributeNames == ["isConfirmed"])
         #expect(update[\LivingAccommodation.isConfirmed] == true)
-        #expect(update.updatedAttributes(of: LivingAccommodation.self) == [\LivingAccommodation.isConfirmed])
+        #expect(update.updatedAttributes.map { $0 as AnyKeyPath } == [\LivingAccommodation.isConfirmed])
         #expect(transactions.first?.author == "widget")
         #expect(transactions.first?.processIdentifier == LogStore.processIdentifier)
         #expect(transactions.first?.storeIdentifier == store.identifier)
@@ -98,18 +98,28 @@ import Testing
         // destination. Its accommodation goes with it (cascade), as its own change.
         app.delete(rome)
         try app.save()
-        let deletion = try #require(try store.fetchHistory(Self.after(newToken)).last)
-        let tombstones = deletion.changes.compactMap { change -> HistoryDelete? in
+        let deletion = try #require(try app.fetchHistory(Self.after(newToken)).last)
+        let deletes = deletion.changes.compactMap { change -> (any HistoryDelete)? in
             if case .delete(let delete) = change { return delete }
             return nil
         }
-        #expect(tombstones.count == 2)
-        let tripTombstone = try #require(tombstones.first { $0.tombstone.entityName == Trip.entityName }).tombstone
+        #expect(deletes.count == 2)
+        let tripDelete = try #require(deletes.compactMap { $0 as? DefaultHistoryDelete<Trip> }.first)
+        let tripTombstone = tripDelete.tombstone
         #expect(tripTombstone[\Trip.name] == "Rome")
         #expect(tripTombstone[\Trip.startDate] == day(20))
         #expect(tripTombstone[\Trip.destination] == nil)
         #expect(tripTombstone["endDate"] == .date(day(25)))
-        #expect(tombstones.contains { $0.changedPersistentIdentifier.entityName == LivingAccommodation.entityName })
+        #expect(deletes.contains { $0.changedPersistentIdentifier.entityName == LivingAccommodation.entityName })
+        // Read without the model types (the store itself, the tool), the same change answers by names.
+        let untyped = try #require(try store.fetchHistory(Self.after(newToken)).last)
+        #expect(untyped.changes == deletion.changes)
+        guard case .delete(let untypedDelete) = untyped.changes.first(where: { $0.changedPersistentIdentifier == tripDelete.changedPersistentIdentifier }) else {
+            Issue.record("expected the trip's delete")
+            return
+        }
+        #expect(untypedDelete is DefaultHistoryDelete<UntypedModel>)
+        #expect(untypedDelete.tombstoneValues["name"] == .string("Rome"))
     }
 
     // MARK: Fetch semantics
@@ -144,7 +154,7 @@ import Testing
     /// Limits, sorts, inclusive and exclusive bounds on both sides, bounds written either way round.
     @Test func tokenBoundsLimitsAndSorts() throws {
         let (container, store) = try Self.open(SimulatedFileSystem())
-        var tokens: [HistoryToken] = []
+        var tokens: [DefaultHistoryToken] = []
         for number in 0..<10 {
             tokens.append(try Self.saveTrip(container, number, author: number.isMultiple(of: 2) ? "even" : nil))
         }
@@ -174,15 +184,15 @@ import Testing
         let (container, store) = try Self.open(SimulatedFileSystem())
         let token = try Self.saveTrip(container, 1)
         try Self.saveTrip(container, 2)
-        let foreign = HistoryToken(storeIdentifier: UUID(), offset: token.offset, check: token.check)
+        let foreign = DefaultHistoryToken(storeIdentifier: UUID(), offset: token.offset, check: token.check)
         #expect(throws: LogStoreError.historyTokenOfAnotherStore(foreign, store: store.log.storeID)) {
             try store.fetchHistory(Self.after(foreign))
         }
-        let beyond = HistoryToken(storeIdentifier: token.storeIdentifier, offset: store.logEndOffset + 10, check: 1)
+        let beyond = DefaultHistoryToken(storeIdentifier: token.storeIdentifier, offset: store.logEndOffset + 10, check: 1)
         #expect(throws: LogStoreError.historyTokenBeyondEnd(beyond, end: store.logEndOffset)) {
             try store.fetchHistory(Self.after(beyond))
         }
-        let wrongCheck = HistoryToken(
+        let wrongCheck = DefaultHistoryToken(
             storeIdentifier: token.storeIdentifier, offset: token.offset, check: token.check ^ 1)
         do {
             _ = try store.fetchHistory(Self.after(wrongCheck))
@@ -190,7 +200,7 @@ import Testing
         } catch let error as LogStoreError where error.code == .historyTokenInvalid {
             #expect(error.token == wrongCheck)
         }
-        let inside = HistoryToken(storeIdentifier: token.storeIdentifier, offset: token.offset + 1, check: token.check)
+        let inside = DefaultHistoryToken(storeIdentifier: token.storeIdentifier, offset: token.offset + 1, check: token.check)
         #expect {
             try store.fetchHistory(HistoryDescriptor(predicate: #Predicate { $0.token < inside }))
         } throws: { error in
@@ -230,7 +240,7 @@ import Testing
     @Test func deletingHistoryExpiresOlderTokens() throws {
         let fileSystem = SimulatedFileSystem()
         var (container, store) = try Self.open(fileSystem, segmentByteCountMax: 1024)
-        var tokens: [HistoryToken] = []
+        var tokens: [DefaultHistoryToken] = []
         for number in 0..<40 { tokens.append(try Self.saveTrip(container, number)) }
         let stateBefore = store.allSnapshots()
         let segmentsBefore = store.log.segmentBaseOffsets.count
@@ -271,7 +281,7 @@ import Testing
     @Test func aCompactedStoreVerifiesAndNeedsItsCheckpoint() throws {
         let fileSystem = SimulatedFileSystem()
         let (container, store) = try Self.open(fileSystem, segmentByteCountMax: 1024)
-        var tokens: [HistoryToken] = []
+        var tokens: [DefaultHistoryToken] = []
         for number in 0..<30 { tokens.append(try Self.saveTrip(container, number)) }
         let cutoff = tokens[20]
         try store.deleteHistory(HistoryDescriptor(predicate: #Predicate { $0.token <= cutoff }))
@@ -306,7 +316,7 @@ import Testing
     @Test func compactionFreesSpaceOnAFullDisk() throws {
         let fileSystem = SimulatedFileSystem()
         let (container, store) = try Self.open(fileSystem, segmentByteCountMax: 1024)
-        var tokens: [HistoryToken] = []
+        var tokens: [DefaultHistoryToken] = []
         for number in 0..<30 { tokens.append(try Self.saveTrip(container, number)) }
         let cutoff = tokens[20]
         // The first attempt records L (checkpoint written) but cannot delete the segments.
@@ -384,7 +394,7 @@ import Testing
     @Test func consumersHoldHistoryBack() throws {
         let fileSystem = SimulatedFileSystem()
         var (container, store) = try Self.open(fileSystem, segmentByteCountMax: 1024)
-        var tokens: [HistoryToken] = []
+        var tokens: [DefaultHistoryToken] = []
         for number in 0..<20 { tokens.append(try Self.saveTrip(container, number)) }
         try store.registerHistoryConsumer("sync", after: tokens[5])
         try store.registerHistoryConsumer("widget")
@@ -427,7 +437,7 @@ import Testing
         var random = CheckpointTests.Random(state: UInt64(seed) &* 7919 &+ 11)
         var names = 0
         let (container, store) = try Self.open(SimulatedFileSystem(), segmentByteCountMax: 2048)
-        var saves: [HistoryToken] = []
+        var saves: [DefaultHistoryToken] = []
         for _ in 0..<30 {
             let before = store.currentToken
             try CheckpointTests.randomSaves(container, count: 1, random: &random, names: &names)
@@ -469,7 +479,7 @@ import Testing
         for seed in 0..<3 {
             let fileSystem = SimulatedFileSystem()
             let (container, store) = try Self.open(fileSystem, segmentByteCountMax: 1024)
-            var tokens: [HistoryToken] = []
+            var tokens: [DefaultHistoryToken] = []
             for number in 0..<30 { tokens.append(try Self.saveTrip(container, number)) }
             if seed == 1 { _ = try store.checkpoint() }
             let count = seed == 2 ? 34 : 40
@@ -533,8 +543,8 @@ import Testing
         let (container, store) = try H.open(SimulatedFileSystem())
         let first = try H.saveTrip(container, 0)
         let second = try H.saveTrip(container, 1)
-        let received = Task { () -> [HistoryToken] in
-            var tokens: [HistoryToken] = []
+        let received = Task { () -> [DefaultHistoryToken] in
+            var tokens: [DefaultHistoryToken] = []
             for try await transaction in store.historyTail(after: first) {
                 tokens.append(transaction.token)
                 if tokens.count == 3 { break }
@@ -575,7 +585,7 @@ import Testing
     /// A tail whose position history deletion passes throws historyTokenExpired with L.
     @Test func theTailExpiresWhenDeletionPassesIt() async throws {
         let (container, store) = try H.open(SimulatedFileSystem())
-        var tokens: [HistoryToken] = []
+        var tokens: [DefaultHistoryToken] = []
         for number in 0..<4 { tokens.append(try H.saveTrip(container, number)) }
         var iterator = store.historyTail(after: tokens[0]).makeAsyncIterator()
         #expect(try await iterator.next()?.token == tokens[1])
@@ -593,7 +603,7 @@ import Testing
     /// is then dropped (its next fetch from its bookmark expires).
     @Test func retentionLimitsHistoryAndDropsLaggingConsumers() throws {
         let (container, store) = try H.open(SimulatedFileSystem(), segmentByteCountMax: 1024)
-        var tokens: [HistoryToken] = []
+        var tokens: [DefaultHistoryToken] = []
         for number in 0..<60 { tokens.append(try H.saveTrip(container, number)) }
         try store.registerHistoryConsumer("laggard", after: tokens[3])
         let byBytes = HistoryRetention(historyByteCountMax: 2048)
@@ -667,7 +677,7 @@ import Testing
             positions.reserveCapacity(count)
             for _ in 0..<count { positions.append(try store.log.write(payload, type: .transaction)) }
             let near = positions[count - 1_001]
-            let token = HistoryToken(storeIdentifier: store.log.storeID, offset: near.offset, check: near.payloadCRC)
+            let token = DefaultHistoryToken(storeIdentifier: store.log.storeID, offset: near.offset, check: near.payloadCRC)
             var descriptor = H.after(token)
             descriptor.fetchLimit = 1_000
             let fetched = try store.fetchHistoryCounting(descriptor)
@@ -700,7 +710,7 @@ import Testing
         var random = CheckpointTests.Random(state: UInt64(seed) &+ 77)
         let (container, store) = try HistoryTests.open(SimulatedFileSystem())
         let authors: [String?] = [nil, "app", "App", "widget", "caf\u{e9}", "cafe\u{301}", ""]
-        var tokens: [HistoryToken] = []
+        var tokens: [DefaultHistoryToken] = []
         for number in 0..<24 {
             tokens.append(try HistoryTests.saveTrip(container, number, author: authors.randomElement(using: &random)!))
         }

@@ -59,7 +59,7 @@ import Testing
 
     @Test func theFieldsSayWhereTheErrorApplies() {
         let expired = LogStoreError.historyTokenExpired(
-            resumeToken: HistoryToken(storeIdentifier: UUID(), offset: 7, check: 1))
+            resumeToken: DefaultHistoryToken(storeIdentifier: UUID(), offset: 7, check: 1))
         #expect(expired.resumeToken?.offset == 7)
         #expect(expired.message.contains("token > resumeToken"))
         let denied = LogStoreError.deleteDenied(Self.identifier, relationship: "trips", related: Self.identifier)
@@ -67,7 +67,7 @@ import Testing
         #expect(denied.attribute == "trips")
         #expect(denied.identifier == Self.identifier)
         let beyond = LogStoreError.historyTokenBeyondEnd(
-            HistoryToken(storeIdentifier: UUID(), offset: 90, check: 1), end: 80)
+            DefaultHistoryToken(storeIdentifier: UUID(), offset: 90, check: 1), end: 80)
         #expect(beyond.code == .historyPositionPastEnd)
         #expect(beyond.token?.offset == 90)
     }

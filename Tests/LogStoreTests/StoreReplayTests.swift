@@ -19,9 +19,9 @@ import Testing
 
     /// A few saves of every kind: inserts with relationships, an update from another context, an
     /// upsert, and a delete that cascades. Returns the token and the store's snapshots after each.
-    static func saveHistory(_ container: ModelContainer) throws -> [(HistoryToken, [String: [DefaultSnapshot]])] {
+    static func saveHistory(_ container: ModelContainer) throws -> [(DefaultHistoryToken, [String: [DefaultSnapshot]])] {
         let store = container.dataStore(as: LogStore.self)!
-        var history: [(HistoryToken, [String: [DefaultSnapshot]])] = []
+        var history: [(DefaultHistoryToken, [String: [DefaultSnapshot]])] = []
         func record() { history.append((store.currentToken!, store.allSnapshots())) }
 
         let app = ModelContext(container)
@@ -133,7 +133,7 @@ import Testing
 
     @Test func replayThroughATokenIsTheStateRightAfterThatSave() throws {
         let fileSystem = SimulatedFileSystem()
-        let history: [(HistoryToken, [String: [DefaultSnapshot]])]
+        let history: [(DefaultHistoryToken, [String: [DefaultSnapshot]])]
         do {
             let container = try Self.container(fileSystem)
             history = try Self.saveHistory(container)

@@ -10,7 +10,7 @@ import Testing
 
 /// `LogStore.replay(directory:until:)` and `logstore replay --until`.
 @Suite struct TimeTravelTests {
-    static func json(_ token: HistoryToken) throws -> String {
+    static func json(_ token: DefaultHistoryToken) throws -> String {
         String(decoding: try JSONEncoder().encode(token), as: UTF8.self)
     }
 
@@ -66,11 +66,11 @@ import Testing
         func replay(_ position: HistoryPosition) throws(LogStoreError) -> StoreState {
             try LogStore.replay(directory: directory, fileSystem: fileSystem, until: position)
         }
-        let foreign = HistoryToken(storeIdentifier: UUID(), offset: token.offset, check: token.check)
+        let foreign = DefaultHistoryToken(storeIdentifier: UUID(), offset: token.offset, check: token.check)
         #expect(throws: LogStoreError.historyTokenOfAnotherStore(foreign, store: token.storeIdentifier)) {
             try replay(.token(foreign))
         }
-        let wrongCheck = HistoryToken(
+        let wrongCheck = DefaultHistoryToken(
             storeIdentifier: token.storeIdentifier, offset: token.offset, check: token.check ^ 1)
         #expect {
             try replay(.token(wrongCheck))
@@ -133,8 +133,8 @@ import Testing
         #expect(!ReplayCommand.text(fourth).contains("Lisbon"))
 
         let token = history[0].0
-        let foreign = HistoryToken(storeIdentifier: UUID(), offset: token.offset, check: token.check)
-        let badCheck = HistoryToken(
+        let foreign = DefaultHistoryToken(storeIdentifier: UUID(), offset: token.offset, check: token.check)
+        let badCheck = DefaultHistoryToken(
             storeIdentifier: token.storeIdentifier, offset: token.offset, check: token.check &+ 1)
         for bad in [
             "not a position", try Self.json(foreign), try Self.json(badCheck), "999999999", String(token.offset + 1),
@@ -159,7 +159,7 @@ import Testing
         required init() {}
     }
 
-    static func changes(at token: HistoryToken, of store: LogStore) throws -> [ResolvedChange] {
+    static func changes(at token: DefaultHistoryToken, of store: LogStore) throws -> [ResolvedChange] {
         let record = try #require(try store.log.firstRecord(atOrAfter: token.offset))
         #expect(record.offset == token.offset && record.type == .transaction)
         let table = store.inner.withLock { $0.table }

@@ -14,7 +14,7 @@ import Testing
             #expect(lines.first?.hasPrefix("LogStore tour, round \(round):") == true)
             let saved = try #require(lines.first { $0.hasPrefix("history the app saves its token: ") })
             let tokenJSON = String(saved.dropFirst("history the app saves its token: ".count))
-            let token = try JSONDecoder().decode(HistoryToken.self, from: Data(tokenJSON.utf8))
+            let token = try JSONDecoder().decode(DefaultHistoryToken.self, from: Data(tokenJSON.utf8))
             #expect(
                 lines.contains(#"fetchHistory #Predicate { $0.token > saved && $0.author == "widget" }: 1 transaction"#)
             )

@@ -26,9 +26,9 @@ final class TemporaryStore {
     func saveTrips(
         _ authors: [String?], segmentByteCountMax: UInt64 = 64 * 1024 * 1024,
         before: ((LogStore) throws -> Void)? = nil
-    ) throws -> [HistoryToken] {
+    ) throws -> [DefaultHistoryToken] {
         let (container, store) = try open(segmentByteCountMax: segmentByteCountMax)
-        var tokens: [HistoryToken] = []
+        var tokens: [DefaultHistoryToken] = []
         for (number, author) in authors.enumerated() {
             let context = ModelContext(container)
             context.author = author
@@ -79,7 +79,7 @@ func usageExitCode(_ arguments: [String]) -> Int32? {
         #expect(first["author"] is NSNull)
         #expect(first["transactionIdentifier"] as? String == String(tokens[2].offset))
         let token = try JSONDecoder().decode(
-            HistoryToken.self,
+            DefaultHistoryToken.self,
             from: JSONSerialization.data(withJSONObject: try #require(first["token"])))
         #expect(token == tokens[2])
         let timestamp = try #require(first["timestamp"] as? String)

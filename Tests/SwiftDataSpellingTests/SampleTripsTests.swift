@@ -111,6 +111,42 @@ import Testing
         #expect(trips.map(\.destination) == ["Douro"])
     }
 
+    @Test func aFetchIsNotAChangeAndRollbackRestoresTrackedModels() throws {
+        let container = try Self.container(SimulatedFileSystem())
+        let context = ModelContext(container)
+        context.insert(Self.lisbon())
+        try context.save()
+        let other = ModelContext(container)
+        let trip = try #require(try other.fetch(FetchDescriptor<Trip>()).first)
+        #expect(!other.hasChanges)
+        trip.destination = "Spain"
+        #expect(other.hasChanges)
+        other.rollback()
+        #expect(trip.destination == "Portugal")
+        #expect(!other.hasChanges)
+        // Setting a value back to the saved one is no change either.
+        trip.destination = "Spain"
+        trip.destination = "Portugal"
+        #expect(!other.hasChanges)
+    }
+
+    @Test func aFailedSaveKeepsTrackedChangesPending() throws {
+        var configuration = LogStoreConfiguration(directory: "/trips", fileSystem: SimulatedFileSystem())
+        configuration.uniqueCollisionPolicy = .throw
+        let container = try ModelContainer(for: Trip.self, configurations: configuration)
+        let context = ModelContext(container)
+        context.insert(Trip(name: "A", destination: "x", startDate: Self.start, endDate: Self.start))
+        context.insert(Trip(name: "B", destination: "y", startDate: Self.start, endDate: Self.start))
+        try context.save()
+        let trips = try context.fetch(FetchDescriptor<Trip>(sortBy: [SortDescriptor(\.name)]))
+        trips[1].name = "A"  // collides with the first trip
+        #expect(throws: LogStoreError.self) { try context.save() }
+        #expect(context.hasChanges)
+        trips[1].name = "C"
+        try context.save()
+        #expect(try ModelContext(container).fetch(FetchDescriptor<Trip>()).map(\.name).sorted() == ["A", "C"])
+    }
+
     @Test func observationSeesModelChanges() throws {
         let trip = Trip(name: "Faro", destination: "Portugal")
         let changed = ChangeFlag()

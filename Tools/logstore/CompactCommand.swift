@@ -118,7 +118,7 @@ struct CompactCommand: ParsableCommand {
         // A read-only open first: a missing directory or one that is not a store fails here
         // instead of becoming a new, empty store.
         do { try Log.openReadOnly(directory: directory).close() } catch { throw LogStoreError.log(error) }
-        var throughToken: HistoryToken?
+        var throughToken: DefaultHistoryToken?
         if case .through(let position) = mode {
             do {
                 throughToken = try position.resolve(in: directory)
@@ -153,8 +153,8 @@ struct CompactCommand: ParsableCommand {
 /// What `logstore compact` did, as text or JSON.
 struct CompactionReport: Encodable, Equatable {
     var directory: String
-    var previousLowWaterMark: HistoryToken?
-    var lowWaterMark: HistoryToken?
+    var previousLowWaterMark: DefaultHistoryToken?
+    var lowWaterMark: DefaultHistoryToken?
     /// Whether the low-water mark moved (history was deleted).
     var deletedHistory: Bool
     /// The segment file names deleted, oldest first.

@@ -132,7 +132,7 @@ struct TripsTour {
         say("")
         // The app keeps its token as JSON (in UserDefaults, say).
         let savedJSON = try JSONEncoder().encode(store.currentToken)
-        let saved = try JSONDecoder().decode(HistoryToken.self, from: savedJSON)
+        let saved = try JSONDecoder().decode(DefaultHistoryToken.self, from: savedJSON)
         say("history the app saves its token: \(saved.json)")
 
         reykjavik.livingAccommodation = LivingAccommodation(address: "Laugavegur 11", placeName: "Hótel Borg")
@@ -159,7 +159,7 @@ struct TripsTour {
                     switch change {
                     case .insert(let insert): ("insert", insert.values)
                     case .update(let update): ("update", update.values)
-                    case .delete(let delete): ("delete", delete.tombstone.values)
+                    case .delete(let delete): ("delete", delete.tombstoneValues)
                     }
                 say(
                     "          token@\(transaction.transactionIdentifier) \(kind) \(Self.short(change.changedPersistentIdentifier)) "

@@ -77,7 +77,7 @@ struct HistoryCommand: ParsableCommand {
     }
 
     /// What `historyTokenExpired` means here and how to resume, in one sentence.
-    static func expiredSentence(directory: String, position: HistoryPosition?, resumeToken: HistoryToken) -> String {
+    static func expiredSentence(directory: String, position: HistoryPosition?, resumeToken: DefaultHistoryToken) -> String {
         "History up to \(position?.text ?? "that position") has been deleted (historyTokenExpired): the store keeps the "
             + "transactions after \(resumeToken.json); resume with `logstore history \(directory) --after "
             + "'\(resumeToken.json)'` (the changes in between are gone)."
@@ -118,7 +118,7 @@ struct HistoryCommand: ParsableCommand {
                     switch change {
                     case .insert(let insert): ("insert", insert.values)
                     case .update(let update): ("update", update.values)
-                    case .delete(let delete): ("delete", delete.tombstone.values)
+                    case .delete(let delete): ("delete", delete.tombstoneValues)
                     }
                 let shown = values.sorted { $0.key < $1.key }.map { "\($0.key)=\(ReplayText.cell($0.value))" }
                 rows.append([
@@ -155,12 +155,12 @@ struct HistoryTransactionJSON: Encodable {
             switch change {
             case .insert(let insert): (kind, values) = ("insert", insert.values)
             case .update(let update): (kind, values) = ("update", update.values)
-            case .delete(let delete): (kind, tombstone) = ("delete", delete.tombstone.values)
+            case .delete(let delete): (kind, tombstone) = ("delete", delete.tombstoneValues)
             }
         }
     }
 
-    var token: HistoryToken
+    var token: DefaultHistoryToken
     /// The token's offset, as a decimal string like the token's.
     var transactionIdentifier: String
     var author: String?

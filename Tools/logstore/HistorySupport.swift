@@ -27,7 +27,7 @@ func reportingFailures<Result>(_ body: () throws -> Result) throws(ExitCode) -> 
     }
 }
 
-extension HistoryToken {
+extension DefaultHistoryToken {
     /// The D6 JSON form, keys in its order: `{"v":1,"store":"<UUID>","offset":"<decimal>","check":<u32>}`.
     var json: String { jsonString }
 }
@@ -40,7 +40,7 @@ extension HistoryPosition {
         let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
         if trimmed.hasPrefix("{") {
             do {
-                return .token(try JSONDecoder().decode(HistoryToken.self, from: Data(trimmed.utf8)))
+                return .token(try JSONDecoder().decode(DefaultHistoryToken.self, from: Data(trimmed.utf8)))
             } catch {
                 throw ValidationError(
                     "'\(text)' is not a history token: expected "
@@ -76,7 +76,7 @@ extension HistoryPosition {
     /// offset below the low-water mark L throws ``LogStoreError/historyTokenExpired(resumeToken:)``
     /// (L itself resolves to L); one that is not the start of a transaction record throws a
     /// ``CommandFailure`` naming the next transaction.
-    func resolve(in directory: String) throws -> HistoryToken {
+    func resolve(in directory: String) throws -> DefaultHistoryToken {
         let offset: UInt64
         switch self {
         case .token(let token): return token
@@ -104,7 +104,7 @@ extension HistoryPosition {
         var next: UInt64?
         while let record = try records.next() {
             if record.offset == offset && record.type == .transaction {
-                return HistoryToken(storeIdentifier: log.storeID, offset: offset, check: record.payloadCRC)
+                return DefaultHistoryToken(storeIdentifier: log.storeID, offset: offset, check: record.payloadCRC)
             }
             if record.type == .transaction && record.offset > offset {
                 next = record.offset

@@ -193,7 +193,7 @@ struct ReplayJSON: Encodable {
     var storeID: String
     var schemaVersion: UInt32?
     var transactions: Int
-    var lastToken: HistoryToken?
+    var lastToken: DefaultHistoryToken?
     /// The checkpoint the fold started from (time travel), if any.
     var checkpoint: String?
     /// Attribute names per entity, in the stored schema's order.

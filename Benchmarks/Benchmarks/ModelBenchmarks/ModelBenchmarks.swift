@@ -60,6 +60,14 @@ enum ModelSuite {
                 warmupOperations: 100,
                 make: logStore(.synchronous, .longLivedContext)),
             WorkloadSpec(
+                id: "P1.ctx.long10k", name: "P1-ctx LogStore long-lived context holding 10,000 models synchronous 1 thread",
+                warmupOperations: 100
+            ) { context in
+                try ModelSaveWorkload(
+                    directory: context.directory, store: .logStore(.synchronous), layer: .longLivedContext, threads: 1,
+                    registeredModels: 10_000)
+            },
+            WorkloadSpec(
                 id: "P1.store", name: "P1-ctx LogStore store.save synchronous 1 thread", warmupOperations: 200,
                 make: logStore(.synchronous, .store)),
             WorkloadSpec(

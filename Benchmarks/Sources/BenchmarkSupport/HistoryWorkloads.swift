@@ -25,7 +25,7 @@ enum HistoryFixture {
             let container = try ModelContainer(
                 for: tripModels, configuration: Fixtures.configuration(building, durability: .none))
             let store = container.dataStore(as: LogStore.self)!
-            var tokens: [HistoryToken] = []
+            var tokens: [DefaultHistoryToken] = []
             tokens.reserveCapacity(count)
             for index in 0..<count {
                 var request = DataStoreSaveChangesRequest<DefaultSnapshot>()
@@ -40,7 +40,7 @@ enum HistoryFixture {
             _ = try store.checkpoint()
             let logBytes = store.logEndOffset
             try store.close()
-            let json = { (token: HistoryToken) in String(decoding: try JSONEncoder().encode(token), as: UTF8.self) }
+            let json = { (token: DefaultHistoryToken) in String(decoding: try JSONEncoder().encode(token), as: UTF8.self) }
             return [
                 "transactions": String(count), "logBytes": String(logBytes),
                 "tokenNearEnd": try json(tokens[max(0, count - 1_001)]),
@@ -100,7 +100,7 @@ public final class HistoryFetchWorkload: Workload, @unchecked Sendable {
         let container = try ModelContainer(for: tripModels, configuration: Fixtures.configuration(path))
         store = container.dataStore(as: LogStore.self)!
         let key = filter == .token ? "tokenNearEnd" : "tokenForAuthor"
-        let token = try JSONDecoder().decode(HistoryToken.self, from: Data((facts[key] ?? "").utf8))
+        let token = try JSONDecoder().decode(DefaultHistoryToken.self, from: Data((facts[key] ?? "").utf8))
         var descriptor =
             filter == .token
             ? HistoryDescriptor<DefaultHistoryTransaction>(predicate: #Predicate { $0.token > token })

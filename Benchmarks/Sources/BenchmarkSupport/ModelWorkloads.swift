@@ -54,9 +54,12 @@ public final class ModelSaveWorkload: Workload, @unchecked Sendable {
         var saves = 0
     }
 
-    public init(directory: String, store kind: ModelStoreKind, layer: SaveLayer, threads: Int, insertsPerSave: Int = 1)
-        throws
-    {
+    /// With `registeredModels`, each long-lived context first saves that many Trips (in saves of
+    /// 1,000, before the measurement) and keeps them registered, as an app's main context would.
+    public init(
+        directory: String, store kind: ModelStoreKind, layer: SaveLayer, threads: Int, insertsPerSave: Int = 1,
+        registeredModels: Int = 0
+    ) throws {
         self.kind = kind
         self.layer = layer
         self.insertsPerSave = insertsPerSave
@@ -85,7 +88,20 @@ public final class ModelSaveWorkload: Workload, @unchecked Sendable {
         if layer == .longLivedContext {
             for slot in slots { slot.context = ModelContext(container) }
         }
+        registeredBefore = registeredModels
+        for (number, slot) in slots.enumerated() where registeredModels > 0 {
+            let context = try slot.context.unwrap(or: "registeredModels needs a long-lived context")
+            for start in stride(from: 0, to: registeredModels, by: 1_000) {
+                for index in start..<min(registeredModels, start + 1_000) {
+                    context.insert(Trip(TripValues(index: 1_000_000_000 + number * 10_000_000 + index)))
+                }
+                try context.save()
+            }
+        }
     }
+
+    /// Trips each long-lived context held (saved and registered) before the measurement.
+    let registeredBefore: Int
 
     public func perform(thread: Int, index: Int) throws {
         let slot = slots[thread]
@@ -129,6 +145,7 @@ public final class ModelSaveWorkload: Workload, @unchecked Sendable {
             "layer": layer.label,
             "insertsPerSave": String(insertsPerSave),
             "threads": String(slots.count),
+            "registeredBefore": String(registeredBefore),
             "savesAtEnd": String(saveCount),
         ]
         if layer == .longLivedContext {
@@ -156,5 +173,13 @@ public final class ModelSaveWorkload: Workload, @unchecked Sendable {
     public func close() throws {
         for slot in slots { slot.context = nil }
         try logStore?.close()
+    }
+}
+
+extension Optional {
+    /// The value, or a ``HarnessError`` saying why it is missing.
+    func unwrap(or reason: String) throws -> Wrapped {
+        guard let self else { throw HarnessError(reason) }
+        return self
     }
 }

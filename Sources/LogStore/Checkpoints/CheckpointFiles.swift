@@ -36,7 +36,7 @@ struct CheckpointFiles {
     }
 
     /// L as the checkpoints record it: the highest low-water mark of any header.
-    static func lowWaterMark(of headers: [CheckpointHeader]) -> HistoryToken? {
+    static func lowWaterMark(of headers: [CheckpointHeader]) -> DefaultHistoryToken? {
         headers.compactMap(\.lowWaterMark).max { $0.offset < $1.offset }
     }
 
@@ -268,7 +268,7 @@ struct LoadedCheckpoints {
 
     var newest: Newest?
     /// L: the highest low-water mark any checkpoint records.
-    var lowWaterMark: HistoryToken?
+    var lowWaterMark: DefaultHistoryToken?
     /// The checkpoint holding the state right after L (its last transaction is L).
     var lowWaterMarkCheckpointOffset: UInt64?
     /// Every checkpoint file's offset, oldest first.

@@ -2,11 +2,16 @@ import Foundation
 
 extension ModelContext {
     /// The store's history (SwiftData's `ModelContext.fetchHistory`): forwards to the container's
-    /// store, which must provide history of this transaction type.
+    /// store, which must provide history of this transaction type. LogStore's transactions come
+    /// back with their changes typed by the container's models, so
+    /// `case .update(let update as DefaultHistoryUpdate<Trip>)` matches.
     public func fetchHistory<Transaction: HistoryTransaction>(_ descriptor: HistoryDescriptor<Transaction>) throws
         -> [Transaction]
     {
-        try historyProvider(of: Transaction.self).fetchHistory(descriptor)
+        let transactions = try historyProvider(of: Transaction.self).fetchHistory(descriptor)
+        guard let defaults = transactions as? [DefaultHistoryTransaction] else { return transactions }
+        let modelTypes = container.modelTypes
+        return defaults.map { $0.typed(by: modelTypes) } as! [Transaction]
     }
 
     /// Deletes the store's history up to what the descriptor selects (see

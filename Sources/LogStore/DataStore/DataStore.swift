@@ -150,11 +150,11 @@ public struct DataStoreSaveChangesResult<Snapshot: DataStoreSnapshot>: Sendable 
     public var snapshotsToReregister: [PersistentIdentifier: Snapshot]
     /// The history token of the save's transaction (`nil` for a save that changed nothing, and
     /// for stores without history).
-    public var token: HistoryToken?
+    public var token: DefaultHistoryToken?
 
     public init(
         storeIdentifier: String, remappedIdentifiers: [PersistentIdentifier: PersistentIdentifier] = [:],
-        snapshotsToReregister: [PersistentIdentifier: Snapshot] = [:], token: HistoryToken? = nil
+        snapshotsToReregister: [PersistentIdentifier: Snapshot] = [:], token: DefaultHistoryToken? = nil
     ) {
         self.storeIdentifier = storeIdentifier
         self.remappedIdentifiers = remappedIdentifiers

@@ -67,10 +67,10 @@ public struct LogStoreError: Error, Sendable, Equatable, CustomStringConvertible
     /// The log offset concerned, if one is.
     public var offset: UInt64?
     /// The history token concerned (the one refused), if one is.
-    public var token: HistoryToken?
+    public var token: DefaultHistoryToken?
     /// For ``Code/historyTokenExpired``: fetch with `token > resumeToken` for everything still
     /// retained; what lies between was deleted.
-    public var resumeToken: HistoryToken?
+    public var resumeToken: DefaultHistoryToken?
     /// The log's own error, when the log below refused.
     public var underlying: LogError?
 
@@ -78,7 +78,7 @@ public struct LogStoreError: Error, Sendable, Equatable, CustomStringConvertible
     public init(
         _ code: Code, _ message: String, entity: String? = nil, attribute: String? = nil,
         identifier: PersistentIdentifier? = nil, file: String? = nil, offset: UInt64? = nil,
-        token: HistoryToken? = nil, resumeToken: HistoryToken? = nil, underlying: LogError? = nil
+        token: DefaultHistoryToken? = nil, resumeToken: DefaultHistoryToken? = nil, underlying: LogError? = nil
     ) {
         self.code = code
         self.message = message
@@ -312,7 +312,7 @@ extension LogStoreError {
             underlying: error)
     }
 
-    public static func historyTokenExpired(resumeToken: HistoryToken) -> Self {
+    public static func historyTokenExpired(resumeToken: DefaultHistoryToken) -> Self {
         Self(
             .historyTokenExpired,
             "The history token points into deleted history; history is retained after "
@@ -320,13 +320,13 @@ extension LogStoreError {
             resumeToken: resumeToken)
     }
 
-    public static func historyTokenInvalid(_ token: HistoryToken, reason: String) -> Self {
+    public static func historyTokenInvalid(_ token: DefaultHistoryToken, reason: String) -> Self {
         Self(
             .historyTokenInvalid, "The history token \(token) is not valid for this store: \(reason).",
             offset: token.offset, token: token)
     }
 
-    public static func historyTokenOfAnotherStore(_ token: HistoryToken, store: UUID) -> Self {
+    public static func historyTokenOfAnotherStore(_ token: DefaultHistoryToken, store: UUID) -> Self {
         Self(
             .historyTokenOfAnotherStore,
             "The history token \(token) belongs to store \(token.storeIdentifier), not "
@@ -334,7 +334,7 @@ extension LogStoreError {
     }
 
     /// A token at or past the visible end of the log.
-    public static func historyTokenBeyondEnd(_ token: HistoryToken, end: UInt64) -> Self {
+    public static func historyTokenBeyondEnd(_ token: DefaultHistoryToken, end: UInt64) -> Self {
         Self(
             .historyPositionPastEnd, "The history token \(token) lies past the end of the log at offset \(end).",
             offset: token.offset, token: token)

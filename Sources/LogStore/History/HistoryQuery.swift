@@ -47,13 +47,13 @@ struct HistoryQuery: Sendable {
     }
 
     /// The strongest lower bound on `token` (`token > s` or `token >= s`).
-    var tokenLowerBound: Bound<HistoryToken>?
+    var tokenLowerBound: Bound<DefaultHistoryToken>?
     /// The strongest upper bound on `token`.
-    var tokenUpperBound: Bound<HistoryToken>?
+    var tokenUpperBound: Bound<DefaultHistoryToken>?
     var timestampUpperBound: Bound<Date>?
     var authorTests: [AuthorTest] = []
-    /// Every `HistoryToken` literal anywhere in the predicate (validated before any evaluation).
-    var tokenLiterals: [HistoryToken] = []
+    /// Every `DefaultHistoryToken` literal anywhere in the predicate (validated before any evaluation).
+    var tokenLiterals: [DefaultHistoryToken] = []
     /// Some term is not one of the above: the predicate must still be evaluated.
     var needsEvaluation = false
     /// Terms that are neither token nor timestamp upper bounds (deleteHistory accepts only those).
@@ -115,7 +115,7 @@ struct HistoryQuery: Sendable {
                 op = op.reversed
             }
             if let path, let value {
-                if tokenPaths.contains(path), let token = value as? HistoryToken {
+                if tokenPaths.contains(path), let token = value as? DefaultHistoryToken {
                     takeTokenBound(op, token)
                     return
                 }
@@ -151,7 +151,7 @@ struct HistoryQuery: Sendable {
         hasTermsOtherThanUpperBounds = true
     }
 
-    private mutating func takeTokenBound(_ op: PredicateExpressions.ComparisonOperator, _ token: HistoryToken) {
+    private mutating func takeTokenBound(_ op: PredicateExpressions.ComparisonOperator, _ token: DefaultHistoryToken) {
         switch op {
         case .greaterThan, .greaterThanOrEqual:
             let bound = Bound(value: token, inclusive: op == .greaterThanOrEqual)
@@ -190,16 +190,16 @@ struct HistoryQuery: Sendable {
         return nil
     }
 
-    /// Every `HistoryToken` value in the tree, found by reflection (a token may sit anywhere,
+    /// Every `DefaultHistoryToken` value in the tree, found by reflection (a token may sit anywhere,
     /// even in a term the store does not push down).
-    private static func tokenLiterals(in expression: Any) -> [HistoryToken] {
-        var found: [HistoryToken] = []
+    private static func tokenLiterals(in expression: Any) -> [DefaultHistoryToken] {
+        var found: [DefaultHistoryToken] = []
         var worklist: [Any] = [expression]
         var visited = 0
         // Bounded: an expression tree is finite and acyclic; the cap guards against surprises.
         while let next = worklist.popLast(), visited < 100_000 {
             visited += 1
-            if let token = next as? HistoryToken {
+            if let token = next as? DefaultHistoryToken {
                 found.append(token)
                 continue
             }

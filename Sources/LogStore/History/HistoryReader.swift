@@ -10,7 +10,7 @@ struct HistoryReader {
     /// The newest intern table (tables only grow, so it decodes every record).
     let table: SchemaTable
     /// L: transactions at or below it are invisible; tokens below it have expired.
-    let lowWaterMark: HistoryToken?
+    let lowWaterMark: DefaultHistoryToken?
     /// The log's first offset, read *before* L: a compaction publishes L before it deletes
     /// segments, so every record before this offset is at or below L. (Reading the log's start
     /// later could skip records a concurrent compaction deleted after this L was read.)
@@ -19,7 +19,7 @@ struct HistoryReader {
     /// The table's lookups, built once per reader (not per record).
     let decoder: TransactionRecord.Decoder
 
-    init(log: Log, table: SchemaTable, lowWaterMark: HistoryToken?, logStartOffset: UInt64) {
+    init(log: Log, table: SchemaTable, lowWaterMark: DefaultHistoryToken?, logStartOffset: UInt64) {
         self.log = log
         self.table = table
         self.lowWaterMark = lowWaterMark
@@ -55,7 +55,7 @@ struct HistoryReader {
     }
 
     /// `token > s` needs s ≥ L; `token >= s` needs s > L (D6).
-    func checkNotExpired(_ token: HistoryToken, inclusive: Bool) throws(LogStoreError) {
+    func checkNotExpired(_ token: DefaultHistoryToken, inclusive: Bool) throws(LogStoreError) {
         guard let mark = lowWaterMark else { return }
         if token.offset < mark.offset || (inclusive && token.offset == mark.offset) {
             throw .historyTokenExpired(resumeToken: mark)
@@ -63,7 +63,7 @@ struct HistoryReader {
     }
 
     /// A token at L is checked against L; one in the kept log against its record.
-    func verify(_ token: HistoryToken) throws(LogStoreError) {
+    func verify(_ token: DefaultHistoryToken) throws(LogStoreError) {
         if let mark = lowWaterMark, token.offset == mark.offset {
             guard token.check == mark.check else {
                 throw .historyTokenInvalid(
@@ -156,7 +156,7 @@ struct HistoryReader {
                     + "\(header.schemaVersion), newer than \(table.version)")
         }
         return DefaultHistoryTransaction(
-            token: HistoryToken(storeIdentifier: storeID, offset: record.offset, check: record.payloadCRC),
+            token: DefaultHistoryToken(storeIdentifier: storeID, offset: record.offset, check: record.payloadCRC),
             author: header.author,
             timestamp: Date(timeIntervalSince1970: Double(header.timestampMicroseconds) / 1_000_000),
             storeIdentifier: storeIdentifier, processIdentifier: header.processIdentifier,

@@ -1,17 +1,18 @@
 import Foundation
 import Synchronization
 
-/// SwiftData's name for the token type.
-public typealias DefaultHistoryToken = HistoryToken
-
 /// One save, as history shows it (SwiftData's `HistoryTransaction`).
 public protocol HistoryTransaction: Sendable, Hashable, Identifiable {
-    /// The log offset of the transaction record (the token's offset).
-    var transactionIdentifier: UInt64 { get }
-    var token: HistoryToken { get }
+    associatedtype TokenType: HistoryToken
+    /// Identifies the transaction within its store (LogStore: the log offset of its record).
+    var transactionIdentifier: Int64 { get }
+    var token: TokenType { get }
     var author: String? { get }
     var timestamp: Date { get }
     var storeIdentifier: String { get }
+    /// The saving program's bundle identifier: LogStore records none (an empty string); the
+    /// process is in ``processIdentifier``.
+    var bundleIdentifier: String { get }
     /// `pid@host` plus a UUID made once per launch of the process that saved (D5).
     var processIdentifier: String { get }
     /// The save's resolved changes, in order (every cascaded delete and nullified reference is
@@ -22,22 +23,26 @@ public protocol HistoryTransaction: Sendable, Hashable, Identifiable {
 /// The transactions a ``LogStore`` returns from ``LogStore/fetchHistory(_:)``.
 ///
 /// `changes` is decoded from the record's bytes on first access (and kept): a fetch that only
-/// needs tokens, authors or timestamps does not pay for every value of every change.
+/// needs tokens, authors or timestamps does not pay for every value of every change. Through
+/// ``ModelContext/fetchHistory(_:)`` the changes are typed by the container's models
+/// (`DefaultHistoryUpdate<Trip>`); read without them (``LogStore/fetchHistory(_:)``, the tool)
+/// they are of ``UntypedModel``, with names and values.
 public struct DefaultHistoryTransaction: HistoryTransaction {
-    public var transactionIdentifier: UInt64 { token.offset }
-    public var token: HistoryToken
+    public var transactionIdentifier: Int64 { Int64(token.offset) }
+    public var token: DefaultHistoryToken
     public var author: String?
     public var timestamp: Date
     public var storeIdentifier: String
+    public var bundleIdentifier: String { "" }
     public var processIdentifier: String
-    public var id: UInt64 { transactionIdentifier }
+    public var id: Int64 { transactionIdentifier }
     let storage: HistoryChanges
 
     /// The save's resolved changes, in order.
     public var changes: [HistoryChange] { storage.changes }
 
     public init(
-        token: HistoryToken, author: String?, timestamp: Date, storeIdentifier: String,
+        token: DefaultHistoryToken, author: String?, timestamp: Date, storeIdentifier: String,
         processIdentifier: String, changes: [HistoryChange]
     ) {
         self.init(
@@ -46,7 +51,7 @@ public struct DefaultHistoryTransaction: HistoryTransaction {
     }
 
     init(
-        token: HistoryToken, author: String?, timestamp: Date, storeIdentifier: String, processIdentifier: String,
+        token: DefaultHistoryToken, author: String?, timestamp: Date, storeIdentifier: String, processIdentifier: String,
         storage: HistoryChanges
     ) {
         self.token = token
@@ -55,6 +60,13 @@ public struct DefaultHistoryTransaction: HistoryTransaction {
         self.storeIdentifier = storeIdentifier
         self.processIdentifier = processIdentifier
         self.storage = storage
+    }
+
+    /// The same transaction with its changes typed by these model types (entity name → type).
+    func typed(by modelTypes: [String: any PersistentModel.Type]) -> DefaultHistoryTransaction {
+        DefaultHistoryTransaction(
+            token: token, author: author, timestamp: timestamp, storeIdentifier: storeIdentifier,
+            processIdentifier: processIdentifier, storage: storage.typed(by: modelTypes))
     }
 
     public static func == (lhs: Self, rhs: Self) -> Bool {
@@ -69,142 +81,270 @@ public struct DefaultHistoryTransaction: HistoryTransaction {
     }
 }
 
-/// A transaction's changes: given, or decoded from the record's payload on first access.
+/// A transaction's changes: given, or decoded from the record's payload on first access, typed
+/// by a map of model types (entities without a type get ``UntypedModel``).
 final class HistoryChanges: Sendable {
     private enum State {
         case decoded([HistoryChange])
         case encoded(payload: [UInt8], decoder: TransactionRecord.Decoder, offset: UInt64)
+        case retyped(HistoryChanges)
     }
 
     private let state: Mutex<State>
+    private let modelTypes: [String: any PersistentModel.Type]
 
     init(_ changes: [HistoryChange]) {
         state = Mutex(.decoded(changes))
+        modelTypes = [:]
     }
 
     /// The payload passed its CRC and its prefix decoded with this decoder's table.
-    init(payload: [UInt8], decoder: TransactionRecord.Decoder, offset: UInt64) {
+    init(payload: [UInt8], decoder: TransactionRecord.Decoder, offset: UInt64,
+         modelTypes: [String: any PersistentModel.Type] = [:]) {
         state = Mutex(.encoded(payload: payload, decoder: decoder, offset: offset))
+        self.modelTypes = modelTypes
+    }
+
+    private init(retyping base: HistoryChanges, modelTypes: [String: any PersistentModel.Type]) {
+        state = Mutex(.retyped(base))
+        self.modelTypes = modelTypes
+    }
+
+    func typed(by modelTypes: [String: any PersistentModel.Type]) -> HistoryChanges {
+        HistoryChanges(retyping: self, modelTypes: modelTypes)
     }
 
     var changes: [HistoryChange] {
         state.withLock { state in
+            let changes: [HistoryChange]
             switch state {
-            case .decoded(let changes):
-                return changes
-            case .encoded(let payload, let decoder, let offset):
-                let changes: [HistoryChange]
-                do { changes = try decoder.decode(payload).changes.map(HistoryChange.init) } catch {
+            case let .decoded(decoded):
+                return decoded
+            case let .encoded(payload, decoder, offset):
+                do {
+                    let resolved = try decoder.decode(payload).changes
+                    changes = resolved.enumerated().map { index, change in
+                        HistoryChange(change, modelTypes: modelTypes, transactionIdentifier: Int64(offset), index: index)
+                    }
+                } catch {
                     // Its CRC matched and its prefix decoded with this table: only a writer bug
                     // gets here. Loud rather than a silently empty change list.
                     preconditionFailure(
                         "The transaction record at offset \(offset) passed its checksum but its "
                             + "changes do not decode: \(error). Run `logstore verify`.")
                 }
-                state = .decoded(changes)
-                return changes
+            case let .retyped(base):
+                changes = base.changes.map { $0.typed(by: modelTypes) }
             }
+            state = .decoded(changes)
+            return changes
         }
     }
 }
 
-/// One change of a transaction.
+/// One change of a transaction (SwiftData's `HistoryChange`). Cast the payload to the typed
+/// change of a model: `case .update(let update as DefaultHistoryUpdate<LivingAccommodation>)`.
+/// Every change also answers by names and values, without model types (``HistoryInsert/values``…).
 public enum HistoryChange: Sendable, Hashable {
-    case insert(HistoryInsert)
-    case update(HistoryUpdate)
-    case delete(HistoryDelete)
+    case insert(any HistoryInsert)
+    case update(any HistoryUpdate)
+    case delete(any HistoryDelete)
 
     public var changedPersistentIdentifier: PersistentIdentifier {
         switch self {
-        case .insert(let insert): insert.changedPersistentIdentifier
-        case .update(let update): update.changedPersistentIdentifier
-        case .delete(let delete): delete.changedPersistentIdentifier
+        case let .insert(insert): insert.changedPersistentIdentifier
+        case let .update(update): update.changedPersistentIdentifier
+        case let .delete(delete): delete.changedPersistentIdentifier
         }
     }
 
-    init(_ change: ResolvedChange) {
+    /// The change's identifier: its transaction and its place in it.
+    public var changeIdentifier: HistoryChangeIdentifier {
+        switch self {
+        case let .insert(insert): insert.changeIdentifier
+        case let .update(update): update.changeIdentifier
+        case let .delete(delete): delete.changeIdentifier
+        }
+    }
+
+    init(_ change: ResolvedChange, modelTypes: [String: any PersistentModel.Type] = [:],
+         transactionIdentifier: Int64 = 0, index: Int = 0) {
+        let identifier = HistoryChangeIdentifier(transactionIdentifier: transactionIdentifier, index: index)
+        let entityName: String = switch change {
+        case let .insert(id, _), let .update(id, _), let .delete(id, _): id.entityName
+        }
+        if let type = modelTypes[entityName] {
+            self = Self.make(type, change, identifier)
+        } else {
+            self = Self.make(UntypedModel.self, change, identifier)
+        }
+    }
+
+    private static func make<Model: PersistentModel>(
+        _ type: Model.Type, _ change: ResolvedChange, _ identifier: HistoryChangeIdentifier
+    ) -> HistoryChange {
         switch change {
-        case .insert(let identifier, let values):
-            self = .insert(HistoryInsert(changedPersistentIdentifier: identifier, values: values))
-        case .update(let identifier, let values):
-            self = .update(HistoryUpdate(changedPersistentIdentifier: identifier, values: values))
-        case .delete(let identifier, let tombstone):
-            self = .delete(
-                HistoryDelete(
-                    changedPersistentIdentifier: identifier,
-                    tombstone: HistoryTombstone(entityName: identifier.entityName, values: tombstone)))
+        case let .insert(id, values):
+            .insert(DefaultHistoryInsert<Model>(changedPersistentIdentifier: id, changeIdentifier: identifier, values: values))
+        case let .update(id, values):
+            .update(DefaultHistoryUpdate<Model>(changedPersistentIdentifier: id, changeIdentifier: identifier, values: values))
+        case let .delete(id, tombstone):
+            .delete(
+                DefaultHistoryDelete<Model>(
+                    changedPersistentIdentifier: id, changeIdentifier: identifier,
+                    tombstone: HistoryTombstone(entityName: id.entityName, values: tombstone)))
         }
     }
 
+    /// The same change typed by these model types.
+    func typed(by modelTypes: [String: any PersistentModel.Type]) -> HistoryChange {
+        HistoryChange(resolved, modelTypes: modelTypes, transactionIdentifier: changeIdentifier.transactionIdentifier,
+                      index: changeIdentifier.index)
+    }
+
+    /// The change as names and values (what the record holds).
     var resolved: ResolvedChange {
         switch self {
-        case .insert(let insert): .insert(insert.changedPersistentIdentifier, insert.values)
-        case .update(let update): .update(update.changedPersistentIdentifier, update.values)
-        case .delete(let delete): .delete(delete.changedPersistentIdentifier, tombstone: delete.tombstone.values)
+        case let .insert(insert): .insert(insert.changedPersistentIdentifier, insert.values)
+        case let .update(update): .update(update.changedPersistentIdentifier, update.values)
+        case let .delete(delete): .delete(delete.changedPersistentIdentifier, tombstone: delete.tombstoneValues)
         }
+    }
+
+    public static func == (lhs: HistoryChange, rhs: HistoryChange) -> Bool { lhs.resolved == rhs.resolved }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(resolved) }
+}
+
+/// Identifies one change: its transaction and its index in the transaction's changes.
+public struct HistoryChangeIdentifier: Hashable, Sendable, Comparable {
+    public var transactionIdentifier: Int64
+    public var index: Int
+
+    public static func < (lhs: Self, rhs: Self) -> Bool {
+        (lhs.transactionIdentifier, lhs.index) < (rhs.transactionIdentifier, rhs.index)
     }
 }
 
-/// A model inserted, with every value it was saved with.
-public struct HistoryInsert: Sendable, Hashable {
-    public let changedPersistentIdentifier: PersistentIdentifier
-    /// Attribute and relationship names → values (references as identifiers).
-    public let values: [String: AttributeValue]
+/// A model inserted (SwiftData's `HistoryInsert`).
+public protocol HistoryInsert<Model>: Sendable {
+    associatedtype Model: PersistentModel
+    var changedPersistentIdentifier: PersistentIdentifier { get }
+    var changeIdentifier: HistoryChangeIdentifier { get }
+    /// Every value it was saved with, by property name (references as identifiers).
+    var values: [String: AttributeValue] { get }
 }
 
-/// A model updated: which attributes changed, and their new values (SwiftData records only the
-/// names; the new values come for free from the log).
-public struct HistoryUpdate: Sendable, Hashable {
+/// A model updated (SwiftData's `HistoryUpdate`): which properties changed — and, beyond
+/// SwiftData, their new values.
+public protocol HistoryUpdate<Model>: Sendable {
+    associatedtype Model: PersistentModel
+    var changedPersistentIdentifier: PersistentIdentifier { get }
+    var changeIdentifier: HistoryChangeIdentifier { get }
+    /// The changed properties, as key paths of the model.
+    var updatedAttributes: [any PartialKeyPath<Model> & Sendable] { get }
+    /// The changed properties' names.
+    var updatedAttributeNames: Set<String> { get }
+    /// The changed properties' new values, by name.
+    var values: [String: AttributeValue] { get }
+}
+
+/// A model deleted (SwiftData's `HistoryDelete`), with its tombstone.
+public protocol HistoryDelete<Model>: Sendable {
+    associatedtype Model: PersistentModel
+    var changedPersistentIdentifier: PersistentIdentifier { get }
+    var changeIdentifier: HistoryChangeIdentifier { get }
+    /// The values of the model's `.preserveValueOnDeletion` attributes.
+    var tombstone: HistoryTombstone<Model> { get }
+    /// The tombstone's values by name.
+    var tombstoneValues: [String: AttributeValue] { get }
+}
+
+/// An insert of a `Model`.
+public struct DefaultHistoryInsert<Model: PersistentModel>: HistoryInsert {
     public let changedPersistentIdentifier: PersistentIdentifier
-    /// The changed attributes' new values.
+    public let changeIdentifier: HistoryChangeIdentifier
     public let values: [String: AttributeValue]
 
-    /// The names of the changed attributes and relationships.
-    public var updatedAttributes: Set<String> { Set(values.keys) }
+    /// The inserted value of a property, by key path (`insert[\Trip.name]`).
+    public subscript<Value: AttributeConvertible>(_ keyPath: KeyPath<Model, Value>) -> Value? {
+        HistoryTombstone<Model>.value(of: keyPath, in: values)
+    }
+}
 
-    /// The changed properties as key paths of `Model` (empty when the change is of another entity).
-    public func updatedAttributes<Model: PersistentModel>(of model: Model.Type) -> [PartialKeyPath<Model>] {
-        guard changedPersistentIdentifier.entityName == Model.entityName else { return [] }
-        return Model.schemaProperties.filter { values[$0.name] != nil }.map { $0.keyPath as PartialKeyPath<Model> }
+/// An update of a `Model`.
+public struct DefaultHistoryUpdate<Model: PersistentModel>: HistoryUpdate {
+    public let changedPersistentIdentifier: PersistentIdentifier
+    public let changeIdentifier: HistoryChangeIdentifier
+    public let values: [String: AttributeValue]
+
+    public var updatedAttributeNames: Set<String> { Set(values.keys) }
+
+    /// The changed properties as key paths: `update.updatedAttributes.contains(\.isConfirmed)`.
+    public var updatedAttributes: [any PartialKeyPath<Model> & Sendable] {
+        Model.schemaProperties.filter { values[$0.name] != nil }.map(\.keyPath)
     }
 
     /// The new value of a changed property, or `nil` when it did not change in this update.
-    public subscript<Model: PersistentModel, Value: AttributeConvertible>(_ keyPath: KeyPath<Model, Value>) -> Value? {
-        HistoryTombstone.value(of: keyPath, in: values, entityName: changedPersistentIdentifier.entityName)
+    public subscript<Value: AttributeConvertible>(_ keyPath: KeyPath<Model, Value>) -> Value? {
+        HistoryTombstone<Model>.value(of: keyPath, in: values)
     }
 }
 
-/// A model deleted, with its tombstone.
-public struct HistoryDelete: Sendable, Hashable {
+/// A delete of a `Model`.
+public struct DefaultHistoryDelete<Model: PersistentModel>: HistoryDelete {
     public let changedPersistentIdentifier: PersistentIdentifier
-    public let tombstone: HistoryTombstone
+    public let changeIdentifier: HistoryChangeIdentifier
+    public let tombstone: HistoryTombstone<Model>
+
+    public var tombstoneValues: [String: AttributeValue] { tombstone.values }
 }
 
-/// The values a deleted model kept: those of its `.preserveValueOnDeletion` attributes.
-public struct HistoryTombstone: Sendable, Hashable {
+/// The values a deleted model kept: those of its `.preserveValueOnDeletion` attributes
+/// (SwiftData's `HistoryTombstone`). A `Sequence` of (name, key path, value).
+public struct HistoryTombstone<Model: PersistentModel>: Sendable, Sequence {
+    public typealias Element = (name: String, keyPath: (any PartialKeyPath<Model> & Sendable)?, value: AttributeValue)
+
     public let entityName: String
     /// Attribute names → preserved values.
     public let values: [String: AttributeValue]
 
+    public init(entityName: String, values: [String: AttributeValue]) {
+        self.entityName = entityName
+        self.values = values
+    }
+
     /// The preserved value of an attribute, by name.
     public subscript(name: String) -> AttributeValue? { values[name] }
 
-    /// The preserved value of a model property, by key path (`tombstone[\Trip.name]`); `nil` when
-    /// it was not preserved or the tombstone is of another entity.
-    public subscript<Model: PersistentModel, Value: AttributeConvertible>(_ keyPath: KeyPath<Model, Value>) -> Value? {
-        Self.value(of: keyPath, in: values, entityName: entityName)
+    /// The preserved value of a model property, by key path (`tombstone[\.name]`); `nil` when
+    /// it was not preserved.
+    public subscript<Value: AttributeConvertible>(_ keyPath: KeyPath<Model, Value>) -> Value? {
+        Self.value(of: keyPath, in: values)
     }
 
-    static func value<Model: PersistentModel, Value: AttributeConvertible>(
-        of keyPath: KeyPath<Model, Value>, in values: [String: AttributeValue], entityName: String
-    ) -> Value? {
-        guard entityName == Model.entityName,
-            let property = Model.schemaProperties.first(where: { ($0.keyPath as AnyKeyPath) == (keyPath as AnyKeyPath) }
-            ),
+    public func makeIterator() -> IndexingIterator<[Element]> {
+        let keyPaths = Dictionary(Model.schemaProperties.map { ($0.name, $0.keyPath) }) { first, _ in first }
+        return values.keys.sorted().map { name in (name, keyPaths[name], values[name]!) }.makeIterator()
+    }
+
+    static func value<Value: AttributeConvertible>(of keyPath: KeyPath<Model, Value>, in values: [String: AttributeValue])
+        -> Value?
+    {
+        guard let property = Model.schemaProperties.first(where: { ($0.keyPath as AnyKeyPath) == (keyPath as AnyKeyPath) }),
             let value = values[property.name]
         else { return nil }
         return Value(attributeValue: value)
     }
+}
+
+/// The model type of history changes whose entity has no model type where they were read (the
+/// tool, ``LogStore/fetchHistory(_:)``, a store opened without its models): they answer by
+/// names and values (``HistoryInsert/values``…), not key paths.
+public final class UntypedModel: PersistentModel {
+    public static let schemaProperties: [ModelProperty<UntypedModel>] = []
+    public let modelState = ModelState()
+    public init() {}
 }
 
 /// What to fetch from (or delete of) a store's history (SwiftData's `HistoryDescriptor`).

@@ -59,7 +59,7 @@ public struct ConsumerBookmark: Sendable, Hashable {
     public var name: String
     /// The newest transaction the consumer has processed; `nil` when it has processed nothing
     /// (then it holds all retained history).
-    public var token: HistoryToken?
+    public var token: DefaultHistoryToken?
     /// When the consumer last registered or acknowledged.
     public var lastActivity: Date
 

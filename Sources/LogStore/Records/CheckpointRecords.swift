@@ -22,7 +22,7 @@ import LogStoreEngine
 /// A consumer bookmark as a checkpoint (and a bookmark record) keeps it (retention, DECISIONS.md D7).
 struct CheckpointBookmark: Sendable, Equatable {
     var name: String
-    var token: HistoryToken?
+    var token: DefaultHistoryToken?
     var lastActivityMicroseconds: Int64
 }
 
@@ -34,14 +34,14 @@ struct CheckpointHeader: Sendable, Equatable {
     /// X: the checkpoint holds the state after every record starting before X.
     var offset: UInt64
     /// The newest transaction before X, or `nil` when there is none.
-    var lastToken: HistoryToken?
+    var lastToken: DefaultHistoryToken?
     var table: SchemaTable
     /// The fold state's next insertion sequence number.
     var sequenceEnd: UInt64
     /// The newest timestamp before X (timestamps never go backwards along the log).
     var lastTimestampMicroseconds: Int64
     /// The history low-water mark L when the checkpoint was written (`nil`: no history deleted).
-    var lowWaterMark: HistoryToken?
+    var lowWaterMark: DefaultHistoryToken?
     var bookmarks: [CheckpointBookmark]
 
     func encoded() -> [UInt8] {
@@ -96,7 +96,7 @@ struct CheckpointHeader: Sendable, Equatable {
         }
     }
 
-    static func write(_ token: HistoryToken?, into writer: inout ByteWriter) {
+    static func write(_ token: DefaultHistoryToken?, into writer: inout ByteWriter) {
         guard let token else {
             writer.write(UInt8(0))
             return
@@ -106,10 +106,10 @@ struct CheckpointHeader: Sendable, Equatable {
         writer.write(token.check)
     }
 
-    static func readToken(_ reader: inout ByteReader, storeID: UUID) throws(ByteReaderError) -> HistoryToken? {
+    static func readToken(_ reader: inout ByteReader, storeID: UUID) throws(ByteReaderError) -> DefaultHistoryToken? {
         switch try reader.readByte() {
         case 0: return nil
-        case 1: return HistoryToken(storeIdentifier: storeID, offset: try reader.read(), check: try reader.read())
+        case 1: return DefaultHistoryToken(storeIdentifier: storeID, offset: try reader.read(), check: try reader.read())
         case let tag: throw .malformed("token tag \(tag)")
         }
     }

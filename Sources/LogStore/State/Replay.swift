@@ -18,7 +18,7 @@ struct Replay {
     struct Result {
         var table = SchemaTable()
         var state = FoldState()
-        var lastToken: HistoryToken?
+        var lastToken: DefaultHistoryToken?
         var lastTimestampMicroseconds: Int64 = 0
         /// Registered history consumers (bookmark records).
         var bookmarks: [String: CheckpointBookmark] = [:]
@@ -86,7 +86,7 @@ struct Replay {
                 throw .corruptRecord(offset: record.offset, reason: "transaction record: \(error)")
             }
             for change in transaction.changes { result.state.apply(change) }
-            result.lastToken = HistoryToken(
+            result.lastToken = DefaultHistoryToken(
                 storeIdentifier: log.storeID, offset: record.offset, check: record.payloadCRC)
             result.lastTimestampMicroseconds = max(result.lastTimestampMicroseconds, transaction.timestampMicroseconds)
             result.transactionCount += 1

@@ -4,7 +4,7 @@ import LogStoreEngine
 /// A position in a store's history for time travel: a full token (its store and check are
 /// verified) or a bare log offset (only that a transaction record starts there is verified).
 public enum HistoryPosition: Sendable, Hashable, CustomStringConvertible {
-    case token(HistoryToken)
+    case token(DefaultHistoryToken)
     case offset(UInt64)
 
     public var offset: UInt64 {
@@ -20,7 +20,7 @@ public enum HistoryPosition: Sendable, Hashable, CustomStringConvertible {
         let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
         if let offset = UInt64(trimmed) {
             self = .offset(offset)
-        } else if let token = try? JSONDecoder().decode(HistoryToken.self, from: Data(trimmed.utf8)) {
+        } else if let token = try? JSONDecoder().decode(DefaultHistoryToken.self, from: Data(trimmed.utf8)) {
             self = .token(token)
         } else {
             return nil

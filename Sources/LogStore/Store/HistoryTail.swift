@@ -21,7 +21,7 @@ public struct HistoryTail: AsyncSequence, Sendable {
     public typealias Element = DefaultHistoryTransaction
 
     let store: LogStore
-    let token: HistoryToken?
+    let token: DefaultHistoryToken?
 
     public func makeAsyncIterator() -> Iterator {
         Iterator(store: store, token: token)
@@ -29,11 +29,11 @@ public struct HistoryTail: AsyncSequence, Sendable {
 
     public struct Iterator: AsyncIteratorProtocol {
         let store: LogStore
-        let token: HistoryToken?
+        let token: DefaultHistoryToken?
         /// The next transaction starts at or after this offset; `nil` until the first call.
         var position: UInt64?
 
-        init(store: LogStore, token: HistoryToken?) {
+        init(store: LogStore, token: DefaultHistoryToken?) {
             self.store = store
             self.token = token
         }
@@ -81,7 +81,7 @@ public struct HistoryTail: AsyncSequence, Sendable {
 extension LogStore {
     /// The transactions after `token` (all retained history when `nil`), then each new one as
     /// it is saved, until the task is cancelled or the store closes.
-    public func historyTail(after token: HistoryToken? = nil) -> HistoryTail {
+    public func historyTail(after token: DefaultHistoryToken? = nil) -> HistoryTail {
         HistoryTail(store: self, token: token)
     }
 }

@@ -69,7 +69,7 @@ extension LogStore {
             // it is exactly the state after every record before the written end.
             let lastToken =
                 inner.pending.last.map {
-                    HistoryToken(
+                    DefaultHistoryToken(
                         storeIdentifier: log.storeID, offset: $0.position.offset, check: $0.position.payloadCRC)
                 } ?? inner.publishedToken
             let header = CheckpointHeader(

@@ -4,9 +4,9 @@ import LogStoreEngine
 /// What one history deletion did.
 public struct HistoryCompaction: Sendable, Equatable {
     /// L before the deletion.
-    public var previousLowWaterMark: HistoryToken?
+    public var previousLowWaterMark: DefaultHistoryToken?
     /// L after it: this transaction and everything before it are gone from history.
-    public var lowWaterMark: HistoryToken?
+    public var lowWaterMark: DefaultHistoryToken?
     /// The base offsets of the segment files deleted, oldest first.
     public var deletedSegments: [UInt64] = []
     /// Bytes of log deleted (records and segment headers).
@@ -57,7 +57,7 @@ extension LogStore: HistoryProviding {
 
     /// L: the newest deleted transaction, or `nil` while no history was deleted. `token > L`
     /// returns all retained history.
-    public var historyLowWaterMark: HistoryToken? { inner.withLock { $0.lowWaterMark } }
+    public var historyLowWaterMark: DefaultHistoryToken? { inner.withLock { $0.lowWaterMark } }
 
     // MARK: Deleting
 
@@ -102,8 +102,8 @@ extension LogStore: HistoryProviding {
     /// `target`, or the oldest consumer's bookmark when that is older (D7), with the consumer's
     /// name. A bookmark at or behind L (a forced deletion passed it) holds nothing back any more
     /// than L does: the target is then L itself, which deletes nothing new.
-    func clampToConsumers(_ target: (token: HistoryToken, end: UInt64)?) throws(LogStoreError)
-        -> ((token: HistoryToken, end: UInt64)?, String?)
+    func clampToConsumers(_ target: (token: DefaultHistoryToken, end: UInt64)?) throws(LogStoreError)
+        -> ((token: DefaultHistoryToken, end: UInt64)?, String?)
     {
         guard let candidate = target, let (name, bookmark) = oldestBookmark(),
             bookmark.map({ $0 < candidate.token }) ?? true
@@ -115,7 +115,7 @@ extension LogStore: HistoryProviding {
 
     /// Makes `target` the low-water mark (if it moves L forward) and deletes what it covers.
     /// The caller holds `compactionLock`.
-    func compact(to target: (token: HistoryToken, end: UInt64)?) throws -> HistoryCompaction {
+    func compact(to target: (token: DefaultHistoryToken, end: UInt64)?) throws -> HistoryCompaction {
         let previous = historyLowWaterMark
         var compaction = HistoryCompaction(previousLowWaterMark: previous, lowWaterMark: previous)
         if let target, previous.map({ target.token.offset > $0.offset }) ?? true {
@@ -151,7 +151,7 @@ extension LogStore: HistoryProviding {
 
     /// The newest visible transaction the query's upper bounds admit, after L, with its end.
     private func newestTransaction(upTo query: HistoryQuery, reader: HistoryReader) throws(LogStoreError)
-        -> (token: HistoryToken, end: UInt64)?
+        -> (token: DefaultHistoryToken, end: UInt64)?
     {
         if query.timestampUpperBound == nil, query.tokenUpperBound == nil {
             guard let newest = currentToken else { return nil }
@@ -174,10 +174,10 @@ extension LogStore: HistoryProviding {
     /// bound, with a timestamp before (or at) the timestamp bound. Offsets and timestamps only
     /// grow along the log, so the first transaction past either bound ends the scan.
     func newestTransaction(offsetBound: HistoryQuery.Bound<UInt64>?, timestampBound: HistoryQuery.Bound<Date>?)
-        throws(LogStoreError) -> (token: HistoryToken, end: UInt64)?
+        throws(LogStoreError) -> (token: DefaultHistoryToken, end: UInt64)?
     {
         let reader = historyReader()
-        var newest: (token: HistoryToken, end: UInt64)?
+        var newest: (token: DefaultHistoryToken, end: UInt64)?
         do {
             var records = try reader.iterator(from: reader.startOffset(for: HistoryQuery()))
             while let record = try records.next() {
@@ -195,7 +195,7 @@ extension LogStore: HistoryProviding {
                     if bound.inclusive ? date > bound.value : date >= bound.value { break }
                 }
                 newest = (
-                    HistoryToken(storeIdentifier: log.storeID, offset: record.offset, check: record.payloadCRC),
+                    DefaultHistoryToken(storeIdentifier: log.storeID, offset: record.offset, check: record.payloadCRC),
                     record.endOffset
                 )
             }
@@ -210,7 +210,7 @@ extension LogStore: HistoryProviding {
     }
 
     /// The end offset of the transaction a (validated) token names.
-    func recordEnd(of token: HistoryToken) throws(LogStoreError) -> UInt64 {
+    func recordEnd(of token: DefaultHistoryToken) throws(LogStoreError) -> UInt64 {
         if let mark = historyLowWaterMark, token.offset == mark.offset,
             let end = inner.withLock({ $0.lowWaterMarkCheckpointOffset })
         {
@@ -227,7 +227,7 @@ extension LogStore: HistoryProviding {
     }
 
     /// Writes the checkpoint at the end of L's record, recording L, then publishes L in memory.
-    private func writeLowWaterMarkCheckpoint(_ mark: HistoryToken, end: UInt64) throws {
+    private func writeLowWaterMarkCheckpoint(_ mark: DefaultHistoryToken, end: UInt64) throws {
         try checkpoints.beginOnDemand()
         var written: UInt64?
         var failure: (any Error)?
@@ -250,7 +250,7 @@ extension LogStore: HistoryProviding {
 
     /// The checkpoint header and state right after `mark`: a copy of the working state when
     /// nothing was written after it, else a fold from the newest checkpoint at or before it.
-    private func stateAfter(_ mark: HistoryToken, end: UInt64) throws(LogStoreError) -> (CheckpointHeader, FoldState) {
+    private func stateAfter(_ mark: DefaultHistoryToken, end: UInt64) throws(LogStoreError) -> (CheckpointHeader, FoldState) {
         let current = inner.withLock { inner -> (CheckpointHeader, FoldState)? in
             guard log.writtenEnd == end else { return nil }
             return (
@@ -287,7 +287,7 @@ extension LogStore: HistoryProviding {
     /// Unlike an acknowledgement, a registration is made durable before this returns: losing it
     /// would let a deletion remove history the consumer was promised. A token at or before the
     /// low-water mark throws ``LogStoreError/historyTokenExpired(resumeToken:)``.
-    public func registerHistoryConsumer(_ name: String, after token: HistoryToken? = nil) throws {
+    public func registerHistoryConsumer(_ name: String, after token: DefaultHistoryToken? = nil) throws {
         if let token { try historyReader().validate(tokenOnly(token, asLowerBound: true)) }
         let position = try writeBookmark(.set, name: name, token: token)
         do throws(LogError) { try log.waitUntilDurable(position) } catch { throw LogStoreError.log(error) }
@@ -296,7 +296,7 @@ extension LogStore: HistoryProviding {
     /// Records that `name` has processed everything up to `token`. Costs one small record and no
     /// `fdatasync` of its own: it becomes durable with the next save (a crash may lose it, which
     /// only makes retention keep more).
-    public func acknowledgeHistory(_ name: String, through token: HistoryToken) throws {
+    public func acknowledgeHistory(_ name: String, through token: DefaultHistoryToken) throws {
         guard inner.withLock({ $0.bookmarks[name] != nil }) else { throw LogStoreError.unknownConsumer(name) }
         try historyReader().validate(tokenOnly(token, asLowerBound: true))
         try writeBookmark(.set, name: name, token: token)
@@ -309,7 +309,7 @@ extension LogStore: HistoryProviding {
     }
 
     /// A query holding just this token (as `token > it` when `asLowerBound`, so an expired one throws).
-    private func tokenOnly(_ token: HistoryToken, asLowerBound: Bool) -> HistoryQuery {
+    private func tokenOnly(_ token: DefaultHistoryToken, asLowerBound: Bool) -> HistoryQuery {
         var query = HistoryQuery()
         query.tokenLiterals = [token]
         if asLowerBound { query.tokenLowerBound = .init(value: token, inclusive: false) }
@@ -317,7 +317,7 @@ extension LogStore: HistoryProviding {
     }
 
     @discardableResult
-    func writeBookmark(_ operation: BookmarkRecord.Operation, name: String, token: HistoryToken?) throws(LogStoreError)
+    func writeBookmark(_ operation: BookmarkRecord.Operation, name: String, token: DefaultHistoryToken?) throws(LogStoreError)
         -> LogPosition
     {
         try inner.withLock { inner throws(LogStoreError) -> LogPosition in
@@ -336,7 +336,7 @@ extension LogStore: HistoryProviding {
     }
 
     /// The consumer with the oldest bookmark (`nil` token = holds everything), if any.
-    func oldestBookmark() -> (String, HistoryToken?)? {
+    func oldestBookmark() -> (String, DefaultHistoryToken?)? {
         inner.withLock { inner in
             inner.bookmarks.values.min { lhs, rhs in
                 switch (lhs.token, rhs.token) {

@@ -25,7 +25,7 @@ extension LogStore {
 
     /// The newest transaction the byte and age limits let go, if any.
     private func retentionTarget(_ retention: HistoryRetention) throws(LogStoreError) -> (
-        token: HistoryToken, end: UInt64
+        token: DefaultHistoryToken, end: UInt64
     )? {
         var offsetBound: UInt64?
         if let byteCountMax = retention.historyByteCountMax {

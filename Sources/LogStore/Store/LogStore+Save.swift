@@ -14,7 +14,7 @@ extension LogStore {
         }
         publish()
         didPublish(endOffset: written.endOffset)
-        result.token = HistoryToken(storeIdentifier: log.storeID, offset: written.offset, check: written.payloadCRC)
+        result.token = DefaultHistoryToken(storeIdentifier: log.storeID, offset: written.offset, check: written.payloadCRC)
         return result
     }
 
@@ -29,7 +29,7 @@ extension LogStore {
         }
         publish()
         didPublish(endOffset: written.endOffset)
-        result.token = HistoryToken(storeIdentifier: log.storeID, offset: written.offset, check: written.payloadCRC)
+        result.token = DefaultHistoryToken(storeIdentifier: log.storeID, offset: written.offset, check: written.payloadCRC)
         return result
     }
 
@@ -113,7 +113,7 @@ extension LogStore {
         for (position, changes) in inner.pending {
             guard position.endOffset <= visibleEnd else { break }
             for change in changes { inner.published.apply(change) }
-            inner.publishedToken = HistoryToken(
+            inner.publishedToken = DefaultHistoryToken(
                 storeIdentifier: log.storeID, offset: position.offset,
                 check: position.payloadCRC)
             published += 1

@@ -55,13 +55,13 @@ public final class LogStore: DataStore, @unchecked Sendable {
         /// Written saves not yet published, in log order.
         var pending: [(position: LogPosition, changes: [ResolvedChange])] = []
         /// The token of the newest published transaction.
-        var publishedToken: HistoryToken?
+        var publishedToken: DefaultHistoryToken?
         /// Whether the state was folded again after the log failed (see `refreshAfterLogFailure`).
         var refoldedAfterFailure = false
         var lastTimestampMicroseconds: Int64
         var closed = false
         /// L: the newest deleted transaction; it and everything before it are invisible (D6).
-        var lowWaterMark: HistoryToken?
+        var lowWaterMark: DefaultHistoryToken?
         /// The checkpoint holding the state right after L (kept by pruning).
         var lowWaterMarkCheckpointOffset: UInt64?
         /// Registered history consumers, after every written record (D7).
@@ -161,7 +161,7 @@ public final class LogStore: DataStore, @unchecked Sendable {
     }
 
     /// The token of the newest visible transaction, or `nil` when there is none yet.
-    public var currentToken: HistoryToken? {
+    public var currentToken: DefaultHistoryToken? {
         refreshAfterLogFailure()
         return inner.withLock { $0.publishedToken }
     }

@@ -99,7 +99,7 @@ struct StoreReader {
     // MARK: History
 
     /// L as the checkpoints on disk record it (the highest), from their header records alone.
-    func lowWaterMark() throws(LogStoreError) -> HistoryToken? {
+    func lowWaterMark() throws(LogStoreError) -> DefaultHistoryToken? {
         CheckpointFiles.lowWaterMark(of: try checkpoints.headers(atOrBefore: log.visibleEnd))
     }
 
@@ -173,7 +173,7 @@ extension LogStore {
     /// ```
     ///
     /// - Parameter offset: stop after the record at this log offset (inclusive) — a history
-    ///   token's ``HistoryToken/offset`` gives the state right after that transaction. `nil`
+    ///   token's ``DefaultHistoryToken/offset`` gives the state right after that transaction. `nil`
     ///   folds the whole log.
     /// - Throws: ``LogStoreError/log(_:)`` when the store cannot be opened or read,
     ///   ``LogStoreError/corruptRecord(offset:reason:)`` when a record does not decode.
@@ -242,7 +242,7 @@ extension LogStore {
     /// (read-only, no lock): `nil` while no history was deleted. Tools use it to resolve a bare
     /// offset at or below L.
     public static func historyLowWaterMark(directory: String, fileSystem: any FileSystem = PosixFileSystem()) throws
-        -> HistoryToken?
+        -> DefaultHistoryToken?
     {
         try StoreReader.withReadOnlyStore(directory: directory, fileSystem: fileSystem) { store throws(LogStoreError) in
             try store.lowWaterMark()

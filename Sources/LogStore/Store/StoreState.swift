@@ -34,7 +34,7 @@ public struct StoreState: Sendable, Hashable {
     /// How many transaction records were folded.
     public var transactionCount: Int
     /// The token of the last transaction folded, or `nil` when there is none.
-    public var lastToken: HistoryToken?
+    public var lastToken: DefaultHistoryToken?
     /// Non-zero bytes after the last good record, which the replay stopped at (see
     /// `RecoveryReport.unreadTail`); `logstore verify` tells whether they are a torn tail or damage.
     public var unreadTail: RecoveryReport.DroppedRecord?

@@ -1,11 +1,23 @@
 import Foundation
 
+/// A position in a store's history (SwiftData's `HistoryToken`): Codable (apps keep it), ordered
+/// along the history, bound to one store. ``DefaultHistoryToken`` is LogStore's; a custom store
+/// that provides history brings its own.
+public protocol HistoryToken: Codable, Comparable, Hashable, Identifiable, Sendable {
+    associatedtype TokenValue: Hashable & Sendable
+    associatedtype StoreIdentifier: Hashable & Sendable
+    /// Where in the history it points (LogStore: a log offset).
+    var tokenValue: TokenValue { get }
+    /// The store whose history it belongs to.
+    var storeIdentifier: StoreIdentifier { get }
+}
+
 /// A position in a store's history: the offset of a transaction record in the log, with that
 /// record's payload CRC32C to tell a re-used offset apart (DECISIONS.md D6). Codable (apps keep
 /// it as JSON), Comparable within one store, Hashable.
 ///
 /// JSON form: `{"v":1,"store":"<UUID>","offset":"<decimal string>","check":<u32>}`.
-public struct HistoryToken: Hashable, Comparable, Sendable, Codable, CustomStringConvertible {
+public struct DefaultHistoryToken: HistoryToken, CustomStringConvertible {
     public var storeIdentifier: UUID
     public var offset: UInt64
     public var check: UInt32
@@ -16,7 +28,7 @@ public struct HistoryToken: Hashable, Comparable, Sendable, Codable, CustomStrin
         self.check = check
     }
 
-    public static func < (lhs: HistoryToken, rhs: HistoryToken) -> Bool { lhs.offset < rhs.offset }
+    public static func < (lhs: DefaultHistoryToken, rhs: DefaultHistoryToken) -> Bool { lhs.offset < rhs.offset }
 
     private enum CodingKeys: String, CodingKey {
         case version = "v"
@@ -50,6 +62,12 @@ public struct HistoryToken: Hashable, Comparable, Sendable, Codable, CustomStrin
     }
 
     public var description: String { "token@\(offset)" }
+
+    /// The token's position: the log offset of its transaction record.
+    public var tokenValue: UInt64 { offset }
+
+    /// Unique within its store: the offset.
+    public var id: UInt64 { offset }
 
     /// The documented JSON form, keys in the documented order:
     /// `{"v":1,"store":"<UUID>","offset":"<decimal string>","check":<u32>}`.
