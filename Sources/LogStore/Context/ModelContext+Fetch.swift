@@ -21,8 +21,14 @@ extension ModelContext {
             evaluatesHere = true
             result = try container.store.fetch(DataStoreFetchRequest(descriptor: FetchDescriptor<T>()))
         }
-        var models: [T] = try materialize(result.fetchedSnapshots, related: result.relatedSnapshots)
-        guard evaluatesHere else { return models }
+        // A store is code the context does not control: whatever it returns, the context hands
+        // back only models of the entity asked for, and never more than the limit.
+        let fetched = result.fetchedSnapshots.filter { $0.persistentIdentifier.entityName == T.entityName }
+        var models: [T] = try materialize(fetched, related: result.relatedSnapshots)
+        guard evaluatesHere else {
+            if let limit = descriptor.fetchLimit, models.count > max(0, limit) { models.removeLast(models.count - max(0, limit)) }
+            return models
+        }
         models.removeAll { pendingDeletes[$0.persistentModelID] != nil }
         models += pendingInserts
         if let predicate = descriptor.predicate { models = try models.filter { try predicate.evaluate($0) } }
@@ -41,6 +47,8 @@ extension ModelContext {
         }
         // Only a predicate or a sort reads values: without them, changed values do not matter.
         guard descriptor.predicate != nil || !descriptor.sortBy.isEmpty else { return false }
+        if changedModels.values.contains(where: { $0 is T && !changedValues(of: $0).isEmpty }) { return true }
+        guard hasUntrackedModels else { return false }
         return registered.contains { identifier, model in
             identifier.entityName == T.entityName && !identifier.isTemporary && encode(model) != savedValues[identifier]
         }
@@ -132,7 +140,17 @@ extension ModelContext {
             savedValues[identifier] = snapshot.values
             fresh.append((model, snapshot.values))
         }
-        for (model, values) in fresh { try fill(model, with: values) }
+        do {
+            for (model, values) in fresh { try fill(model, with: values) }
+        } catch {
+            // Nothing half-filled stays registered: the next fetch must not return it silently.
+            for (model, _) in fresh {
+                registered[model.persistentModelID] = nil
+                savedValues[model.persistentModelID] = nil
+                model.modelState.context = nil
+            }
+            throw error
+        }
         return snapshots.compactMap { (registered[$0.persistentIdentifier] ?? deleted[$0.persistentIdentifier]) as? T }
     }
 }

@@ -60,7 +60,9 @@ extension ModelContext {
             taken.append((model, model.modelState.changedNames))
             model.modelState.changedNames.removeAll()
             guard !values.isEmpty else { continue }
-            request.updated.append(DefaultSnapshot(persistentIdentifier: model.persistentModelID, values: values))
+            // Whole models, as SwiftData's contract has it: a store may replace its copy with
+            // the snapshot (LogStore records only the values that differ from its own).
+            request.updated.append(DefaultSnapshot(persistentIdentifier: model.persistentModelID, values: encode(model)))
         }
         let tracked = Set(changedModels.keys)
         changedModels.removeAll()
@@ -69,10 +71,7 @@ extension ModelContext {
             where !identifier.isTemporary && !tracked.contains(ObjectIdentifier(model)) {
                 let values = encode(model)
                 guard let saved = savedValues[identifier], values != saved else { continue }
-                request.updated.append(
-                    DefaultSnapshot(
-                        persistentIdentifier: identifier,
-                        values: values.filter { saved[$0.key] != $0.value }))
+                request.updated.append(DefaultSnapshot(persistentIdentifier: identifier, values: values))
             }
         }
         request.deleted = deleted.map { DefaultSnapshot(persistentIdentifier: $0.key, values: [:]) }

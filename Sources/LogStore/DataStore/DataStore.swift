@@ -111,8 +111,19 @@ public struct DataStoreFetchResult<T: PersistentModel, Snapshot: DataStoreSnapsh
     }
 }
 
-/// The changes of one save. Inserted snapshots carry temporary identifiers; references among
-/// them use those temporary identifiers too.
+/// The changes of one save (SwiftData's contract):
+///
+/// - `inserted`: whole models with **temporary** identifiers; references among them use those
+///   temporary identifiers too. The store mints a permanent identifier for each, returns the
+///   mapping in ``DataStoreSaveChangesResult/remappedIdentifiers``, and should store each snapshot
+///   as `copy(persistentIdentifier: permanent, remappedIdentifiers: mapping)` so references to
+///   models inserted in the same save become permanent too.
+/// - `updated`: **whole** models (every property, not only the changed ones), with permanent
+///   identifiers; a store may replace its copy.
+/// - `deleted`: the models to delete (their values are not needed).
+///
+/// A store returns from `fetch` snapshots of the requested entity (the context drops any
+/// other), at most `fetchLimit` of them unless it declined the predicate or sort.
 public struct DataStoreSaveChangesRequest<Snapshot: DataStoreSnapshot>: Sendable {
     public var inserted: [Snapshot]
     public var updated: [Snapshot]
