@@ -505,7 +505,7 @@ import Testing
         var state = FoldState()
         var random = Random(state: 21)
         for number in 0..<300 {
-            let id = PersistentIdentifier.identifier(for: store.uuidString, entityName: "Trip", primaryKey: UUID())
+            let id = try PersistentIdentifier.identifier(for: store.uuidString, entityName: "Trip", primaryKey: UUID())
             state.apply(
                 .insert(
                     id,
@@ -516,7 +516,7 @@ import Testing
                         "bucketList": .array([]), "livingAccommodation": .null,
                     ]))
             if number % 7 == 0 { state.apply(.delete(id, tombstone: [:])) }
-            let item = PersistentIdentifier.identifier(
+            let item = try PersistentIdentifier.identifier(
                 for: store.uuidString, entityName: "BucketListItem", primaryKey: UUID())
             state.apply(
                 .insert(

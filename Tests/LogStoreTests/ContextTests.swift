@@ -491,11 +491,11 @@ private func makeTrip(_ name: String, _ destination: String, _ start: Int) -> Tr
         let before = try fixture.allSnapshots(container)
         #expect(before["Trip"]?.count == 1)
         let storeIdentifier = try #require(lisbon.persistentModelID.storeIdentifier)
-        let missingStay = PersistentIdentifier.identifier(
+        let missingStay = try PersistentIdentifier.identifier(
             for: storeIdentifier, entityName: "LivingAccommodation", primaryKey: UUID())
-        let missingItem = PersistentIdentifier.identifier(
+        let missingItem = try PersistentIdentifier.identifier(
             for: storeIdentifier, entityName: "BucketListItem", primaryKey: UUID())
-        let missingTrip = PersistentIdentifier.identifier(for: storeIdentifier, entityName: "Trip", primaryKey: UUID())
+        let missingTrip = try PersistentIdentifier.identifier(for: storeIdentifier, entityName: "Trip", primaryKey: UUID())
 
         // Every bad insert rides with a good one: the whole save must be refused.
         let goodItem = DefaultSnapshot(

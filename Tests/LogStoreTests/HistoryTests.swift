@@ -459,7 +459,7 @@ import Testing
         for entity in store.schema.entities {
             result[entity.name] = state.rows(of: entity.name).map {
                 DefaultSnapshot(
-                    persistentIdentifier: .identifier(for: store.identifier, entityName: entity.name, primaryKey: $0.0),
+                    persistentIdentifier: .permanent(for: store.identifier, entityName: entity.name, primaryKey: $0.0),
                     values: $0.1.values)
             }
         }

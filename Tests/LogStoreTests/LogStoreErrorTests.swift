@@ -7,7 +7,7 @@ import Testing
 /// `LogStoreError` is matched by code and by family, carries where it applies as fields, and
 /// reports corruption one way whether the log or a payload decoder found it.
 @Suite struct LogStoreErrorTests {
-    static let identifier = PersistentIdentifier.identifier(
+    static let identifier = try! PersistentIdentifier.identifier(
         for: UUID().uuidString, entityName: "Trip", primaryKey: UUID())
 
     @Test func aCatchClauseMatchesByCode() {

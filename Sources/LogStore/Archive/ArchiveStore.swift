@@ -119,7 +119,7 @@ public final class ArchiveStore: DataStore, Sendable {
         for entity in schema.entities {
             result[entity.name] = state.rows(of: entity.name).map {
                 DefaultSnapshot(
-                    persistentIdentifier: .identifier(for: identifier, entityName: entity.name, primaryKey: $0.0),
+                    persistentIdentifier: .permanent(for: identifier, entityName: entity.name, primaryKey: $0.0),
                     values: $0.1.values)
             }
         }
@@ -208,7 +208,7 @@ public final class ArchiveStore: DataStore, Sendable {
         for entity in schema.entities where index.constraints[entity.name] != nil {
             for (primaryKey, row) in state.rows(of: entity.name) {
                 index.replace(
-                    .identifier(for: identifier, entityName: entity.name, primaryKey: primaryKey), old: nil,
+                    .permanent(for: identifier, entityName: entity.name, primaryKey: primaryKey), old: nil,
                     new: row.values)
             }
         }
@@ -222,7 +222,7 @@ public final class ArchiveStore: DataStore, Sendable {
                 (
                     row.sequence,
                     DefaultSnapshot(
-                        persistentIdentifier: .identifier(
+                        persistentIdentifier: .permanent(
                             for: identifier, entityName: entityName,
                             primaryKey: primaryKey),
                         values: row.values)

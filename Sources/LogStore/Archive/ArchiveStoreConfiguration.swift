@@ -7,7 +7,7 @@ import LogStoreEngine
 /// let configuration = ArchiveStoreConfiguration(name: "Trips", path: "/var/lib/trips.json")
 /// let container = try ModelContainer(for: Trip.self, BucketListItem.self, configurations: configuration)
 /// ```
-public struct ArchiveStoreConfiguration: DataStoreConfiguration {
+public struct ArchiveStoreConfiguration: DataStoreConfiguration, Sendable {
     public typealias Store = ArchiveStore
 
     public var name: String

@@ -1,8 +1,8 @@
 import Foundation
 
 /// A store's configuration: its name and schema, and the type of store it makes (SwiftData's
-/// `DataStoreConfiguration`).
-public protocol DataStoreConfiguration: Hashable, Sendable {
+/// `DataStoreConfiguration`; like SwiftData's, it need not be `Sendable`).
+public protocol DataStoreConfiguration: Hashable {
     associatedtype Store: DataStore where Store.Configuration == Self
     var name: String { get }
     var schema: Schema? { get set }

@@ -112,6 +112,8 @@ public enum ModelError: Error, Sendable, Equatable, CustomStringConvertible {
     case valueTypeMismatch(entity: String, property: String, value: AttributeValue)
     case missingReference(entity: String, property: String, identifier: PersistentIdentifier)
     case unknownEntity(String)
+    /// A primary key that is not a UUID (LogStore's identifiers hold UUID keys).
+    case unsupportedPrimaryKey(type: String, value: String)
 
     public var description: String {
         switch self {
@@ -121,6 +123,9 @@ public enum ModelError: Error, Sendable, Equatable, CustomStringConvertible {
             "\(entity).\(property) refers to \(identifier), which is not in the store."
         case .unknownEntity(let name):
             "The entity \(name) is not in the container's schema."
+        case .unsupportedPrimaryKey(let type, let value):
+            "A PersistentIdentifier's primary key is a UUID (or a string holding one); \(type) \"\(value)\" is not. "
+                + "Mint UUID keys in a custom store."
         }
     }
 }

@@ -7,7 +7,7 @@ import Foundation
 /// and returns the mapping in ``DataStoreSaveChangesResult/remappedIdentifiers``.
 ///
 /// ```swift
-/// let id = PersistentIdentifier.identifier(for: store.identifier, entityName: "Trip", primaryKey: UUID())
+/// let id = try PersistentIdentifier.identifier(for: store.identifier, entityName: "Trip", primaryKey: UUID())
 /// ```
 public struct PersistentIdentifier: Hashable, Comparable, Codable, Sendable, CustomStringConvertible {
     /// The store that minted the identifier; `nil` while it is temporary.
@@ -17,11 +17,21 @@ public struct PersistentIdentifier: Hashable, Comparable, Codable, Sendable, Cus
     /// The primary key within the entity.
     public let primaryKey: UUID
 
-    /// A permanent identifier (SwiftData's `identifier(for:entityName:primaryKey:)`).
-    public static func identifier(for storeIdentifier: String, entityName: String, primaryKey: UUID)
-        -> PersistentIdentifier
-    {
+    /// A permanent identifier with a UUID key (what LogStore and ArchiveStore mint).
+    static func permanent(for storeIdentifier: String, entityName: String, primaryKey: UUID) -> PersistentIdentifier {
         PersistentIdentifier(storeIdentifier: storeIdentifier, entityName: entityName, primaryKey: primaryKey)
+    }
+
+    /// A permanent identifier (SwiftData's `identifier(for:entityName:primaryKey:)`), for custom
+    /// stores minting the identifiers of their inserts. LogStore's identifiers hold UUID keys: a `UUID`, or a string that is one, is accepted;
+    /// any other key throws ``ModelError/unsupportedPrimaryKey(type:value:)``.
+    public static func identifier<Key: Comparable & CustomStringConvertible & Codable & Hashable & Sendable>(
+        for storeIdentifier: String, entityName: String, primaryKey: Key
+    ) throws -> PersistentIdentifier {
+        if let uuid = primaryKey as? UUID ?? UUID(uuidString: primaryKey.description) {
+            return permanent(for: storeIdentifier, entityName: entityName, primaryKey: uuid)
+        }
+        throw ModelError.unsupportedPrimaryKey(type: "\(Key.self)", value: primaryKey.description)
     }
 
     /// A new temporary identifier for a model about to be inserted.

@@ -131,7 +131,7 @@ struct TransactionRecord: Sendable, Equatable {
                     let kind = try reader.readByte()
                     let entityID = UInt32(truncatingIfNeeded: try reader.readVarint())
                     guard let entity = entitiesByID[entityID] else { throw .malformed("unknown entity id \(entityID)") }
-                    let identifier = PersistentIdentifier.identifier(
+                    let identifier = PersistentIdentifier.permanent(
                         for: storeIdentifier, entityName: entity.name,
                         primaryKey: UUID(bytes: try reader.readBytes(16)))
                     let valueCount = try reader.readVarint()

@@ -71,7 +71,7 @@ enum ValueCodec {
                 throw .malformed("reference to unknown entity id \(entityID)")
             }
             return .reference(
-                .identifier(
+                .permanent(
                     for: storeIdentifier, entityName: entityName,
                     primaryKey: UUID(bytes: try reader.readBytes(16))))
         case 10:

@@ -78,7 +78,7 @@ extension FoldState {
         var standIns: [T] = []
         for (primaryKey, row) in rows where matches?(row.values) ?? true {
             let model = T()
-            model.modelState.assign(.identifier(for: storeIdentifier, entityName: T.entityName, primaryKey: primaryKey))
+            model.modelState.assign(.permanent(for: storeIdentifier, entityName: T.entityName, primaryKey: primaryKey))
             for property in plan.sortProperties {
                 if let value = row.values[property.name] { try? property.write(model, value) { _ in nil } }
             }
@@ -98,7 +98,7 @@ extension FoldState {
         let plan = try StoreFetching.plan(request.descriptor)
         let snapshots = fetchRows(plan, storeIdentifier: storeIdentifier).map { primaryKey, row in
             DefaultSnapshot(
-                persistentIdentifier: .identifier(
+                persistentIdentifier: .permanent(
                     for: storeIdentifier, entityName: T.entityName,
                     primaryKey: primaryKey),
                 values: row.values)
@@ -127,7 +127,7 @@ extension FoldState {
     {
         let plan = try StoreFetching.plan(request.descriptor)
         return fetchRows(plan, storeIdentifier: storeIdentifier).map {
-            .identifier(for: storeIdentifier, entityName: T.entityName, primaryKey: $0.0)
+            .permanent(for: storeIdentifier, entityName: T.entityName, primaryKey: $0.0)
         }
     }
 

@@ -59,7 +59,7 @@ struct SaveResolver {
                 }
             }
             let permanent =
-                target ?? .identifier(for: storeIdentifier, entityName: entity.name, primaryKey: RandomUUID.make())
+                target ?? .permanent(for: storeIdentifier, entityName: entity.name, primaryKey: RandomUUID.make())
             // A collision with a stored model is an upsert; with an earlier insert of this save, a merge.
             if let target, state.contains(target) { upserts.insert(target) }
             resolution.remapped[temporary] = permanent
@@ -180,7 +180,7 @@ struct SaveResolver {
             let pointing = entity.relationships.filter { deletedEntities.contains($0.destination) }
             guard !pointing.isEmpty else { continue }
             for (primaryKey, row) in state.rows(of: entity.name) {
-                let identifier = PersistentIdentifier.identifier(
+                let identifier = PersistentIdentifier.permanent(
                     for: storeIdentifier, entityName: entity.name, primaryKey: primaryKey)
                 guard !deleted.contains(identifier), inserted[identifier] == nil else { continue }
                 var current = resolution.reregister[identifier] ?? row.values

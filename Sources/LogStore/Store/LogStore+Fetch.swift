@@ -45,7 +45,7 @@ extension LogStore {
         for entity in schema.entities {
             result[entity.name] = state.rows(of: entity.name).map {
                 DefaultSnapshot(
-                    persistentIdentifier: .identifier(for: identifier, entityName: entity.name, primaryKey: $0.0),
+                    persistentIdentifier: .permanent(for: identifier, entityName: entity.name, primaryKey: $0.0),
                     values: $0.1.values)
             }
         }

@@ -120,7 +120,7 @@ public final class LogStore: DataStore, @unchecked Sendable {
                 uniqueIndex.reserveCapacity(replayed.state.count(of: entity.name), entity: entity.name)
                 for (primaryKey, row) in replayed.state.rows(of: entity.name) {
                     uniqueIndex.replace(
-                        .identifier(for: storeIdentifier, entityName: entity.name, primaryKey: primaryKey),
+                        .permanent(for: storeIdentifier, entityName: entity.name, primaryKey: primaryKey),
                         old: nil, new: row.values)
                 }
             }

@@ -7,7 +7,7 @@ import LogStoreEngine
 /// let configuration = LogStoreConfiguration(name: "Trips", directory: "/var/lib/trips")
 /// let container = try ModelContainer(for: Trip.self, BucketListItem.self, configurations: configuration)
 /// ```
-public struct LogStoreConfiguration: DataStoreConfiguration {
+public struct LogStoreConfiguration: DataStoreConfiguration, Sendable {
     public typealias Store = LogStore
 
     public var name: String

@@ -83,7 +83,7 @@ struct StoreReader {
                 attributeNames: entity.attributes.map(\.name),
                 rows: result.state.rows(of: entity.name).map { primaryKey, row in
                     DefaultSnapshot(
-                        persistentIdentifier: .identifier(
+                        persistentIdentifier: .permanent(
                             for: storeIdentifier, entityName: entity.name,
                             primaryKey: primaryKey),
                         values: row.values)
