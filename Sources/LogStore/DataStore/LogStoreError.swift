@@ -359,3 +359,14 @@ extension LogStoreError {
         Self(.unknownConsumer, "No history consumer named \"\(name)\" is registered.")
     }
 }
+
+/// SwiftData's `SwiftDataError`: LogStore's errors are ``LogStoreError``s, and SwiftData's static
+/// members are its codes — `catch SwiftDataError.historyTokenExpired` and
+/// `error == .historyTokenExpired` match by code; the resume token is extra information
+/// (``LogStoreError/resumeToken``), not part of the match.
+public typealias SwiftDataError = LogStoreError
+
+extension LogStoreError {
+    /// Whether the error has this code (`error == .historyTokenExpired`).
+    public static func == (lhs: LogStoreError, rhs: Code) -> Bool { lhs.code == rhs }
+}
