@@ -16,6 +16,12 @@ public final class ModelContainer: @unchecked Sendable {
     /// is `@MainActor`), which is what makes the unchecked access safe.
     nonisolated(unsafe) private var mainContextStorage: ModelContext?
 
+    /// SwiftData's `ModelContainer(for: Trip.self)`: the default store
+    /// (``LogStoreConfiguration/init(_:schema:isStoredInMemoryOnly:allowsSave:)``).
+    public convenience init(for types: any PersistentModel.Type...) throws {
+        try self.init(for: types, configuration: ModelConfiguration())
+    }
+
     /// Opens the store the configuration describes, for the given model types. The schema is
     /// built from the types' declarations (the configuration's own schema, if any, is replaced).
     public convenience init<Configuration: DataStoreConfiguration>(

@@ -64,6 +64,10 @@ extension LogStore {
                 throw .unsupportedFeature(
                     "This store was opened without a schema in code (for tools): it does not save.")
             }
+            guard configuration.allowsSave else {
+                throw .log(LogError(.readOnly, "This store's configuration does not allow saves (allowsSave is false).",
+                                    file: configuration.directory))
+            }
             let resolution = try SaveResolver(
                 schema: schema, storeIdentifier: identifier, state: inner.working,
                 uniqueIndex: inner.uniqueIndex,

@@ -146,7 +146,10 @@ public final class LogStore: DataStore, @unchecked Sendable {
         finishCompaction()
     }
 
-    deinit { try? log.close() }
+    deinit {
+        try? log.close()
+        if configuration.isStoredInMemoryOnly { try? FileManager.default.removeItem(atPath: configuration.directory) }
+    }
 
     /// Syncs and closes the log. Further calls throw.
     public func close() throws {
@@ -158,6 +161,8 @@ public final class LogStore: DataStore, @unchecked Sendable {
         compactionLock.lock()
         compactionLock.unlock()
         do { try log.close() } catch { throw LogStoreError.log(error) }
+        // A store only in memory is gone with its last close.
+        if configuration.isStoredInMemoryOnly { try? FileManager.default.removeItem(atPath: configuration.directory) }
     }
 
     /// The token of the newest visible transaction, or `nil` when there is none yet.

@@ -29,6 +29,11 @@ public struct LogStoreConfiguration: DataStoreConfiguration, Sendable {
     public var uniqueCollisionPolicy: UniqueCollisionPolicy = .upsert
     /// The file system (tests pass a simulated one); not part of equality.
     public var fileSystem: any FileSystem
+    /// Whether saves are allowed (SwiftData's `allowsSave`); when not, a save throws.
+    public var allowsSave = true
+    /// A store that lives only while it is open: its directory is removed when it closes
+    /// (SwiftData's `isStoredInMemoryOnly`; see ``init(_:schema:isStoredInMemoryOnly:allowsSave:)``).
+    public var isStoredInMemoryOnly = false
 
     public init(
         name: String = "default", schema: Schema? = nil, directory: String,
@@ -60,6 +65,7 @@ public struct LogStoreConfiguration: DataStoreConfiguration, Sendable {
             && lhs.checkpointIntervalByteCount == rhs.checkpointIntervalByteCount
             && lhs.historyRetention == rhs.historyRetention
             && lhs.uniqueCollisionPolicy == rhs.uniqueCollisionPolicy
+            && lhs.allowsSave == rhs.allowsSave && lhs.isStoredInMemoryOnly == rhs.isStoredInMemoryOnly
     }
 
     public func hash(into hasher: inout Hasher) {
