@@ -75,6 +75,7 @@ public struct MarkerMacro: PeerMacro, DeclarationMacro {
 
 enum ModelDiagnostic: DiagnosticMessage {
     case notAClass
+    case notFinal
     case notAStoredProperty
     case attributeAndRelationship
     case needsExplicitType(String)
@@ -84,6 +85,7 @@ enum ModelDiagnostic: DiagnosticMessage {
     var message: String {
         switch self {
         case .notAClass: "@Model applies to a class; a struct, enum or actor cannot be a model"
+        case .notFinal: "@Model classes must be final in this version of LogStore (write 'final class')"
         case .notAStoredProperty: "@Attribute and @Relationship apply to stored 'var' properties, not to computed ones"
         case .attributeAndRelationship: "a property is an attribute or a relationship, not both"
         case let .needsExplicitType(name): "the persisted property '\(name)' needs an explicit type, e.g. 'var \(name): String'"
@@ -95,6 +97,7 @@ enum ModelDiagnostic: DiagnosticMessage {
     var diagnosticID: MessageID {
         let id = switch self {
         case .notAClass: "notAClass"
+        case .notFinal: "notFinal"
         case .notAStoredProperty: "notAStoredProperty"
         case .attributeAndRelationship: "attributeAndRelationship"
         case .needsExplicitType: "needsExplicitType"

@@ -221,6 +221,11 @@ public struct HistoryChangeIdentifier: Hashable, Sendable, Comparable {
     public var transactionIdentifier: Int64
     public var index: Int
 
+    public init(transactionIdentifier: Int64, index: Int) {
+        self.transactionIdentifier = transactionIdentifier
+        self.index = index
+    }
+
     public static func < (lhs: Self, rhs: Self) -> Bool {
         (lhs.transactionIdentifier, lhs.index) < (rhs.transactionIdentifier, rhs.index)
     }
@@ -266,6 +271,14 @@ public struct DefaultHistoryInsert<Model: PersistentModel>: HistoryInsert {
     public let changeIdentifier: HistoryChangeIdentifier
     public let values: [String: AttributeValue]
 
+    /// For custom stores providing history of their own.
+    public init(changedPersistentIdentifier: PersistentIdentifier, changeIdentifier: HistoryChangeIdentifier,
+                values: [String: AttributeValue]) {
+        self.changedPersistentIdentifier = changedPersistentIdentifier
+        self.changeIdentifier = changeIdentifier
+        self.values = values
+    }
+
     /// The inserted value of a property, by key path (`insert[\Trip.name]`).
     public subscript<Value: AttributeConvertible>(_ keyPath: KeyPath<Model, Value>) -> Value? {
         HistoryTombstone<Model>.value(of: keyPath, in: values)
@@ -277,6 +290,15 @@ public struct DefaultHistoryUpdate<Model: PersistentModel>: HistoryUpdate {
     public let changedPersistentIdentifier: PersistentIdentifier
     public let changeIdentifier: HistoryChangeIdentifier
     public let values: [String: AttributeValue]
+
+    /// For custom stores providing history of their own: `values` are the changed properties'
+    /// new values.
+    public init(changedPersistentIdentifier: PersistentIdentifier, changeIdentifier: HistoryChangeIdentifier,
+                values: [String: AttributeValue]) {
+        self.changedPersistentIdentifier = changedPersistentIdentifier
+        self.changeIdentifier = changeIdentifier
+        self.values = values
+    }
 
     public var updatedAttributeNames: Set<String> { Set(values.keys) }
 
@@ -296,6 +318,14 @@ public struct DefaultHistoryDelete<Model: PersistentModel>: HistoryDelete {
     public let changedPersistentIdentifier: PersistentIdentifier
     public let changeIdentifier: HistoryChangeIdentifier
     public let tombstone: HistoryTombstone<Model>
+
+    /// For custom stores providing history of their own.
+    public init(changedPersistentIdentifier: PersistentIdentifier, changeIdentifier: HistoryChangeIdentifier,
+                tombstone: HistoryTombstone<Model>) {
+        self.changedPersistentIdentifier = changedPersistentIdentifier
+        self.changeIdentifier = changeIdentifier
+        self.tombstone = tombstone
+    }
 
     public var tombstoneValues: [String: AttributeValue] { tombstone.values }
 }

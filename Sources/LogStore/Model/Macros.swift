@@ -1,4 +1,4 @@
-/// Makes a class a model stored by LogStore, as SwiftData's `@Model` does: its stored `var`s
+/// Makes a final class a model stored by LogStore, as SwiftData's `@Model` does: its stored `var`s
 /// become persisted properties (attributes, or relationships when their type is another model or
 /// an array of models), it conforms to ``PersistentModel``, `Observable`, `Identifiable` and
 /// `Hashable` (by identity), and it reports its own changes, so a save costs what changed.
