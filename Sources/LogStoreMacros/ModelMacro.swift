@@ -20,6 +20,9 @@ public struct ModelMacro: MemberMacro, MemberAttributeMacro, ExtensionMacro {
             context.diagnose(Diagnostic(node: Syntax(node), message: ModelDiagnostic.notAClass))
             return []
         }
+        if !classDecl.modifiers.contains(where: { $0.name.tokenKind == .keyword(.final) }) {
+            context.diagnose(ModelDiagnostic.notFinal(classDecl))
+        }
         let model = ModelDescription(classDecl, in: context)
         let access = model.accessPrefix
         let typeName = model.typeName

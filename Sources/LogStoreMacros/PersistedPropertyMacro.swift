@@ -80,6 +80,7 @@ enum ModelDiagnostic: DiagnosticMessage {
     case needsExplicitType(String)
     case keyPathListExpected
     case unknownProperty(String, String)
+    case notFinalClass
 
     var message: String {
         switch self {
@@ -89,6 +90,9 @@ enum ModelDiagnostic: DiagnosticMessage {
         case let .needsExplicitType(name): "the persisted property '\(name)' needs an explicit type, e.g. 'var \(name): String'"
         case .keyPathListExpected: "expected an array of key paths to properties, e.g. [\\.name, \\.startDate]"
         case let .unknownProperty(name, macro): "#\(macro) names '\(name)', which is not a persisted property of this model"
+        case .notFinalClass:
+            "@Model classes must be 'final': PersistentModel's requirements name 'Self' (schemaProperties: "
+                + "[ModelProperty<Self>]), which a non-final class cannot satisfy, and model inheritance is not supported"
         }
     }
 
@@ -100,6 +104,7 @@ enum ModelDiagnostic: DiagnosticMessage {
         case .needsExplicitType: "needsExplicitType"
         case .keyPathListExpected: "keyPathListExpected"
         case .unknownProperty: "unknownProperty"
+        case .notFinalClass: "notFinalClass"
         }
         return MessageID(domain: "LogStoreMacros", id: id)
     }
