@@ -20,10 +20,8 @@ public struct ModelMacro: MemberMacro, MemberAttributeMacro, ExtensionMacro {
             context.diagnose(Diagnostic(node: Syntax(node), message: ModelDiagnostic.notAClass))
             return []
         }
-        if !classDecl.modifiers.contains(where: { $0.name.text == "final" }) {
-            // PersistentModel's schemaProperties is [ModelProperty<Self>], which only a final class
-            // can provide; say so here rather than through the conformance error.
-            context.diagnose(Diagnostic(node: Syntax(classDecl.classKeyword), message: ModelDiagnostic.notFinal))
+        if !classDecl.modifiers.contains(where: { $0.name.tokenKind == .keyword(.final) }) {
+            context.diagnose(ModelDiagnostic.notFinal(classDecl))
         }
         let model = ModelDescription(classDecl, in: context)
         let access = model.accessPrefix

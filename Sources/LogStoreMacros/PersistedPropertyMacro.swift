@@ -75,34 +75,36 @@ public struct MarkerMacro: PeerMacro, DeclarationMacro {
 
 enum ModelDiagnostic: DiagnosticMessage {
     case notAClass
-    case notFinal
     case notAStoredProperty
     case attributeAndRelationship
     case needsExplicitType(String)
     case keyPathListExpected
     case unknownProperty(String, String)
+    case notFinalClass
 
     var message: String {
         switch self {
         case .notAClass: "@Model applies to a class; a struct, enum or actor cannot be a model"
-        case .notFinal: "@Model classes must be final in this version of LogStore (write 'final class')"
         case .notAStoredProperty: "@Attribute and @Relationship apply to stored 'var' properties, not to computed ones"
         case .attributeAndRelationship: "a property is an attribute or a relationship, not both"
         case let .needsExplicitType(name): "the persisted property '\(name)' needs an explicit type, e.g. 'var \(name): String'"
         case .keyPathListExpected: "expected an array of key paths to properties, e.g. [\\.name, \\.startDate]"
         case let .unknownProperty(name, macro): "#\(macro) names '\(name)', which is not a persisted property of this model"
+        case .notFinalClass:
+            "@Model classes must be 'final': PersistentModel's requirements name 'Self' (schemaProperties: "
+                + "[ModelProperty<Self>]), which a non-final class cannot satisfy, and model inheritance is not supported"
         }
     }
 
     var diagnosticID: MessageID {
         let id = switch self {
         case .notAClass: "notAClass"
-        case .notFinal: "notFinal"
         case .notAStoredProperty: "notAStoredProperty"
         case .attributeAndRelationship: "attributeAndRelationship"
         case .needsExplicitType: "needsExplicitType"
         case .keyPathListExpected: "keyPathListExpected"
         case .unknownProperty: "unknownProperty"
+        case .notFinalClass: "notFinalClass"
         }
         return MessageID(domain: "LogStoreMacros", id: id)
     }

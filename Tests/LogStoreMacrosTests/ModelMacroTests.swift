@@ -242,46 +242,6 @@ final class ModelMacroTests: XCTestCase {
             macros: macros)
     }
 
-    func testAModelMustBeAFinalClass() {
-        assertMacroExpansion(
-            """
-            @Model
-            class Note {
-            }
-            """,
-            expandedSource: """
-            class Note {
-
-                static let schemaProperties: [ModelProperty<Note>] = [
-
-                ]
-
-                static let uniquenessConstraints: [[String]] = []
-
-                static let indexes: [[String]] = []
-
-                static let _usesModelStorage = true
-
-                let modelState = ModelState()
-
-                private let _$observationRegistrar = Observation.ObservationRegistrar()
-
-                /// An empty instance, which a fetch fills property by property.
-                required init() {
-
-                }
-            }
-
-            extension Note: PersistentModel, Observation.Observable {
-            }
-            """,
-            diagnostics: [
-                DiagnosticSpec(message: "@Model classes must be final in this version of LogStore (write 'final class')",
-                               line: 2, column: 1)
-            ],
-            macros: macros)
-    }
-
     func testAModelMustBeAClass() {
         assertMacroExpansion(
             """

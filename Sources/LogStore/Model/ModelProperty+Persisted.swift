@@ -17,7 +17,7 @@ extension ModelProperty {
     public static func _persisted<Destination: PersistentModel>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Destination?> & Sendable,
         options: Schema.Attribute.Options = [], deleteRule: Schema.Relationship.DeleteRule = .nullify,
-        inverse: (any PartialKeyPath<Destination> & Sendable)? = nil, originalName: String? = nil
+        inverse: (any PartialKeyPath<Destination> & _RelationshipKeyPath & Sendable)? = nil, originalName: String? = nil
     ) -> ModelProperty {
         var property = ModelProperty.toOne(name, keyPath, deleteRule: deleteRule, options: options)
         property.inverseKeyPath = inverse
@@ -31,7 +31,7 @@ extension ModelProperty {
     public static func _persisted<Destination: PersistentModel>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, [Destination]> & Sendable,
         options: Schema.Attribute.Options = [], deleteRule: Schema.Relationship.DeleteRule = .nullify,
-        inverse: (any PartialKeyPath<Destination> & Sendable)? = nil, originalName: String? = nil
+        inverse: (any PartialKeyPath<Destination> & _RelationshipKeyPath & Sendable)? = nil, originalName: String? = nil
     ) -> ModelProperty {
         var property = ModelProperty.toMany(name, keyPath, deleteRule: deleteRule, options: options)
         property.inverseKeyPath = inverse

@@ -1,0 +1,265 @@
+import LogStoreMacros
+import SwiftSyntaxMacros
+import SwiftSyntaxMacrosTestSupport
+import XCTest
+
+/// More of what `@Model`, `@Relationship`, `#Unique` and `#Index` expand to and refuse: non-final
+/// classes, to-many relationships with inverses, several constraints, and the key paths
+/// `#Unique`/`#Index` cannot use.
+final class ModelMacroShapeTests: XCTestCase {
+    let macros: [String: any Macro.Type] = [
+        "Model": ModelMacro.self, "_PersistedProperty": PersistedPropertyMacro.self,
+        "Attribute": MarkerMacro.self, "Relationship": MarkerMacro.self, "Transient": MarkerMacro.self,
+        "Unique": MarkerMacro.self, "Index": MarkerMacro.self,
+    ]
+
+    /// The members every expansion ends with, after `schemaProperties`.
+    func tail(_ type: String, unique: String = "[]", indexes: String = "[]", emptyInit: String? = "") -> String {
+        var text = "\n" + """
+
+                static let uniquenessConstraints: [[String]] = \(unique)
+
+                static let indexes: [[String]] = \(indexes)
+
+                static let _usesModelStorage = true
+
+                let modelState = ModelState()
+
+                private let _$observationRegistrar = Observation.ObservationRegistrar()
+            """
+        if let emptyInit {
+            text += """
+
+
+                    /// An empty instance, which a fetch fills property by property.
+                    required init() {
+                \(emptyInit)
+                    }
+                """
+        }
+        return text + """
+
+            }
+
+            extension \(type): PersistentModel, Observation.Observable {
+            }
+            """
+    }
+
+    func testANonFinalClassIsAnErrorWithAFixIt() {
+        assertMacroExpansion(
+            """
+            @Model
+            class Note {
+            }
+            """,
+            expandedSource: """
+            class Note {
+
+                static let schemaProperties: [ModelProperty<Note>] = [
+
+                ]
+            """ + tail("Note"),
+            diagnostics: [
+                DiagnosticSpec(
+                    message: "@Model classes must be 'final': PersistentModel's requirements name 'Self' (schemaProperties: "
+                        + "[ModelProperty<Self>]), which a non-final class cannot satisfy, and model inheritance is not supported",
+                    line: 2, column: 1, fixIts: [FixItSpec(message: "Add 'final'")])
+            ],
+            macros: macros,
+            applyFixIts: ["Add 'final'"],
+            fixedSource: """
+            @Model
+            final class Note {
+            }
+            """)
+    }
+
+    func testAToManyRelationshipWithItsInverseAndSeveralConstraints() {
+        assertMacroExpansion(
+            """
+            @Model
+            final class Trip {
+                #Unique<Trip>([\\.name, \\.start], [\\.code])
+                var name: String
+                var start: Date
+                @Attribute(.unique) var code: String
+                @Relationship(deleteRule: .cascade, inverse: \\Item.trip) var items: [Item] = []
+                init(name: String) { self.name = name; start = .now; code = name }
+            }
+            """,
+            expandedSource: """
+            final class Trip {
+                var name: String {
+                    @storageRestrictions(initializes: _name, accesses: modelState)
+                    init(initialValue) {
+                        modelState._initialize(initialValue, at: "name")
+                        _name = _PersistedSlot()
+                    }
+                    get {
+                        _$observationRegistrar.access(self, keyPath: \\.name)
+                        return modelState._value(at: "name", of: Self.entityName)
+                    }
+                    set {
+                        _$observationRegistrar.withMutation(of: self, keyPath: \\.name) {
+                            modelState._set(newValue, at: "name", on: self, keyPath: \\.name)
+                        }
+                    }
+                }
+
+                private var _name: _PersistedSlot
+                var start: Date {
+                    @storageRestrictions(initializes: _start, accesses: modelState)
+                    init(initialValue) {
+                        modelState._initialize(initialValue, at: "start")
+                        _start = _PersistedSlot()
+                    }
+                    get {
+                        _$observationRegistrar.access(self, keyPath: \\.start)
+                        return modelState._value(at: "start", of: Self.entityName)
+                    }
+                    set {
+                        _$observationRegistrar.withMutation(of: self, keyPath: \\.start) {
+                            modelState._set(newValue, at: "start", on: self, keyPath: \\.start)
+                        }
+                    }
+                }
+
+                private var _start: _PersistedSlot
+                var code: String {
+                    @storageRestrictions(initializes: _code, accesses: modelState)
+                    init(initialValue) {
+                        modelState._initialize(initialValue, at: "code")
+                        _code = _PersistedSlot()
+                    }
+                    get {
+                        _$observationRegistrar.access(self, keyPath: \\.code)
+                        return modelState._value(at: "code", of: Self.entityName)
+                    }
+                    set {
+                        _$observationRegistrar.withMutation(of: self, keyPath: \\.code) {
+                            modelState._set(newValue, at: "code", on: self, keyPath: \\.code)
+                        }
+                    }
+                }
+
+                private var _code: _PersistedSlot
+                var items: [Item] {
+                    @storageRestrictions(initializes: _items, accesses: modelState)
+                    init(initialValue) {
+                        modelState._initialize(initialValue, at: "items")
+                        _items = _PersistedSlot()
+                    }
+                    get {
+                        _$observationRegistrar.access(self, keyPath: \\.items)
+                        return modelState._value(at: "items", of: Self.entityName)
+                    }
+                    set {
+                        _$observationRegistrar.withMutation(of: self, keyPath: \\.items) {
+                            modelState._set(newValue, at: "items", on: self, keyPath: \\.items)
+                        }
+                    }
+                }
+
+                private var _items: _PersistedSlot
+                init(name: String) { self.name = name; start = .now; code = name }
+
+                static let schemaProperties: [ModelProperty<Trip>] = [
+                    ._persisted("name", \\Trip.name),
+                    ._persisted("start", \\Trip.start),
+                    ._persisted("code", \\Trip.code, options: [.unique]),
+                    ._persisted("items", \\Trip.items, deleteRule: .cascade, inverse: \\Item.trip),
+                ]
+            """ + tail("Trip", unique: #"[["name", "start"], ["code"]]"#, emptyInit: """
+                    _name = _PersistedSlot()
+                    _start = _PersistedSlot()
+                    _code = _PersistedSlot()
+                    _items = _PersistedSlot()
+            """),
+            macros: macros)
+    }
+
+    func testUniqueAndIndexAloneExpandToNothing() {
+        assertMacroExpansion(
+            """
+            #Unique<Trip>([\\.name])
+            #Index<Trip>([\\.name], [\\.start])
+            """,
+            expandedSource: "",
+            macros: macros)
+    }
+
+    func testIndexKeyPathsMustNamePersistedPropertiesDirectly() {
+        assertMacroExpansion(
+            """
+            @Model
+            final class Trip {
+                #Index<Trip>([\\.name.count], [\\.cache], [\\.label])
+                var name: String
+                @Transient var cache: Int = 0
+                var label: String { name }
+                init() { name = "" }
+            }
+            """,
+            expandedSource: """
+            final class Trip {
+                var name: String {
+                    @storageRestrictions(initializes: _name, accesses: modelState)
+                    init(initialValue) {
+                        modelState._initialize(initialValue, at: "name")
+                        _name = _PersistedSlot()
+                    }
+                    get {
+                        _$observationRegistrar.access(self, keyPath: \\.name)
+                        return modelState._value(at: "name", of: Self.entityName)
+                    }
+                    set {
+                        _$observationRegistrar.withMutation(of: self, keyPath: \\.name) {
+                            modelState._set(newValue, at: "name", on: self, keyPath: \\.name)
+                        }
+                    }
+                }
+
+                private var _name: _PersistedSlot
+                var cache: Int = 0
+                var label: String { name }
+                init() { name = "" }
+
+                static let schemaProperties: [ModelProperty<Trip>] = [
+                    ._persisted("name", \\Trip.name),
+                ]
+            """ + tail("Trip", emptyInit: nil),
+            diagnostics: [
+                DiagnosticSpec(message: "expected an array of key paths to properties, e.g. [\\.name, \\.startDate]",
+                               line: 3, column: 19),
+                DiagnosticSpec(message: "#Index names 'cache', which is not a persisted property of this model",
+                               line: 3, column: 35),
+                DiagnosticSpec(message: "#Index names 'label', which is not a persisted property of this model",
+                               line: 3, column: 46),
+            ],
+            macros: macros)
+    }
+
+    func testARelationshipOnAComputedPropertyIsAnError() {
+        assertMacroExpansion(
+            """
+            @Model
+            final class Trip {
+                @Relationship(deleteRule: .cascade) var first: Item? { nil }
+            }
+            """,
+            expandedSource: """
+            final class Trip {
+                var first: Item? { nil }
+
+                static let schemaProperties: [ModelProperty<Trip>] = [
+
+                ]
+            """ + tail("Trip"),
+            diagnostics: [
+                DiagnosticSpec(message: "@Attribute and @Relationship apply to stored 'var' properties, not to computed ones",
+                               line: 3, column: 5)
+            ],
+            macros: macros)
+    }
+}
