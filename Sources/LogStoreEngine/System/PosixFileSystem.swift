@@ -4,9 +4,33 @@
     import Darwin
 #endif
 
-/// The real file system, through the C library's system calls.
+/// The permissions of the files and directories a store creates.
+public struct FilePermissions: Sendable, Hashable {
+    /// Mode bits of new files (`0o600`: the owner reads and writes).
+    public var file: UInt32
+    /// Mode bits of new directories (`0o700`).
+    public var directory: UInt32
+
+    public init(file: UInt32, directory: UInt32) {
+        self.file = file
+        self.directory = directory
+    }
+
+    /// Only the owner may read or write the store (the default).
+    public static let ownerOnly = FilePermissions(file: 0o600, directory: 0o700)
+    /// The owner's group may read and write too (processes of several users sharing a store);
+    /// directories are set-group-ID so new files keep the group. Set whatever the umask says.
+    public static let group = FilePermissions(file: 0o660, directory: 0o2770)
+}
+
+/// The real file system, through the C library's system calls. Files and directories it creates
+/// get ``permissions`` (by default only their owner may read them).
 public struct PosixFileSystem: FileSystem {
-    public init() {}
+    public var permissions: FilePermissions
+
+    public init(permissions: FilePermissions = .ownerOnly) {
+        self.permissions = permissions
+    }
 
     public func openFile(_ path: String, mode: FileOpenMode) throws(FileSystemError) -> any FileHandle {
         var flags: Int32 = O_CLOEXEC
@@ -16,18 +40,31 @@ public struct PosixFileSystem: FileSystem {
         case .createNew: flags |= O_RDWR | O_CREAT | O_EXCL
         case .createOrOpen: flags |= O_RDWR | O_CREAT
         }
-        let descriptor = retryingInterrupts { open(path, flags, 0o644) }
+        let descriptor = retryingInterrupts { open(path, flags, mode_t(permissions.file)) }
         guard descriptor >= 0 else {
             throw FileSystemError(code: errno, operation: "open", path: path)
+        }
+        // Beyond the owner's bits, the umask would take what the group mode asks for. A file that
+        // existed already (createOrOpen) may belong to another member of the group, who made it
+        // with the same mode: then the chmod is refused, and that is fine.
+        if mode == .createNew || mode == .createOrOpen, permissions.file & 0o077 != 0,
+           fchmod(descriptor, mode_t(permissions.file)) != 0, mode == .createNew || errno != EPERM {
+            let code = errno
+            close(descriptor)
+            throw FileSystemError(code: code, operation: "fchmod", path: path)
         }
         return PosixFileHandle(descriptor: descriptor, path: path)
     }
 
     public func createDirectory(_ path: String) throws(FileSystemError) {
-        if mkdir(path, 0o755) != 0 {
+        if mkdir(path, mode_t(permissions.directory & 0o777)) != 0 {
             let code = errno
             if code == EEXIST, (try? kind(of: path)) == .directory { return }
             throw FileSystemError(code: code, operation: "mkdir", path: path)
+        }
+        // The set-group-ID bit, and group bits the umask took, need an explicit chmod.
+        if permissions.directory & 0o7077 != 0, chmod(path, mode_t(permissions.directory)) != 0 {
+            throw FileSystemError(code: errno, operation: "chmod", path: path)
         }
     }
 
