@@ -41,3 +41,39 @@ import Testing
         }
     }
 }
+
+/// No file operation follows a symbolic link planted in a store directory out of it.
+@Suite struct SymbolicLinkTests {
+    @Test func aLockSymlinkIsRefusedAndItsTargetUntouched() throws {
+        let temporary = TemporaryDirectory("symlink")
+        defer { temporary.remove() }
+        let directory = temporary.appending("store")
+        try Log.open(directory: directory).close()
+        let outside = temporary.appending("precious.txt")
+        try Data("keep me".utf8).write(to: URL(fileURLWithPath: outside))
+        try FileManager.default.removeItem(atPath: directory + "/LOCK")
+        try FileManager.default.createSymbolicLink(atPath: directory + "/LOCK", withDestinationPath: outside)
+        #expect(throws: LogError.self) { try Log.open(directory: directory).close() }
+        #expect(try String(contentsOfFile: outside, encoding: .utf8) == "keep me")
+    }
+
+    @Test func aSegmentSymlinkIsNotWrittenThrough() throws {
+        let temporary = TemporaryDirectory("symlink")
+        defer { temporary.remove() }
+        let directory = temporary.appending("store")
+        let log = try Log.open(directory: directory)
+        try log.append(Array("one".utf8))
+        try log.close()
+        let segment = directory + "/00000000000000000000.log"
+        let outside = temporary.appending("elsewhere.log")
+        try FileManager.default.moveItem(atPath: segment, toPath: outside)
+        let before = try Data(contentsOf: URL(fileURLWithPath: outside))
+        try FileManager.default.createSymbolicLink(atPath: segment, withDestinationPath: outside)
+        #expect(throws: LogError.self) {
+            let reopened = try Log.open(directory: directory)
+            try reopened.append(Array("two".utf8))
+            try reopened.close()
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: outside)) == before)
+    }
+}

@@ -17,6 +17,8 @@ public enum ErrorCode {
     public static let isDirectory: Int32 = EISDIR
     public static let accessDenied: Int32 = EACCES
     public static let readOnlyFileSystem: Int32 = EROFS
+    /// `open` refused a symbolic link (`O_NOFOLLOW`).
+    public static let symbolicLink: Int32 = ELOOP
 
     /// The C library's text for an `errno` value.
     public static func describe(_ code: Int32) -> String {

@@ -33,7 +33,9 @@ public struct PosixFileSystem: FileSystem {
     }
 
     public func openFile(_ path: String, mode: FileOpenMode) throws(FileSystemError) -> any FileHandle {
-        var flags: Int32 = O_CLOEXEC
+        // O_NOFOLLOW: a store's files are never symbolic links; one planted in the directory must
+        // not send a write (or a truncation) to a file outside the store.
+        var flags: Int32 = O_CLOEXEC | O_NOFOLLOW
         switch mode {
         case .readOnly: flags |= O_RDONLY
         case .readWrite: flags |= O_RDWR
