@@ -21,8 +21,8 @@ extension ModelProperty {
     /// Not a storable type: see the message.
     @available(*, unavailable, message: """
         a persisted property of a @Model class must be an AttributeConvertible value (Bool, Int, Int64, Int32, \
-        Double, String, Data, Date, UUID, or an optional or array of one), another model, an optional model, \
-        or an array of models; mark anything else @Transient
+        Double, String, Data, Date, UUID, or an optional or array of one), an enum with such raw values, a \
+        Codable value, another model, an optional model, or an array of models; mark anything else @Transient
         """)
     public static func _persisted<Value>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Value> & Sendable,
