@@ -71,7 +71,7 @@ public struct RelationshipInverses<Model: PersistentModel>: Sendable {
                 }
             }
         }
-        return nil
+        return toOneWithOptionalListInverse(inverse, destination: Destination.self)  // ModelProperty+OptionalToMany.swift
     }
 
     /// The models `old` held and `new` does not (removed), and the other way round (added).
@@ -109,7 +109,7 @@ public struct RelationshipInverses<Model: PersistentModel>: Sendable {
                 }
             }
         }
-        return nil
+        return toManyWithOptionalListInverse(inverse, destination: Destination.self)  // ModelProperty+OptionalToMany.swift
     }
 }
 
