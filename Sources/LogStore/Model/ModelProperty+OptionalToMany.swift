@@ -80,13 +80,9 @@ extension RelationshipInverses {
         guard let side = InverseSide<Destination>(inverse) else { return nil }
         return { model, old, new in
             // `old` and `new` are the stored `[Destination]?`; a cast to the list unwraps them.
-            let before = old as? [Destination] ?? [], after = new as? [Destination] ?? []
-            for item in before where !after.contains(where: { $0 === item }) && side.holds(item, model) {
-                side.remove(item, model)
-            }
-            for item in after where !before.contains(where: { $0 === item }) && !side.holds(item, model) {
-                side.add(item, model)
-            }
+            let (removed, added) = Self.difference(old, new, of: Destination.self)
+            for item in removed where side.holds(item, model) { side.remove(item, model) }
+            for item in added where !side.holds(item, model) { side.add(item, model) }
         }
     }
 
