@@ -35,3 +35,29 @@ final class Label {
         self.name = name
     }
 }
+
+/// An enum stored as its raw value.
+enum Priority: Int, Codable, Sendable {
+    case low, normal, high
+}
+
+/// A Codable struct stored as JSON.
+struct Location: Codable, Equatable, Sendable {
+    var latitude: Double
+    var longitude: Double
+}
+
+@Model
+final class Place {
+    var name: String
+    var priority: Priority = Priority.normal
+    var previous: Priority?
+    var location: Location
+    var waypoints: [Location] = []
+    var alternative: Location?
+
+    init(name: String, location: Location) {
+        self.name = name
+        self.location = location
+    }
+}

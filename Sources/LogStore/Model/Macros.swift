@@ -25,7 +25,12 @@
 /// }
 /// ```
 ///
-/// Persisted properties need an explicit type. The macro adds `required init()` (what a fetch
+/// The class must be `final` (a non-final class is an error with an "Add 'final'" fix-it:
+/// ``PersistentModel`` names `Self` in `schemaProperties`). A persisted property is an
+/// ``AttributeConvertible`` value, an enum with such raw values (stored raw), another `Codable`
+/// value (stored as JSON), a model, an optional model, or an array or optional array of models;
+/// any other type fails to type-check with a message saying so. Persisted properties need an
+/// explicit type. The macro adds `required init()` (what a fetch
 /// uses before it fills the properties), `modelState`, `schemaProperties` and
 /// `uniquenessConstraints`.
 @attached(member, names: named(schemaProperties), named(uniquenessConstraints), named(indexes), named(modelState),

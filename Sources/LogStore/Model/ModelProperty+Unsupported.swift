@@ -10,19 +10,25 @@ import Foundation
 /// model fails to type-check.
 public protocol _RelationshipKeyPath {}
 
-/// The value types of a relationship: an optional model or an array of models.
+/// The value types of a relationship: an optional model, an array of models, or an optional array
+/// of models.
 public protocol _RelationshipValue {}
 
-extension Optional: _RelationshipValue where Wrapped: PersistentModel {}
+/// What an optional relationship wraps: a model (every ``PersistentModel`` is one) or an array of
+/// models.
+public protocol _RelationshipWrapped {}
+
+extension Optional: _RelationshipValue where Wrapped: _RelationshipWrapped {}
 extension Array: _RelationshipValue where Element: PersistentModel {}
+extension Array: _RelationshipWrapped where Element: PersistentModel {}
 extension ReferenceWritableKeyPath: _RelationshipKeyPath where Value: _RelationshipValue {}
 
 extension ModelProperty {
     /// Not a storable type: see the message.
     @available(*, unavailable, message: """
         a persisted property of a @Model class must be an AttributeConvertible value (Bool, Int, Int64, Int32, \
-        Double, String, Data, Date, UUID, or an optional or array of one), another model, an optional model, \
-        or an array of models; mark anything else @Transient
+        Double, String, Data, Date, UUID, or an optional or array of one), an enum with such raw values, a \
+        Codable value, another model, an optional model, or an array of models; mark anything else @Transient
         """)
     public static func _persisted<Value>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Value> & Sendable,
@@ -33,8 +39,8 @@ extension ModelProperty {
 
     /// `@Relationship(deleteRule:)` on a property that is not a relationship: see the message.
     @available(*, unavailable, message: """
-        @Relationship applies to a property whose type is a model, an optional model or an array of models, \
-        and its inverse: must name such a property of the destination model
+        @Relationship applies to a property whose type is a model, an optional model, or an optional or plain array \
+        of models, and its inverse: must name such a property of the destination model
         """)
     public static func _persisted<Value>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Value> & Sendable,
@@ -47,8 +53,8 @@ extension ModelProperty {
     /// `@Relationship(inverse:)` on a property that is not a relationship, or naming an inverse
     /// that is not one: see the message.
     @available(*, unavailable, message: """
-        @Relationship applies to a property whose type is a model, an optional model or an array of models, \
-        and its inverse: must name such a property of the destination model
+        @Relationship applies to a property whose type is a model, an optional model, or an optional or plain array \
+        of models, and its inverse: must name such a property of the destination model
         """)
     @_disfavoredOverload
     public static func _persisted<Value>(

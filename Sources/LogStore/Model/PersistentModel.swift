@@ -24,7 +24,7 @@ import Synchronization
 ///
 /// `init()` makes an empty instance that a fetch then fills property by property; `modelState`
 /// holds the identifier and the context the instance belongs to.
-public protocol PersistentModel: AnyObject, Hashable, Identifiable, SendableMetatype {
+public protocol PersistentModel: AnyObject, Hashable, Identifiable, SendableMetatype, _RelationshipWrapped {
     /// The entity name; by default the type's name.
     static var entityName: String { get }
     /// The stored properties, by key path.

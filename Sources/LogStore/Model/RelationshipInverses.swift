@@ -71,17 +71,15 @@ public struct RelationshipInverses<Model: PersistentModel>: Sendable {
                 }
             }
         }
-        return nil
+        return toOneWithOptionalListInverse(inverse, destination: Destination.self)  // ModelProperty+OptionalToMany.swift
     }
 
     /// The models `old` held and `new` does not (removed), and the other way round (added).
-    private static func difference<Destination: PersistentModel>(_ old: Any?, _ new: Any?, of type: Destination.Type)
+    /// Linear in the two lists (RelationshipDifference.swift): a nested search made building a list
+    /// one `append` at a time cubic (2,000 appends took minutes).
+    static func difference<Destination: PersistentModel>(_ old: Any?, _ new: Any?, of type: Destination.Type)
         -> (removed: [Destination], added: [Destination]) {
-        let before = old as? [Destination] ?? []
-        let after = new as? [Destination] ?? []
-        let removed = before.filter { item in !after.contains { $0 === item } }
-        let added = after.filter { item in !before.contains { $0 === item } }
-        return (removed, added)
+        RelationshipDifference.between(old as? [Destination] ?? [], new as? [Destination] ?? [])
     }
 
     /// This side is to-many (`trip.bucketList`); the inverse is to-one (`item.trip`) or to-many.
@@ -109,7 +107,7 @@ public struct RelationshipInverses<Model: PersistentModel>: Sendable {
                 }
             }
         }
-        return nil
+        return toManyWithOptionalListInverse(inverse, destination: Destination.self)  // ModelProperty+OptionalToMany.swift
     }
 }
 
