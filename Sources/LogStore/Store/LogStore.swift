@@ -10,7 +10,7 @@ import Synchronization
 /// one `fdatasync`. Fetches read the *published* state: everything up to the log's visible end
 /// (in synchronous mode, only durable saves).
 public final class LogStore: DataStore, @unchecked Sendable {
-    // @unchecked: all mutable state is in `inner`, behind a Mutex; the rest is immutable.
+    // @unchecked: all mutable state is in `inner`, behind a SleepingMutex; the rest is immutable.
     public typealias Snapshot = DefaultSnapshot
 
     public let configuration: LogStoreConfiguration

@@ -99,7 +99,7 @@ extension LogCore {
         }
     }
 
-    /// Fail-stop (lock held): cut the last segment back to the durable end (zero-fill and sync)
+    /// Fail-stop (lock held): cut the last segment back to the durable end (ftruncate and fsync; D2 "Changed")
     /// before anyone learns of the failure, then refuse appends until reopened. A failed sync is
     /// never retried: the kernel may have dropped the dirty pages and would report success.
     func failStop(_ failure: LogError) {
