@@ -93,7 +93,9 @@ struct FormatTests {
     // MARK: Constants
 
     @Test func formatConstantsMatchSpec() {
-        #expect(FormatConstants.formatVersion == 1)
+        #expect(FormatConstants.formatVersion == 2)
+        #expect(FormatConstants.durableEndStatementVersion == 2)
+        #expect(FormatConstants.indexFormatVersion == 1)
         #expect(FormatConstants.recordByteCountMax == 16 * 1024 * 1024)
         #expect(FormatConstants.unsyncedByteCountMax == 4 * 1024 * 1024)
         #expect(FormatConstants.recordHeaderByteCount == 32)
@@ -114,7 +116,7 @@ struct FormatTests {
         let expected: [(RecordType, UInt8, Bool)] = [
             (.data, 0x01, false), (.transaction, 0x02, false), (.schema, 0x03, false),
             (.checkpointHeader, 0x10, false), (.checkpointChunk, 0x11, false), (.checkpointTrailer, 0x12, false),
-            (.dictionary, 0x81, true), (.bookmark, 0x82, true),
+            (.dictionary, 0x81, true), (.bookmark, 0x82, true), (.durableEndMark, 0x83, true),
         ]
         for (type, raw, skippable) in expected {
             #expect(type.rawValue == raw)
@@ -491,6 +493,58 @@ struct FormatTests {
         #expect(compressed.endOffset == 89)
     }
 
+    /// Version 2 (FORMAT.md §6.1): the dictionary id at 26 (16 bits) and the durable-end delta at
+    /// 28. Expected bytes computed independently (Python, from the document).
+    @Test func versionTwoRecordHeaderStatesTheDurableEnd() {
+        let hello = RecordHeader(
+            payloadCRC: 0x9A71_BB4C, offset: 89, storedByteCount: 5, uncompressedByteCount: 5,
+            type: .data, flags: 0, durableEndDelta: 52)
+        #expect(hello.statedDurableEnd == 37)
+        let expected: [UInt8] = [
+            0x49, 0x72, 0x61, 0x58, 0x4C, 0xBB, 0x71, 0x9A, 0x59, 0, 0, 0, 0, 0, 0, 0,
+            0x05, 0, 0, 0, 0x05, 0, 0, 0, 0x01, 0, 0, 0, 0x34, 0, 0, 0,
+        ]
+        #expect(encodeHeader(hello) == expected)
+        #expect(decodeHeader(expected, expectedOffset: 89) == .valid(hello))
+        // The same bytes in a version-1 file: a dictionary id without the dictionary flag.
+        let asVersionOne = expected.withUnsafeBytes { RecordHeader.decode($0, expectedOffset: 89, formatVersion: 1) }
+        #expect(isUnsupported(asVersionOne))
+        // A durable-end mark at 126 stating everything before it durable.
+        let mark = RecordHeader(
+            payloadCRC: 0, offset: 126, storedByteCount: 0, uncompressedByteCount: 0, type: .durableEndMark, flags: 0)
+        #expect(
+            encodeHeader(mark) == [
+                0x64, 0xFD, 0x5E, 0xDD, 0, 0, 0, 0, 0x7E, 0, 0, 0, 0, 0, 0, 0,
+                0, 0, 0, 0, 0, 0, 0, 0, 0x83, 0, 0, 0, 0, 0, 0, 0,
+            ])
+    }
+
+    /// A stated durable end lies in [segment base, own offset]: below the base is bad.
+    @Test func aDurableEndBelowTheSegmentBaseIsBad() {
+        let header = RecordHeader(
+            payloadCRC: 1, offset: 1000, storedByteCount: 4, uncompressedByteCount: 4, type: .data, flags: 0,
+            durableEndDelta: 100)
+        let bytes = encodeHeader(header)
+        func decode(base: UInt64) -> RecordHeader.Decoded {
+            bytes.withUnsafeBytes { RecordHeader.decode($0, expectedOffset: 1000, baseOffset: base) }
+        }
+        #expect(decode(base: 900) == .valid(header))
+        #expect(decode(base: 0) == .valid(header))
+        #expect(isInvalid(decode(base: 901)))
+    }
+
+    /// Version 1 headers still read: a reserved u16 at 26 and the dictionary id at 28.
+    @Test func versionOneRecordHeadersStillRead() {
+        let header = RecordHeader(
+            payloadCRC: 0x9A71_BB4C, offset: 0, storedByteCount: 5, uncompressedByteCount: 5, type: .data, flags: 0)
+        var writer = ByteWriter()
+        header.encode(into: &writer, formatVersion: 1)
+        let decoded = writer.bytes.withUnsafeBytes { RecordHeader.decode($0, expectedOffset: 0, formatVersion: 1) }
+        #expect(decoded == .valid(header))
+        let reserved = resealRecordHeader(patch(writer.bytes, UInt16(1), at: 26))
+        #expect(isUnsupported(reserved.withUnsafeBytes { RecordHeader.decode($0, expectedOffset: 0, formatVersion: 1) }))
+    }
+
     @Test func recordHeaderDecodesZerosAsEndOfLog() {
         let zeros = [UInt8](repeating: 0, count: 32)
         #expect(decodeHeader(zeros, expectedOffset: 0) == .zeros)
@@ -623,19 +677,23 @@ struct FormatTests {
         }
     }
 
+    /// The version-1 worked example of FORMAT.md revision 2 (version-1 headers are still read).
     @Test func segmentHeaderMatchesWorkedExampleBytes() {
-        let header = SegmentHeader(storeID: Self.exampleStoreID, baseOffset: 37)
+        let header = SegmentHeader(formatVersion: 1, storeID: Self.exampleStoreID, baseOffset: 37)
         let expected: [UInt8] =
             Array("LOGSTSEG".utf8) + [1, 0, 0, 0, 0x40, 0, 0, 0]
             + [0xB8, 0x26, 0x09, 0xB4, 0x92, 0x82, 0x44, 0x3B, 0x9E, 0xD3, 0x40, 0x06, 0xAF, 0xCE, 0xFD, 0x80]
             + [0x25, 0, 0, 0, 0, 0, 0, 0] + [UInt8](repeating: 0, count: 20) + [0x82, 0xE9, 0x40, 0xAC]
         #expect(header.encoded() == expected)
         #expect(
-            SegmentHeader(storeID: Self.exampleStoreID, baseOffset: 0).encoded().suffix(4) == [0xD0, 0x71, 0x1C, 0x86])
+            SegmentHeader(formatVersion: 1, storeID: Self.exampleStoreID, baseOffset: 0).encoded().suffix(4) == [
+                0xD0, 0x71, 0x1C, 0x86,
+            ])
+        #expect(SegmentHeader.decode(expected) == .success(header))
     }
 
     @Test func segmentHeaderOfANewerVersionIsReportedAsNewer() {
-        for version: UInt32 in [2, 3, UInt32.max] {
+        for version: UInt32 in [3, 4, UInt32.max] {
             let bytes = SegmentHeader(formatVersion: version, storeID: Self.exampleStoreID, baseOffset: 0).encoded()
             #expect(SegmentHeader.decode(bytes) == .failure(.newerVersion(version)))
         }
@@ -671,7 +729,8 @@ struct FormatTests {
     }
 
     @Test func storeMetaMatchesWorkedExampleBytes() {
-        let meta = StoreMeta(storeID: Self.exampleStoreID, creationTimeMicroseconds: Self.exampleCreationTime)
+        let meta = StoreMeta(
+            formatVersion: 1, storeID: Self.exampleStoreID, creationTimeMicroseconds: Self.exampleCreationTime)
         let expected: [UInt8] =
             Array("LOGSTMET".utf8) + [1, 0, 0, 0, 0x40, 0, 0, 0]
             + [0xB8, 0x26, 0x09, 0xB4, 0x92, 0x82, 0x44, 0x3B, 0x9E, 0xD3, 0x40, 0x06, 0xAF, 0xCE, 0xFD, 0x80]
@@ -682,8 +741,8 @@ struct FormatTests {
     }
 
     @Test func storeMetaOfANewerVersionIsReportedAsNewer() {
-        let bytes = StoreMeta(formatVersion: 2, storeID: Self.exampleStoreID, creationTimeMicroseconds: 1).encoded()
-        #expect(StoreMeta.decode(bytes) == .failure(.newerVersion(2)))
+        let bytes = StoreMeta(formatVersion: 3, storeID: Self.exampleStoreID, creationTimeMicroseconds: 1).encoded()
+        #expect(StoreMeta.decode(bytes) == .failure(.newerVersion(3)))
     }
 
     @Test func storeMetaRejectsEveryBitFlipAndWrongLength() {

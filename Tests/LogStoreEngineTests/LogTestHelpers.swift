@@ -16,6 +16,9 @@ func simulatedOptions(
     options.durability = durability
     options.segmentByteCountMax = segmentByteCountMax
     options.compresses = compresses
+    // Durable-end marks only at close: a mark's sync at an idle moment would be a sync that the
+    // fault tests do not expect. The idle marks have tests of their own (DurableEndTests).
+    options.durableEndMarkDelay = nil
     if !preallocates { options.preallocationAheadByteCount = 0 }
     // Small steps keep simulated files small.
     options.preallocationChunkByteCount = min(options.preallocationChunkByteCount, 16 * 1024)

@@ -55,6 +55,7 @@ import Testing
         var options = LogOptions()
         options.segmentByteCountMax = segmentByteCountMax
         options.durability = durability
+        options.durableEndMarkDelay = nil  // a mark at close only, so the offsets are the appends'
         let log = try Log.open(directory: directory, options: options)
         let positions = try payloads.map { try log.append($0) }
         let bases = log.segmentBaseOffsets
@@ -119,14 +120,17 @@ import Testing
         #expect(inspection.compressedRecordCount > 0)
         #expect(inspection.storedByteCount < inspection.rawByteCount)
         #expect(inspection.startOffset == 0)
-        #expect(inspection.endOffset == store.positions.last!.endOffset)
+        // Closing appended a durable-end mark (FORMAT.md §6.6): the log ends 32 bytes later.
+        let mark = UInt64(FormatConstants.recordHeaderByteCount)
+        #expect(inspection.endOffset == store.positions.last!.endOffset + mark)
+        #expect(inspection.segments.map(\.markCount) == Array(repeating: 0, count: inspection.segments.count - 1) + [1])
         #expect(inspection.indexFiles.count == store.segmentBaseOffsets.count - 1)
         #expect(inspection.unknownFiles == [] && inspection.temporaryFiles == [] && inspection.checkpointFiles == [])
         // Per segment: the records whose offsets fall in it, ending where the next one starts.
         for (number, segment) in inspection.segments.enumerated() {
             let inSegment = store.positions.filter { store.segmentBase(of: $0.offset) == segment.baseOffset }
             #expect(segment.recordCount == UInt64(inSegment.count))
-            #expect(segment.endOffset == inSegment.last!.endOffset)
+            #expect(segment.endOffset == inSegment.last!.endOffset + (segment.markCount * mark))
             if number + 1 < inspection.segments.count {
                 #expect(segment.endOffset == inspection.segments[number + 1].baseOffset)
             }

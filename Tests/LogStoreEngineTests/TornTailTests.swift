@@ -87,20 +87,26 @@ import Testing
         try log.append(payload(number: 1, byteCount: 5 * 1024 * 1024, compressible: false, generator: &generator))
         let last = try log.append(payload(number: 2, byteCount: 100, compressible: false, generator: &generator))
         try log.close()
-        // Damage the first record: the last one ends more than 4 MiB past it, so it had been synced.
+        // Damage the first record: the 5 MiB record was written only once nothing was unsynced, so
+        // it states the log durable past the first record (D12; in version 1 it ended more than
+        // 4 MiB past it, which proved the same).
         try fileSystem.corruptByte(at: Int(first.offset) + 64 + 40, in: segmentPath(0))
+        let before = fileSystem.durableBytes(at: segmentPath(0))
         let error = logError { _ = try Log.open(directory: storePath, options: options) }
         #expect(error?.code == .corruption)
         #expect(error?.file == segmentPath(0))
         #expect(error?.offset == first.offset)
-        #expect(error?.message.contains("valid record at offset \(first.endOffset)") == true)
+        #expect(error?.message.contains("states that the log was durable through offset") == true)
+        #expect(fileSystem.durableBytes(at: segmentPath(0)) == before, "a refused open changes nothing")
 
         var repairing = options
         repairing.repairs = true
         let repaired = try Log.open(directory: storePath, options: repairing)
         #expect(try readAll(repaired).isEmpty)
         #expect(repaired.recoveryReport.truncatedAt == first.offset)
-        #expect(repaired.recoveryReport.droppedRecords.map(\.offset) == [0, first.endOffset, last.offset])
+        // The durable-end mark written at close is dropped with the rest.
+        #expect(
+            repaired.recoveryReport.droppedRecords.map(\.offset) == [0, first.endOffset, last.offset, last.endOffset])
         try repaired.close()
     }
 
@@ -114,6 +120,8 @@ import Testing
         var writer = ByteWriter()
         header.encode(into: &writer)
         bytes.replaceSubrange(fixture.lastRecordPosition..<(fixture.lastRecordPosition + 32), with: writer.bytes)
+        // A torn write is the newest thing in the log: no durable-end mark (written at close) after it.
+        bytes.removeSubrange(fixture.lastRecordEnd...)
         header.storedByteCount = 0
         let fileSystem = try fixture.fileSystem(segment: bytes)
         let log = try Log.open(directory: storePath, options: simulatedOptions(fileSystem))

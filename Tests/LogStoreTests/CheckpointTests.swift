@@ -261,7 +261,19 @@ import Testing
             Self.directory + "/" + torn.fileNames(in: Self.directory).filter { $0.hasSuffix(".log") }.sorted().last!
         let base = UInt64(String(segment.split(separator: "/").last!.prefix(20)))!
         try torn.truncateFile(segment, toByteCount: Int(offset - base) + 64 - 5)
-        Self.expectCorruption(naming: name) { _ = try Self.open(torn) }
+        // The checkpoint proves the log was durable through its offset, so the short record is
+        // damage, not a torn write: the engine refuses before changing a byte (D12), naming the
+        // damaged segment and the checkpoint.
+        let before = torn.bytes(at: segment)
+        do {
+            _ = try Self.open(torn)
+            Issue.record("expected corruption, but the store opened")
+        } catch let error as LogStoreError {
+            #expect(error.code == .corruption, "\(error)")
+            #expect(error.file == segment, "\(error)")
+            #expect(error.description.contains(name), "\(error)")
+        }
+        #expect(torn.bytes(at: segment) == before, "a refused open changes nothing")
 
         // The engine's repair deletes checkpoints beyond the repaired end; then the store opens.
         var options = LogOptions()

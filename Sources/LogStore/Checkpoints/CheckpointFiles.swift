@@ -226,7 +226,9 @@ struct CheckpointFiles {
                     "checkpoint at offset \(offset) lies before the "
                         + "oldest record kept in the log, at \(log.startOffset)")
             }
-            if offset < log.visibleEnd, let record = try log.firstRecord(atOrAfter: offset), record.offset != offset {
+            if offset < log.visibleEnd, let record = try log.firstRecord(atOrAfter: offset, includingMarks: true),
+                record.offset != offset
+            {
                 throw corruption(
                     newest.name, offset: nil,
                     "checkpoint at offset \(offset), but no log record "

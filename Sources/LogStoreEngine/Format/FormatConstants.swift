@@ -1,8 +1,18 @@
 /// Every number the on-disk format fixes, mirrored from `docs/FORMAT.md` (the normative text).
 /// Change one here only together with that document, and bump ``formatVersion`` when bytes change.
 public enum FormatConstants {
-    /// The on-disk format version written into `store.meta` and every segment header.
-    public static let formatVersion: UInt32 = 1
+    /// The on-disk format version written into `store.meta` and every segment and checkpoint
+    /// header. Version 2 (D12): record headers state the durable end their writer knew. Every
+    /// older version is still read.
+    public static let formatVersion: UInt32 = 2
+
+    /// The first version whose record headers carry the durable-end statement (and a 16-bit
+    /// dictionary id in place of version 1's reserved bytes).
+    public static let durableEndStatementVersion: UInt32 = 2
+
+    /// The sparse index file's own version: independent of the log's format (its layout did not
+    /// change with version 2), so upgrading a store does not throw its index files away.
+    public static let indexFormatVersion: UInt32 = 1
 
     /// Largest uncompressed (and therefore stored) payload of one record: 16 MiB.
     public static let recordByteCountMax = 16 * 1024 * 1024
@@ -73,6 +83,10 @@ public struct RecordType: RawRepresentable, Hashable, Sendable, CustomStringConv
     public static let dictionary = RecordType(rawValue: 0x81)
     /// A consumer bookmark (history retention).
     public static let bookmark = RecordType(rawValue: 0x82)
+    /// A durable-end mark (format version 2): an empty record whose header states that
+    /// everything before it is durable. Written by the log itself when idle and at close; record
+    /// iterators skip it.
+    public static let durableEndMark = RecordType(rawValue: 0x83)
 
     /// Whether an older reader may skip this type when it does not know it.
     public var isSkippable: Bool { rawValue & 0x80 != 0 }
@@ -80,7 +94,7 @@ public struct RecordType: RawRepresentable, Hashable, Sendable, CustomStringConv
     /// Every type this format version defines.
     public static let known: Set<RecordType> = [
         .data, .transaction, .schema, .checkpointHeader, .checkpointChunk, .checkpointTrailer,
-        .dictionary, .bookmark,
+        .dictionary, .bookmark, .durableEndMark,
     ]
 
     public var description: String {
@@ -93,6 +107,7 @@ public struct RecordType: RawRepresentable, Hashable, Sendable, CustomStringConv
         case .checkpointTrailer: "checkpoint-trailer"
         case .dictionary: "dictionary"
         case .bookmark: "bookmark"
+        case .durableEndMark: "durable-end-mark"
         default: "type-0x" + String(rawValue, radix: 16)
         }
     }

@@ -8,9 +8,13 @@
 /// 20 u32 uncompressedByteCount
 /// 24 u8  type             0 is never a record
 /// 25 u8  flags            bit 0: LZ4 block; bit 1: LZ4 with dictionary (reserved)
-/// 26 u16 reserved         zero
-/// 28 u32 dictionaryID     zero unless flag bit 1
+/// 26 u16 dictionaryID     zero unless flag bit 1
+/// 28 u32 durableEndDelta  offset − D, D the durable end the writer knew (format version 2)
 /// ```
+///
+/// Format version 1 had a reserved `u16` (zero) at 26 and a `u32` dictionary id at 28, and no
+/// durable-end statement; ``decode(_:expectedOffset:formatVersion:baseOffset:)`` reads either,
+/// as the file's header says.
 public struct RecordHeader: Sendable, Equatable {
     public var payloadCRC: UInt32
     public var offset: UInt64
@@ -19,10 +23,13 @@ public struct RecordHeader: Sendable, Equatable {
     public var type: RecordType
     public var flags: UInt8
     public var dictionaryID: UInt32
+    /// `offset − D` (format version 2), D being the log's durable end its writer knew when it
+    /// wrote the record. Zero in version 1 and in checkpoint files.
+    public var durableEndDelta: UInt32
 
     public init(
         payloadCRC: UInt32, offset: UInt64, storedByteCount: UInt32, uncompressedByteCount: UInt32,
-        type: RecordType, flags: UInt8, dictionaryID: UInt32 = 0
+        type: RecordType, flags: UInt8, dictionaryID: UInt32 = 0, durableEndDelta: UInt32 = 0
     ) {
         self.payloadCRC = payloadCRC
         self.offset = offset
@@ -31,7 +38,12 @@ public struct RecordHeader: Sendable, Equatable {
         self.type = type
         self.flags = flags
         self.dictionaryID = dictionaryID
+        self.durableEndDelta = durableEndDelta
     }
+
+    /// D, the durable end this record states (format version 2): every byte of the log before it
+    /// had been covered by a completed `fdatasync` when the record was written.
+    public var statedDurableEnd: UInt64 { offset - UInt64(durableEndDelta) }
 
     public var isCompressed: Bool { flags & FormatConstants.flagCompressedLZ4 != 0 }
 
@@ -41,8 +53,9 @@ public struct RecordHeader: Sendable, Equatable {
     /// The logical offset just past this record.
     public var endOffset: UInt64 { offset + recordByteCount }
 
-    /// Appends the 32 header bytes, header CRC included, to `writer`.
-    public func encode(into writer: inout ByteWriter) {
+    /// Appends the 32 header bytes, header CRC included, to `writer`, in the layout of
+    /// `formatVersion` (the current one unless a test builds an older file).
+    public func encode(into writer: inout ByteWriter, formatVersion: UInt32 = FormatConstants.formatVersion) {
         let start = writer.count
         writer.write(UInt32(0))  // header CRC, patched below
         writer.write(payloadCRC)
@@ -51,8 +64,16 @@ public struct RecordHeader: Sendable, Equatable {
         writer.write(uncompressedByteCount)
         writer.write(type.rawValue)
         writer.write(flags)
-        writer.write(UInt16(0))
-        writer.write(dictionaryID)
+        if formatVersion >= FormatConstants.durableEndStatementVersion {
+            precondition(dictionaryID <= UInt32(UInt16.max), "a dictionary id takes 16 bits in version 2")
+            precondition(UInt64(durableEndDelta) <= offset, "a durable end before the start of the log")
+            writer.write(UInt16(dictionaryID))
+            writer.write(durableEndDelta)
+        } else {
+            precondition(durableEndDelta == 0, "version 1 states no durable end")
+            writer.write(UInt16(0))
+            writer.write(dictionaryID)
+        }
         let crc = writer.bytes.withUnsafeBytes { buffer in
             CRC32C.checksum(UnsafeRawBufferPointer(rebasing: buffer[(start + 4)..<(start + 32)]))
         }
@@ -72,9 +93,14 @@ public struct RecordHeader: Sendable, Equatable {
     }
 
     /// Decodes and checks the header in `bytes` (exactly 32 bytes) of a record that must start at
-    /// logical offset `expectedOffset`. Lengths are checked against
+    /// logical offset `expectedOffset`, in a file of `formatVersion` whose records start at
+    /// `baseOffset` (a segment's base offset; 0 in checkpoint files). Lengths are checked against
     /// ``FormatConstants/recordByteCountMax`` here, before anyone allocates a payload buffer.
-    public static func decode(_ bytes: UnsafeRawBufferPointer, expectedOffset: UInt64) -> Decoded {
+    public static func decode(
+        _ bytes: UnsafeRawBufferPointer, expectedOffset: UInt64,
+        formatVersion: UInt32 = FormatConstants.formatVersion, baseOffset: UInt64 = 0
+    ) -> Decoded {
+        precondition(formatVersion >= 1 && formatVersion <= FormatConstants.formatVersion)
         precondition(bytes.count == FormatConstants.recordHeaderByteCount)
         if bytes.allSatisfy({ $0 == 0 }) { return .zeros }
         // Fixed positions in exactly 32 bytes (checked above): nothing here can run short.
@@ -86,13 +112,23 @@ public struct RecordHeader: Sendable, Equatable {
         guard storedHeaderCRC == computed else {
             return .invalid("header checksum mismatch (stored \(hex(storedHeaderCRC)), computed \(hex(computed)))")
         }
+        let statesDurableEnd = formatVersion >= FormatConstants.durableEndStatementVersion
         let header = RecordHeader(
             payloadCRC: field(UInt32.self, at: 4), offset: field(UInt64.self, at: 8),
             storedByteCount: field(UInt32.self, at: 16), uncompressedByteCount: field(UInt32.self, at: 20),
-            type: RecordType(rawValue: bytes[24]), flags: bytes[25], dictionaryID: field(UInt32.self, at: 28))
-        let reserved = UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: 26, as: UInt16.self))
+            type: RecordType(rawValue: bytes[24]), flags: bytes[25],
+            dictionaryID: statesDurableEnd ? UInt32(field(UInt16.self, at: 26)) : field(UInt32.self, at: 28),
+            durableEndDelta: statesDurableEnd ? field(UInt32.self, at: 28) : 0)
+        let reserved = statesDurableEnd ? 0 : field(UInt16.self, at: 26)
         guard header.offset == expectedOffset else {
             return .invalid("record claims offset \(header.offset), expected \(expectedOffset)")
+        }
+        // The stated durable end lies in [base, offset]: a roll makes the old segment durable before
+        // the new one takes a record.
+        guard expectedOffset >= baseOffset, UInt64(header.durableEndDelta) <= expectedOffset - baseOffset else {
+            return .invalid(
+                "record states durable end \(Int64(bitPattern: expectedOffset &- UInt64(header.durableEndDelta))), "
+                    + "before its segment's base offset \(baseOffset)")
         }
         let maximum = UInt32(FormatConstants.recordByteCountMax)
         guard header.storedByteCount <= maximum, header.uncompressedByteCount <= maximum else {

@@ -33,6 +33,14 @@ public struct SegmentHeader: Sendable, Equatable {
         ).encoded()
     }
 
+    /// The version field of a header that failed its checks, when it names a version this code
+    /// reads (1 through the current one): the likeliest layout of the segment's records.
+    public static func probableVersion(ofDamaged bytes: [UInt8]) -> UInt32? {
+        guard bytes.count >= 12 else { return nil }
+        let version = UInt32(bytes[8]) | UInt32(bytes[9]) << 8 | UInt32(bytes[10]) << 16 | UInt32(bytes[11]) << 24
+        return (1...FormatConstants.formatVersion).contains(version) ? version : nil
+    }
+
     /// Decodes a segment header, or says what is wrong with it.
     public static func decode(_ bytes: [UInt8]) -> Result<SegmentHeader, HeaderProblem> {
         FixedHeader.decode(bytes, magic: FormatConstants.segmentMagic, kind: kind).map {

@@ -20,8 +20,10 @@ public struct StoreInspection: Sendable, Equatable {
         public var baseOffset: UInt64
         /// The size of the file, header and preallocated zeros included.
         public var fileByteCount: UInt64
-        /// Records in the segment, up to the visible end.
+        /// Records in the segment, up to the visible end (durable-end marks not included).
         public var recordCount: UInt64
+        /// Durable-end marks in the segment (FORMAT.md §6.6).
+        public var markCount: UInt64 = 0
         /// The logical offset just past the segment's last record (its base offset when empty).
         public var endOffset: UInt64
         /// Payload bytes before compression.
@@ -106,11 +108,15 @@ extension Log {
         }
         // Records come in log order, so the segment index only moves forward.
         var segmentIndex = 0
-        var records = try log.records(from: log.startOffset)
+        var records = try log.records(from: log.startOffset, includingMarks: true)
         while let record = try records.next() {
             while segmentIndex + 1 < bases.count && record.offset >= bases[segmentIndex + 1] { segmentIndex += 1 }
-            segments[segmentIndex].recordCount += 1
             segments[segmentIndex].endOffset = record.endOffset
+            if record.type == .durableEndMark {
+                segments[segmentIndex].markCount += 1
+                continue
+            }
+            segments[segmentIndex].recordCount += 1
             segments[segmentIndex].rawByteCount += UInt64(record.payload.count)
             segments[segmentIndex].storedByteCount +=
                 record.recordByteCount - UInt64(FormatConstants.recordHeaderByteCount)

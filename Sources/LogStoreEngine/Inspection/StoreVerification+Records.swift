@@ -21,6 +21,8 @@ extension StoreVerifier {
         /// Records that checked out after the first damage, and the last one's offset and end position.
         var recordCountAfterDamage: UInt64 = 0
         var lastAfterDamage: (offset: UInt64, endPosition: UInt64)?
+        /// The highest durable end a record after the first damage states (format version 2).
+        var highestStatementAfterDamage: (durableEnd: UInt64, recordOffset: UInt64)?
         /// The file position being looked at (for an I/O error message).
         var position = UInt64(FormatConstants.segmentHeaderByteCount)
     }
@@ -56,8 +58,9 @@ extension StoreVerifier {
         state: inout ScanState
     ) throws(LogError) {
         let base = entry.baseOffset
-        let inspector = TailInspector(handle: handle, path: LogFileNames.join(directory, entry.name))
-        var scanner = SegmentScanner(handle: handle, baseOffset: base)
+        let inspector = TailInspector(
+            handle: handle, path: LogFileNames.join(directory, entry.name), formatVersion: entry.formatVersion)
+        var scanner = SegmentScanner(handle: handle, baseOffset: base, formatVersion: entry.formatVersion)
         // Bounded: every pass moves past a record, resumes strictly after the damage, or returns.
         while true {
             let start = scanner.position
@@ -83,7 +86,7 @@ extension StoreVerifier {
             if nextBase == nil {
                 // Beside a live writer the buffered bytes may predate an append: read again before
                 // calling it damage.
-                var fresh = SegmentScanner(handle: handle, baseOffset: base, position: start)
+                var fresh = SegmentScanner(handle: handle, baseOffset: base, formatVersion: entry.formatVersion, position: start)
                 if case .record(let record) = try fresh.next(decodesPayload: true) {
                     account(record, at: start, entry: entry, nextBase: nextBase, state: &state)
                     scanner = fresh
@@ -93,13 +96,14 @@ extension StoreVerifier {
             if lastNonZero == nil { lastNonZero = try inspector.lastNonZeroPosition(from: start) }
             let through = lastNonZero ?? start
             if let next = try nextRecordPosition(
-                handle, baseOffset: base, after: start, through: through, path: inspector.path)
+                handle, baseOffset: base, formatVersion: entry.formatVersion, after: start, through: through,
+                path: inspector.path)
             {
                 state.damage.append(
                     DamagedRange(
                         start: start, end: next, reason: reason, header: header,
                         isFollowedByRecord: true))
-                scanner = SegmentScanner(handle: handle, baseOffset: base, position: next)
+                scanner = SegmentScanner(handle: handle, baseOffset: base, formatVersion: entry.formatVersion, position: next)
             } else {
                 state.damage.append(
                     DamagedRange(
@@ -114,8 +118,12 @@ extension StoreVerifier {
         _ record: LogRecord, at position: UInt64, entry: SegmentEntry, nextBase: UInt64?,
         state: inout ScanState
     ) {
-        report.recordCount += 1
-        report.recordByteCount += record.recordByteCount
+        if record.type == .durableEndMark {
+            report.markCount += 1
+        } else {
+            report.recordCount += 1
+            report.recordByteCount += record.recordByteCount
+        }
         state.lastValidEnd = record.endOffset
         if state.damage.isEmpty {
             state.result.index.note(
@@ -124,6 +132,9 @@ extension StoreVerifier {
         } else {
             state.recordCountAfterDamage += 1
             state.lastAfterDamage = (record.offset, position + record.recordByteCount)
+            if let stated = record.statedDurableEnd, stated > state.highestStatementAfterDamage?.durableEnd ?? 0 {
+                state.highestStatementAfterDamage = (stated, record.offset)
+            }
         }
         if let nextBase, record.endOffset > nextBase {
             add(
@@ -135,7 +146,7 @@ extension StoreVerifier {
     /// The first file position in `(after, through]` where a record starts whose header is valid
     /// for its position and whose payload checks out; `nil` when there is none.
     private func nextRecordPosition(
-        _ handle: any FileHandle, baseOffset: UInt64, after: UInt64, through: UInt64,
+        _ handle: any FileHandle, baseOffset: UInt64, formatVersion: UInt32, after: UInt64, through: UInt64,
         path: String
     ) throws(LogError) -> UInt64? {
         let headerByteCount = FormatConstants.recordHeaderByteCount
@@ -153,7 +164,8 @@ extension StoreVerifier {
                 // A record carries its own logical offset at header byte 8: a cheap filter before the CRCs.
                 let claimed = buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: index + 8, as: UInt64.self) }
                 if UInt64(littleEndian: claimed) == logicalOffset(position, baseOffset) {
-                    var scanner = SegmentScanner(handle: handle, baseOffset: baseOffset, position: position)
+                    var scanner = SegmentScanner(
+                        handle: handle, baseOffset: baseOffset, formatVersion: formatVersion, position: position)
                     if case .record = try scanner.next(decodesPayload: true) { return position }
                 }
                 index += 1
@@ -190,7 +202,9 @@ extension StoreVerifier {
 
     /// In the last segment, bytes after the last good record are a torn tail when a writer dying
     /// mid-append could have left them (a warning: the next open for writing cuts them), and
-    /// corruption when a record beyond proves they had been synced, or when there are too many.
+    /// corruption when something proves they had been synced — a later record stating a durable
+    /// end past them (D12), a checkpoint past them, a record ending more than the unsynced bound
+    /// past them — or when there are too many. The same judgement as an open for writing.
     private mutating func reportTail(_ state: ScanState, entry: SegmentEntry) {
         guard let first = state.damage.first else { return }
         let base = entry.baseOffset
@@ -198,7 +212,28 @@ extension StoreVerifier {
         let offset = logicalOffset(start, base)
         let tailEnd = max(state.damage.last!.end, state.lastAfterDamage?.endPosition ?? 0)
         let window = max(FormatConstants.unsyncedByteCountMax, first.header?.recordByteCount ?? 0)
-        if let proof = state.lastAfterDamage, proof.endPosition > start + FormatConstants.unsyncedByteCountMax {
+        let statement = state.highestStatementAfterDamage.flatMap { $0.durableEnd > offset ? $0 : nil }
+        let checkpoint = checkpointOffsets.filter { $0 > offset }.max()
+        if statement != nil || checkpoint != nil {
+            let proof =
+                statement.map {
+                    " The record at offset \($0.recordOffset) states that the log was durable through offset "
+                        + "\($0.durableEnd)"
+                }
+                ?? " \(LogFileNames.checkpoint(checkpoint!)) was written after the log was durable through offset "
+                + "\(checkpoint!)"
+            for (number, range) in state.damage.enumerated() {
+                let rangeOffset = logicalOffset(range.start, base)
+                let why =
+                    number > 0
+                    ? ""
+                    : "\(proof), so these bytes had been synced and acknowledged: opening refuses the store "
+                        + "(`logstore repair` cuts the log here)."
+                add(
+                    entry.name, range.start, offset: rangeOffset, byteCount: range.end - range.start, .corruption,
+                    "\(range.reason); expected a record at offset \(rangeOffset).\(why)")
+            }
+        } else if let proof = state.lastAfterDamage, proof.endPosition > start + FormatConstants.unsyncedByteCountMax {
             // Writers never leave more than unsyncedByteCountMax unsynced, so the bad bytes had been synced.
             for (number, range) in state.damage.enumerated() {
                 let rangeOffset = logicalOffset(range.start, base)

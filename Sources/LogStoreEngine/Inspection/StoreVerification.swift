@@ -35,6 +35,8 @@ struct StoreVerifier {
     let directory: String
     let fileSystem: any FileSystem
     var report: VerificationReport
+    /// The offsets the checkpoint files are named for: each is a durable end the store states.
+    var checkpointOffsets: [UInt64] = []
 
     /// What the header pass learned about one segment file.
     struct SegmentEntry {
@@ -42,6 +44,9 @@ struct StoreVerifier {
         var name: String
         var handle: (any FileHandle)?
         var header: SegmentHeader?
+        /// How its record headers read: the header's version, or for a damaged header the version
+        /// field if plausible, else the previous segment's (versions only grow), else the current.
+        var formatVersion = FormatConstants.formatVersion
     }
 
     /// What the record pass learned about one segment.
@@ -61,6 +66,7 @@ struct StoreVerifier {
 
     mutating func run() throws(LogError) {
         let names = try listStore()
+        checkpointOffsets = names.compactMap(LogFileNames.checkpointOffset)
         let segmentBases = names.compactMap(LogFileNames.segmentBaseOffset).sorted()
         let meta = try checkMeta(names: names, hasSegments: !segmentBases.isEmpty)
         report.storeID = meta?.storeID
@@ -154,6 +160,7 @@ struct StoreVerifier {
                 switch SegmentHeader.decode(bytes) {
                 case .success(let header):
                     entry.header = header
+                    entry.formatVersion = header.formatVersion
                 case .failure(.newerVersion(let version)):
                     for opened in entries { opened.handle?.close() }
                     handle.close()
@@ -163,6 +170,9 @@ struct StoreVerifier {
                             + "reads version \(FormatConstants.formatVersion) and older. Use a newer LogStore.",
                         file: path)
                 case .failure(.damaged(let what)):
+                    entry.formatVersion =
+                        SegmentHeader.probableVersion(ofDamaged: bytes) ?? entries.last?.formatVersion
+                        ?? FormatConstants.formatVersion
                     add(
                         name, 0, .corruption,
                         "segment header: \(what); its records are checked against the base "

@@ -62,10 +62,13 @@ public struct VerificationReport: Sendable, Equatable {
     public var problems: [Problem] = []
     /// Segment files checked.
     public var segmentCount = 0
-    /// Records whose header and payload checked out (including any inside a damaged tail).
+    /// Records whose header and payload checked out (including any inside a damaged tail),
+    /// durable-end marks not included.
     public var recordCount: UInt64 = 0
     /// Bytes of those records, headers included.
     public var recordByteCount: UInt64 = 0
+    /// Durable-end marks (FORMAT.md §6.6) that checked out.
+    public var markCount: UInt64 = 0
     /// Index files checked.
     public var indexFileCount = 0
     /// Checkpoint files found. Their position is checked against the end of the log, and their

@@ -121,14 +121,17 @@ public final class Log: Sendable {
     public var segmentBaseOffsets: [UInt64] { core.segmentBaseOffsets }
 
     /// The records from `offset` (or the first record after it, when `offset` falls inside one)
-    /// up to the visible end as of this call.
-    public func records(from offset: UInt64) throws(LogError) -> LogIterator {
-        try core.iterator(from: offset)
+    /// up to the visible end as of this call. Durable-end marks (FORMAT.md §6.6), the log's own
+    /// bookkeeping, are skipped unless `includingMarks` is true.
+    public func records(from offset: UInt64, includingMarks: Bool = false) throws(LogError) -> LogIterator {
+        try core.iterator(from: offset, includesMarks: includingMarks)
     }
 
-    /// The first record starting at or after `offset`, or `nil` at the visible end.
-    public func firstRecord(atOrAfter offset: UInt64) throws(LogError) -> LogRecord? {
-        var iterator = try core.iterator(from: offset)
+    /// The first record starting at or after `offset`, or `nil` at the visible end. Durable-end
+    /// marks (FORMAT.md §6.6) are skipped unless `includingMarks` is true, which asks what
+    /// truly starts there (for example whether an offset is a record boundary).
+    public func firstRecord(atOrAfter offset: UInt64, includingMarks: Bool = false) throws(LogError) -> LogRecord? {
+        var iterator = try core.iterator(from: offset, includesMarks: includingMarks)
         return try iterator.next()
     }
 
@@ -156,8 +159,10 @@ public struct LogStatistics: Sendable, Equatable {
     public var syncCount: UInt64 = 0
     /// Segment rolls.
     public var rollCount: UInt64 = 0
-    /// Bytes of records written (headers included).
+    /// Bytes of records written (headers included), durable-end marks included.
     public var byteCount: UInt64 = 0
+    /// Durable-end marks the log appended (FORMAT.md §6.6); not counted in ``appendCount``.
+    public var markCount: UInt64 = 0
 
     /// Records written per completed sync.
     public var appendsPerSync: Double { syncCount == 0 ? 0 : Double(appendCount) / Double(syncCount) }

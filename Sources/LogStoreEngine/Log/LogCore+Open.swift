@@ -30,17 +30,49 @@ extension LogCore {
             report.unknownFiles = unknownFiles(names)
             let recovered = try Recovery(
                 directory: directory, meta: meta, options: options, writable: true,
-                report: report
+                checkpointOffsets: names.compactMap(LogFileNames.checkpointOffset), report: report
             ).run(segmentOffsets: segmentOffsets)
+            var segments = recovered.segments
+            var indexesToWrite = recovered.indexesToWrite
+            if segments.last!.formatVersion < FormatConstants.formatVersion {
+                try rollPastOlderVersion(
+                    &segments, end: recovered.end, directory: directory, meta: meta, fileSystem: fileSystem)
+                if segments.count > recovered.segments.count { indexesToWrite.append(recovered.segments.last!) }
+            }
+            let last = segments.last!
             let core = LogCore(
                 directory: directory, options: options, meta: meta, report: recovered.report,
-                lock: lock, segments: recovered.segments, end: recovered.end)
-            core.state.pendingIndexWrites = recovered.indexesToWrite
+                lock: lock, segments: segments, end: recovered.end,
+                needsDurableEndMark: recovered.end > last.baseOffset && recovered.lastRecordType != .durableEndMark)
+            core.state.pendingIndexWrites = indexesToWrite
             core.startSyncer()
             return core
         } catch {
             lock.release()
             throw error
+        }
+    }
+
+    /// A version-2 writer never appends to a segment of an older version (D12): the last segment
+    /// is sealed and a new one starts at the end — recovery synced the old one through it, so the
+    /// new segment's base is durable. An older segment without records is replaced instead (two
+    /// segments cannot share a base offset); the rename swaps it atomically. A crash before the
+    /// rename leaves the old store and a temporary file the next open removes.
+    private static func rollPastOlderVersion(
+        _ segments: inout [SegmentFile], end: UInt64, directory: String, meta: StoreMeta, fileSystem: any FileSystem
+    ) throws(LogError) {
+        let last = segments.last!
+        do {
+            let created = try createSegment(
+                directory: directory, storeID: meta.storeID, baseOffset: end, fileSystem: fileSystem)
+            if end == last.baseOffset {
+                last.handle.close()
+                segments[segments.count - 1] = created
+            } else {
+                segments.append(created)
+            }
+        } catch {
+            throw LogError.io(error, "Starting a version-\(FormatConstants.formatVersion) segment at offset \(end)")
         }
     }
 
@@ -282,7 +314,8 @@ extension LogCore {
         }
         // The handle stays open on the renamed segment: the writer appends through it.
         let handle = try file.commit(keepOpen: true)!
-        return SegmentFile(baseOffset: baseOffset, path: finalPath, handle: handle)
+        return SegmentFile(
+            baseOffset: baseOffset, formatVersion: FormatConstants.formatVersion, path: finalPath, handle: handle)
     }
 
     private static func unknownFiles(_ names: [String]) -> [String] {

@@ -1,12 +1,17 @@
 extension LogCore {
     /// The syncer thread's loop. In order of priority: an `fdatasync` for anyone waiting (or a
-    /// batched interval that ran out, or the final sync at close); zeros written ahead of the
-    /// write position; index files of sealed segments. Otherwise it sleeps.
+    /// batched interval that ran out, or the final sync at close); a durable-end mark once idle
+    /// (or at close); zeros written ahead of the write position; index files of sealed segments.
+    /// Otherwise it sleeps.
     func runSyncer() {
         conditionLock.lock()
         while true {
             if state.failure == nil, !state.isFailing, !state.syncInProgress, let target = syncTarget() {
                 performSync(through: target)
+                continue
+            }
+            if isDurableEndMarkDue {
+                writeDurableEndMark()
                 continue
             }
             // At close, wait for a leader's sync to finish before the files may be closed.
@@ -50,9 +55,14 @@ extension LogCore {
 
     private func sleepNanoseconds() -> UInt64? {
         var timeout: UInt64?
+        if state.needsDurableEndMark, let delay = options.durableEndMarkDelay?.nanoseconds {
+            let elapsed = monotonicNanoseconds() - state.lastWriteNanoseconds
+            timeout = delay > elapsed ? delay - elapsed : 0
+        }
         if case .batched(let interval) = options.durability, state.writtenEnd > state.durableEnd {
             let elapsed = monotonicNanoseconds() - state.lastSyncNanoseconds
-            timeout = interval.nanoseconds > elapsed ? interval.nanoseconds - elapsed : 0
+            let untilSync = interval.nanoseconds > elapsed ? interval.nanoseconds - elapsed : 0
+            timeout = min(timeout ?? untilSync, untilSync)
         }
         if state.preallocationRetryNanoseconds > 0 {
             let now = monotonicNanoseconds()
@@ -143,6 +153,56 @@ extension LogCore {
             }
         }
         state.asyncWaiters = remaining
+    }
+
+    /// Whether a durable-end mark should be appended now (lock held): the newest record is not a
+    /// mark, everything written is durable (the mark states it, D12), nothing else is under way,
+    /// and either the log is closing or no record came for ``LogOptions/durableEndMarkDelay``.
+    var isDurableEndMarkDue: Bool {
+        guard state.needsDurableEndMark, state.failure == nil, !state.isFailing, !state.isReadOnly,
+            !state.isRolling, !state.syncInProgress, state.zeroFillStart == nil,
+            state.writtenEnd == state.durableEnd
+        else { return false }
+        if state.isClosed { return true }
+        guard let delay = options.durableEndMarkDelay?.nanoseconds else { return false }
+        return monotonicNanoseconds() - state.lastWriteNanoseconds >= delay
+    }
+
+    /// Appends a durable-end mark (lock held) and asks for the sync that makes it durable. It
+    /// states D = its own offset: every record before it is durable. Where the segment has no room
+    /// left, nothing is written: the roll that comes next makes the segment durable anyway. A
+    /// full disk skips it (it is bookkeeping, not data); any other write error is fail-stop, as
+    /// for any record.
+    private func writeDurableEndMark() {
+        state.needsDurableEndMark = false
+        let segment = state.segments.last!
+        let offset = state.writtenEnd
+        let position = SegmentScanner.filePosition(logicalOffset: offset, baseOffset: segment.baseOffset)
+        let byteCount = UInt64(FormatConstants.recordHeaderByteCount)
+        guard position == UInt64(FormatConstants.segmentHeaderByteCount)
+            || position + byteCount <= options.segmentByteCountMax
+        else { return }
+        precondition(state.durableEnd == offset && state.zeroFillStart == nil, "a mark only over a durable log")
+        var record: PreparedRecord
+        do {
+            record = try PreparedRecord(payload: UnsafeRawBufferPointer(start: nil, count: 0), type: .durableEndMark,
+                compresses: false)
+        } catch {
+            preconditionFailure("an empty record is never too large: \(error)")
+        }
+        record.assign(offset: offset, durableEnd: state.durableEnd)
+        do throws(FileSystemError) {
+            try segment.handle.write(record.bytes, at: position)
+        } catch {
+            _ = handleWriteFailure(error, segment: segment, position: position)
+            return
+        }
+        state.writtenEnd = offset + record.recordByteCount
+        checkInvariants()
+        state.statistics.markCount += 1
+        state.statistics.byteCount += record.recordByteCount
+        segment.note(offset: offset, recordByteCount: record.recordByteCount)
+        state.syncRequestedEnd = max(state.syncRequestedEnd, state.writtenEnd)
     }
 
     /// Whether zeros should be written further ahead of the write position (lock held).

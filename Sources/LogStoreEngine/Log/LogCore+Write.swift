@@ -22,7 +22,10 @@ extension LogCore {
         let offset = state.writtenEnd
         let wasClean = state.writtenEnd == state.durableEnd
         let position = SegmentScanner.filePosition(logicalOffset: offset, baseOffset: segment.baseOffset)
-        record.assign(offset: offset)
+        // D12: the record states the durable end known now (a roll made the old segment durable,
+        // so it is never below this segment's base).
+        precondition(state.durableEnd >= segment.baseOffset && state.durableEnd <= offset, "durable end out of place")
+        record.assign(offset: offset, durableEnd: state.durableEnd)
         // Before the write: the record goes exactly at the written end, after the segment header,
         // inside the segment (unless it is the segment's first record), past any zero-fill.
         precondition(position >= UInt64(FormatConstants.segmentHeaderByteCount), "a record inside the segment header")
@@ -42,6 +45,12 @@ extension LogCore {
         state.statistics.appendCount += 1
         state.statistics.byteCount += record.recordByteCount
         segment.note(offset: offset, recordByteCount: record.recordByteCount)
+        state.lastWriteNanoseconds = monotonicNanoseconds()
+        if !state.needsDurableEndMark {
+            // The syncer may sleep without a deadline: it must learn that a mark will be due.
+            state.needsDurableEndMark = true
+            conditionLock.signalSyncer()
+        }
         if options.durability != .synchronous {
             conditionLock.broadcastWaiters()
             // Start a sync in the background at half the unsynced bound, so writers rarely stall on it.
@@ -103,7 +112,7 @@ extension LogCore {
 
     /// A full disk is recoverable: zero what part of the record reached the file and throw. Any
     /// other write error leaves the page cache in an unknown state: fail-stop.
-    private func handleWriteFailure(_ error: FileSystemError, segment: SegmentFile, position: UInt64) -> LogError {
+    func handleWriteFailure(_ error: FileSystemError, segment: SegmentFile, position: UInt64) -> LogError {
         if error.isOutOfSpace {
             if error.byteCountWritten > 0 {
                 do {

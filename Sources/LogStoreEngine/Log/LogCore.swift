@@ -46,6 +46,11 @@ final class LogCore: @unchecked Sendable {
         var zeroFillStart: UInt64?
         var preallocationRetryNanoseconds: UInt64 = 0
         var lastSyncNanoseconds: UInt64 = 0
+        /// When the last record was written (monotonic clock), for the idle durable-end mark.
+        var lastWriteNanoseconds: UInt64 = 0
+        /// The newest record of the last segment is not a durable-end mark: the next idle moment
+        /// (or close) appends one once everything is durable (FORMAT.md §6.6).
+        var needsDurableEndMark = false
         var asyncWaiters: [AsyncWaiter] = []
         var pendingIndexWrites: [SegmentFile] = []
         /// The base offset of the segment whose index the syncer is writing (outside the lock).
@@ -104,7 +109,7 @@ final class LogCore: @unchecked Sendable {
 
     init(
         directory: String, options: LogOptions, meta: StoreMeta, report: RecoveryReport,
-        lock: DirectoryLock?, segments: [SegmentFile], end: UInt64
+        lock: DirectoryLock?, segments: [SegmentFile], end: UInt64, needsDurableEndMark: Bool = false
     ) {
         self.directory = directory
         self.options = options
@@ -116,6 +121,8 @@ final class LogCore: @unchecked Sendable {
         state = State(
             segments: segments, writtenEnd: end, durableEnd: end, syncRequestedEnd: end,
             isReadOnly: lock == nil, preallocatedPosition: lastPosition)
+        state.needsDurableEndMark = needsDurableEndMark && lock != nil
+        state.lastWriteNanoseconds = monotonicNanoseconds()
     }
 
     /// Starts the syncer thread (writers only).

@@ -9,6 +9,11 @@ enum LogFileNames {
         padded(baseOffset) + FormatConstants.indexFileExtension
     }
 
+    /// `checkpoint-00000000000000001234.ckpt` for offset 1234.
+    static func checkpoint(_ offset: UInt64) -> String {
+        FormatConstants.checkpointFilePrefix + padded(offset) + FormatConstants.checkpointFileExtension
+    }
+
     static func padded(_ value: UInt64) -> String {
         let digits = String(value)
         return String(repeating: "0", count: FormatConstants.fileNameDigitCount - digits.count) + digits

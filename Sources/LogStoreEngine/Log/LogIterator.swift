@@ -2,6 +2,7 @@
 ///
 /// Records are checked as they are read (header CRC, own offset, payload CRC, decompression);
 /// a bad record below the visible end is corruption and throws, naming file and offset.
+/// Durable-end marks (the log's own bookkeeping, FORMAT.md §6.6) are skipped unless asked for.
 public struct LogIterator: Sendable {
     private let segments: [SegmentFile]
     /// The visible end when the iterator was made: it stops there.
@@ -10,11 +11,15 @@ public struct LogIterator: Sendable {
     private var scanner: SegmentScanner
     /// Records before this offset are skipped (the start fell inside a record).
     private let startOffset: UInt64
+    private let includesMarks: Bool
 
-    init(segments: [SegmentFile], from offset: UInt64, endOffset: UInt64) throws(LogError) {
+    init(segments: [SegmentFile], from offset: UInt64, endOffset: UInt64, includesMarks: Bool = false)
+        throws(LogError)
+    {
         self.segments = segments
         self.endOffset = endOffset
         self.startOffset = offset
+        self.includesMarks = includesMarks
         // Binary search: the last segment whose base offset is at or before `offset`.
         var low = 0
         var high = segments.count
@@ -24,9 +29,7 @@ public struct LogIterator: Sendable {
         }
         segmentIndex = max(low - 1, 0)
         let segment = segments[segmentIndex]
-        scanner = SegmentScanner(
-            handle: segment.handle, baseOffset: segment.baseOffset,
-            position: segment.filePosition(nearestBefore: offset))
+        scanner = SegmentScanner(segment: segment, position: segment.filePosition(nearestBefore: offset))
         // An index entry is a cache: check it names a record start, else scan from the segment's start.
         if scanner.position > UInt64(FormatConstants.segmentHeaderByteCount) {
             var probe = scanner
@@ -55,13 +58,14 @@ public struct LogIterator: Sendable {
             if !isLast && scanner.offset == segments[segmentIndex + 1].baseOffset {
                 segmentIndex += 1
                 let next = segments[segmentIndex]
-                scanner = SegmentScanner(handle: next.handle, baseOffset: next.baseOffset)
+                scanner = SegmentScanner(segment: next)
                 continue
             }
             switch try scanner.next(decodesPayload: true) {
             case .record(let record):
                 recordsRead += 1
                 if record.offset < startOffset { continue }
+                if record.type == .durableEndMark && !includesMarks { continue }
                 return record
             case .end:
                 throw LogError.corruption(
@@ -76,7 +80,7 @@ public struct LogIterator: Sendable {
 }
 
 extension LogCore {
-    func iterator(from offset: UInt64) throws(LogError) -> LogIterator {
+    func iterator(from offset: UInt64, includesMarks: Bool = false) throws(LogError) -> LogIterator {
         let (segments, end) = conditionLock.withLock { (state.segments, visibleEndLocked) }
         let start = segments.first!.baseOffset
         guard offset >= start, offset <= end else {
@@ -85,6 +89,6 @@ extension LogCore {
                 "Offset \(offset) is outside the log, which holds offsets \(start) "
                     + "to \(end).", file: directory, offset: offset)
         }
-        return try LogIterator(segments: segments, from: offset, endOffset: end)
+        return try LogIterator(segments: segments, from: offset, endOffset: end, includesMarks: includesMarks)
     }
 }

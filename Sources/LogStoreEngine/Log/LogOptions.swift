@@ -38,6 +38,10 @@ public struct LogOptions: Sendable {
     /// Repair on open: truncate at the first bad record anywhere, delete what follows, and report
     /// it, instead of refusing to open a corrupt store. Default `false`.
     public var repairs = false
+    /// After this long without a new record, once everything written is durable, the log appends
+    /// (and syncs) a durable-end mark stating so (FORMAT.md §6.6), so that damage to the last
+    /// acknowledged records is told from a torn write (D12). `nil`: only at close. Default 1 s.
+    public var durableEndMarkDelay: Duration? = .seconds(1)
     /// The file system; tests pass a simulated one.
     public var fileSystem: any FileSystem = PosixFileSystem()
 

@@ -11,6 +11,9 @@ public struct LogRecord: Sendable, Equatable {
     public var recordByteCount: UInt64
     /// Whether the payload was stored LZ4-compressed.
     public var isCompressed: Bool
+    /// The durable end its writer knew when it wrote the record (format version 2; `nil` for a
+    /// version-1 record): everything before it had been made durable.
+    public var statedDurableEnd: UInt64? = nil
 
     /// The logical offset just past the record: where the next one starts.
     public var endOffset: UInt64 { offset + recordByteCount }

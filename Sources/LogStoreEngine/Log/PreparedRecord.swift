@@ -36,10 +36,14 @@ struct PreparedRecord {
         self.bytes = writer.bytes
     }
 
-    /// Fills in the offset and the header CRC.
-    mutating func assign(offset: UInt64) {
+    /// Fills in the offset, the durable end the writer knows (FORMAT.md §6.1: at or after the
+    /// segment's base, at or before `offset`; a checkpoint file passes `offset` itself) and the
+    /// header CRC.
+    mutating func assign(offset: UInt64, durableEnd: UInt64) {
+        precondition(durableEnd <= offset && offset - durableEnd <= UInt64(UInt32.max), "a durable end out of reach")
         var header = self.header
         header.offset = offset
+        header.durableEndDelta = UInt32(offset - durableEnd)
         var writer = ByteWriter(capacity: FormatConstants.recordHeaderByteCount)
         header.encode(into: &writer)
         bytes.withUnsafeMutableBytes { target in

@@ -136,7 +136,8 @@ public final class RecordFileWriter {
             }
         }.get()
         let offset = position - UInt64(FormatConstants.segmentHeaderByteCount)
-        record.assign(offset: offset)
+        // A checkpoint states no durable end of its own (its name's offset is what it proves).
+        record.assign(offset: offset, durableEnd: offset)
         do { try file.handle.write(record.bytes, at: position) } catch {
             abandon()
             throw LogError.io(error, "Writing \(name)")
@@ -207,7 +208,7 @@ public struct RecordFileReader {
             handle.close()
             throw LogError.corruption(path, offset: 0, what)
         }
-        scanner = SegmentScanner(handle: handle, baseOffset: 0)
+        scanner = SegmentScanner(handle: handle, baseOffset: 0, formatVersion: header.formatVersion)
     }
 
     /// The file position of the next record.

@@ -6,12 +6,18 @@ import Synchronization
 /// reads and writes; the index sits behind a mutex.
 final class SegmentFile: Sendable {
     let baseOffset: UInt64
+    /// The format version in the segment's header: how its record headers read (FORMAT.md §6.1).
+    let formatVersion: UInt32
     let path: String
     let handle: any FileHandle
     private let sparseIndex: Mutex<SparseIndex>
 
-    init(baseOffset: UInt64, path: String, handle: any FileHandle, index: SparseIndex = SparseIndex()) {
+    init(
+        baseOffset: UInt64, formatVersion: UInt32, path: String, handle: any FileHandle,
+        index: SparseIndex = SparseIndex()
+    ) {
         self.baseOffset = baseOffset
+        self.formatVersion = formatVersion
         self.path = path
         self.handle = handle
         self.sparseIndex = Mutex(index)

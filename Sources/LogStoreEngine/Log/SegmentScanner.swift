@@ -7,6 +7,8 @@ struct SegmentScanner {
 
     let handle: any FileHandle
     let baseOffset: UInt64
+    /// The format version of the file (its header's), which decides the record header layout.
+    let formatVersion: UInt32
     /// File position of the next record header.
     private(set) var position: UInt64
     private var buffer: [UInt8] = []
@@ -16,11 +18,20 @@ struct SegmentScanner {
     /// up to ``chunkByteCount`` as the scan goes on.
     private var readByteCount = 16 * 1024
 
-    init(handle: any FileHandle, baseOffset: UInt64, position: UInt64 = UInt64(FormatConstants.segmentHeaderByteCount))
-    {
+    init(
+        handle: any FileHandle, baseOffset: UInt64, formatVersion: UInt32,
+        position: UInt64 = UInt64(FormatConstants.segmentHeaderByteCount)
+    ) {
         self.handle = handle
         self.baseOffset = baseOffset
+        self.formatVersion = formatVersion
         self.position = position
+    }
+
+    init(segment: SegmentFile, position: UInt64 = UInt64(FormatConstants.segmentHeaderByteCount)) {
+        self.init(
+            handle: segment.handle, baseOffset: segment.baseOffset, formatVersion: segment.formatVersion,
+            position: position)
     }
 
     /// The logical offset of the next record header.
@@ -62,7 +73,7 @@ struct SegmentScanner {
         let decoded = buffer.withUnsafeBytes { bytes in
             RecordHeader.decode(
                 UnsafeRawBufferPointer(rebasing: bytes[start..<(start + headerByteCount)]),
-                expectedOffset: offset)
+                expectedOffset: offset, formatVersion: formatVersion, baseOffset: baseOffset)
         }
         switch decoded {
         case .zeros: return .end
@@ -109,7 +120,9 @@ struct SegmentScanner {
                 LogRecord(
                     offset: header.offset, type: header.type, payload: payload,
                     payloadCRC: header.payloadCRC, recordByteCount: header.recordByteCount,
-                    isCompressed: header.isCompressed))
+                    isCompressed: header.isCompressed,
+                    statedDurableEnd: formatVersion >= FormatConstants.durableEndStatementVersion
+                        ? header.statedDurableEnd : nil))
         }
         if case .record = result { position += header.recordByteCount }
         return result

@@ -50,7 +50,7 @@ struct SparseIndex: Sendable, Equatable {
     func encoded(storeID: UUID, baseOffset: UInt64) -> [UInt8] {
         var writer = ByteWriter(capacity: FormatConstants.indexHeaderByteCount + entries.count * 4 + 4)
         writer.write(bytes: FormatConstants.indexMagic)
-        writer.write(FormatConstants.formatVersion)
+        writer.write(FormatConstants.indexFormatVersion)
         writer.write(UInt32(entries.count))
         writer.write(bytes: storeID.bytes)
         writer.write(baseOffset)
@@ -72,7 +72,7 @@ struct SparseIndex: Sendable, Equatable {
                 return nil
             }
             var reader = ByteReader(UnsafeRawBufferPointer(rebasing: buffer[0..<crcPosition]), position: 8)
-            guard let version: UInt32 = try? reader.read(), version == FormatConstants.formatVersion,
+            guard let version: UInt32 = try? reader.read(), version == FormatConstants.indexFormatVersion,
                 let count: UInt32 = try? reader.read(),
                 let id = try? reader.readBytes(16), UUID(bytes: id) == storeID,
                 let base: UInt64 = try? reader.read(), base == baseOffset,

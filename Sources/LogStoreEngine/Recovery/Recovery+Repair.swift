@@ -40,10 +40,8 @@ extension Recovery {
             // Every record checks out; the last segment may still have bytes past its end.
             let last = segments.last!
             let endPosition = SegmentScanner.filePosition(logicalOffset: last.endOffset, baseOffset: last.baseOffset)
-            if let lastNonZero = try TailInspector(handle: last.handle, path: last.path).lastNonZeroPosition(
-                from: endPosition)
-            {
-                report.droppedRecords += try TailInspector(handle: last.handle, path: last.path)
+            if let lastNonZero = try TailInspector(segment: last).lastNonZeroPosition(from: endPosition) {
+                report.droppedRecords += try TailInspector(segment: last)
                     .describeDropped(
                         from: endPosition, through: lastNonZero, baseOffset: last.baseOffset,
                         firstReason: "bytes after the last record")
@@ -64,7 +62,7 @@ extension Recovery {
     private func firstProblem(in segment: SegmentFile, nextBase: UInt64?) throws(LogError) -> (
         position: UInt64, reason: String
     )? {
-        var scanner = SegmentScanner(handle: segment.handle, baseOffset: segment.baseOffset)
+        var scanner = SegmentScanner(segment: segment)
         while true {
             switch try scanner.next(decodesPayload: true) {
             case .record(let record):
@@ -94,7 +92,7 @@ extension Recovery {
         var end: UInt64
         if let position = cut.position {
             let segment = kept[cut.segmentIndex]
-            let inspector = TailInspector(handle: segment.handle, path: segment.path)
+            let inspector = TailInspector(segment: segment)
             end = SegmentScanner.logicalOffset(filePosition: position, baseOffset: segment.baseOffset)
             if let lastNonZero = try inspector.lastNonZeroPosition(from: position) {
                 report.droppedRecords += try inspector.describeDropped(

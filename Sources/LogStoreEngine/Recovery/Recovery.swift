@@ -6,8 +6,11 @@ import Foundation
 ///   exactly where the next segment begins. Checked through the segment's index file when it is
 ///   valid (its last record must check out and end there), else by reading the whole segment.
 /// - The last segment is read to its first bad record p. Bytes from p on are a torn tail, unless
-///   a valid record ends more than ``FormatConstants/unsyncedByteCountMax`` past p, which proves p
-///   had been synced: corruption.
+///   something proves p had been synced, which makes it corruption (the open refuses and changes
+///   nothing): a valid record after p stating a durable end beyond p (format version 2, D12), a
+///   checkpoint beyond p, or a valid record ending more than
+///   ``FormatConstants/unsyncedByteCountMax`` past p. Only once it is decided that the bytes from p
+///   on are a torn tail are they zero-filled.
 /// - With ``LogOptions/repairs``, every segment is read and the log is cut at the first bad record.
 struct Recovery {
     let directory: String
@@ -15,6 +18,9 @@ struct Recovery {
     let options: LogOptions
     /// False for a read-only open: nothing on disk changes and a bad tail is simply the end.
     let writable: Bool
+    /// The offsets of the checkpoint files in the directory (their names): a checkpoint at X was
+    /// written after an `fdatasync` through X, so X is a durable end the store states.
+    let checkpointOffsets: [UInt64]
     var report: RecoveryReport
 
     struct Result {
@@ -22,15 +28,24 @@ struct Recovery {
         var end: UInt64
         var report: RecoveryReport
         var indexesToWrite: [SegmentFile]
+        /// The type of the last segment's last record; `nil` when it has none or repair ran.
+        var lastRecordType: RecordType? = nil
     }
+
+    /// The type of the last record read from the last segment.
+    private(set) var lastRecordType: RecordType?
 
     private var fileSystem: any FileSystem { options.fileSystem }
 
-    init(directory: String, meta: StoreMeta, options: LogOptions, writable: Bool, report: RecoveryReport) {
+    init(
+        directory: String, meta: StoreMeta, options: LogOptions, writable: Bool, checkpointOffsets: [UInt64] = [],
+        report: RecoveryReport
+    ) {
         self.directory = directory
         self.meta = meta
         self.options = options
         self.writable = writable
+        self.checkpointOffsets = checkpointOffsets
         self.report = report
     }
 
@@ -53,7 +68,9 @@ struct Recovery {
             segments.append(segment)
         }
         let end = try recoverLastSegment(segments.last!)
-        return Result(segments: segments, end: end, report: report, indexesToWrite: writable ? indexesToWrite : [])
+        return Result(
+            segments: segments, end: end, report: report, indexesToWrite: writable ? indexesToWrite : [],
+            lastRecordType: lastRecordType)
     }
 
     // MARK: Segments
@@ -92,8 +109,8 @@ struct Recovery {
                     "header says base offset \(header.baseOffset), "
                         + "the file name says \(baseOffset)")
             }
+            return SegmentFile(baseOffset: baseOffset, formatVersion: header.formatVersion, path: path, handle: handle)
         }
-        return SegmentFile(baseOffset: baseOffset, path: path, handle: handle)
     }
 
     /// Uses the segment's index file when it is valid and its last record ends at `expectedEnd`.
@@ -106,8 +123,7 @@ struct Recovery {
         else { return false }
         if let last = index.lastRecordOffset {
             var scanner = SegmentScanner(
-                handle: segment.handle, baseOffset: segment.baseOffset,
-                position: last + UInt64(FormatConstants.segmentHeaderByteCount))
+                segment: segment, position: last + UInt64(FormatConstants.segmentHeaderByteCount))
             guard case .record(let record) = try scanner.next(decodesPayload: false),
                 record.endOffset == expectedEnd
             else { return false }
@@ -120,7 +136,7 @@ struct Recovery {
 
     /// Reads a sealed segment whole; its records must end exactly at `expectedEnd`.
     private func scanSealed(_ segment: SegmentFile, expectedEnd: UInt64) throws(LogError) {
-        var scanner = SegmentScanner(handle: segment.handle, baseOffset: segment.baseOffset)
+        var scanner = SegmentScanner(segment: segment)
         while true {
             switch try scanner.next(decodesPayload: true) {
             case .record(let record):
@@ -149,12 +165,13 @@ struct Recovery {
 
     /// Reads the last segment to its first bad record and handles what follows; returns the end.
     private mutating func recoverLastSegment(_ segment: SegmentFile) throws(LogError) -> UInt64 {
-        var scanner = SegmentScanner(handle: segment.handle, baseOffset: segment.baseOffset)
+        var scanner = SegmentScanner(segment: segment)
         var badReason = ""
         scan: while true {
             switch try scanner.next(decodesPayload: true) {
             case .record(let record):
                 segment.note(record)
+                lastRecordType = record.type
             case .end:
                 break scan
             case .bad(let reason, _):
@@ -167,8 +184,7 @@ struct Recovery {
         }
         let end = scanner.offset
         let tailPosition = scanner.position
-        let lastNonZero = try TailInspector(handle: segment.handle, path: segment.path).lastNonZeroPosition(
-            from: tailPosition)
+        let lastNonZero = try TailInspector(segment: segment).lastNonZeroPosition(from: tailPosition)
         guard let lastNonZero else {
             // Only zeros follow: a clean end (zeros are preallocation, not data).
             try syncLastSegment(segment)
@@ -183,18 +199,38 @@ struct Recovery {
                 file: segment.path)
             return end
         }
-        let inspector = TailInspector(handle: segment.handle, path: segment.path)
-        if let proof = try inspector.validRecord(
-            endingBeyond: tailPosition + FormatConstants.unsyncedByteCountMax,
-            from: tailPosition, through: lastNonZero, baseOffset: segment.baseOffset)
+        // Decide before changing anything: a refused open must leave every byte where it was.
+        let inspector = TailInspector(segment: segment)
+        let evidence = try inspector.evidence(after: tailPosition, through: lastNonZero, baseOffset: segment.baseOffset)
+        let damage = "bad record at offset \(end) (\(badReason.isEmpty ? "zeros where a record header was expected" : badReason))"
+        let unchanged = "nothing on disk was changed"
+        if let statement = evidence.highestStatement, statement.durableEnd > end {
+            // D12: that record was written when everything before its stated durable end had been
+            // synced, and a crash cannot tear synced bytes: p is damaged acknowledged data.
+            throw LogError.corruption(
+                segment.path, offset: end,
+                "\(damage), but the record at offset \(statement.recordOffset) states that the log was durable "
+                    + "through offset \(statement.durableEnd), so the bad record had been synced and acknowledged: "
+                    + "damage, not a torn write; \(unchanged)")
+        }
+        if let checkpoint = checkpointOffsets.filter({ $0 > end }).max() {
+            // A checkpoint at X is written only after an fdatasync through X.
+            throw LogError.corruption(
+                segment.path, offset: end,
+                "\(damage), but \(LogFileNames.checkpoint(checkpoint)) was written after the log was durable "
+                    + "through offset \(checkpoint), so the bad record had been synced: damage, not a torn write; "
+                    + unchanged)
+        }
+        if let farthest = evidence.farthestRecord,
+            farthest.endPosition > tailPosition + FormatConstants.unsyncedByteCountMax
         {
             // Writers never leave more than unsyncedByteCountMax unsynced, so a record ending that far
             // past p was written after p was synced: p is damaged data, not a torn write.
             throw LogError.corruption(
                 segment.path, offset: end,
-                "bad record (\(badReason.isEmpty ? "zeros" : badReason)) "
-                    + "followed by a valid record at offset \(proof) that ends more than "
-                    + "\(FormatConstants.unsyncedByteCountMax) bytes later, so the bad record had been synced")
+                "\(damage), followed by a valid record at offset \(farthest.offset) that ends more than "
+                    + "\(FormatConstants.unsyncedByteCountMax) bytes later, so the bad record had been synced; "
+                    + unchanged)
         }
         report.droppedRecords += try inspector.describeDropped(
             from: tailPosition, through: lastNonZero,
