@@ -66,14 +66,17 @@ let package = Package(
         ),
         .testTarget(
             name: "LogStoreEngineTests",
-            dependencies: ["LogStoreEngine", "LogStoreTestSupport"]
+            dependencies: ["LogStoreEngine", "LogStoreTestSupport"],
+            // Stores of format version 1 that the tests read through #filePath, not as resources.
+            exclude: ["Fixtures"]
         ),
         .testTarget(
             name: "LogStoreTests",
             dependencies: [
                 "LogStore", "LogStoreEngine", "LogStoreTestSupport", "SampleTrips", "logstore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ]
+            ],
+            exclude: ["Fixtures"]
         ),
         // The macros' expansions and diagnostics.
         .testTarget(

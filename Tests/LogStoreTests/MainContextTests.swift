@@ -45,6 +45,29 @@ import Testing
             try ModelContext(try Self.container(fileSystem)).fetch(FetchDescriptor<Trip>()).map(\.name) == ["Lisbon"])
     }
 
+    /// SwiftData autosaves at close too: changes the main context has not saved yet are saved by
+    /// `container.close()`, which then closes the store.
+    @Test func closingTheContainerSavesTheMainContextsChangesAndClosesTheStore() throws {
+        let fileSystem = SimulatedFileSystem()
+        let container = try Self.container(fileSystem)
+        container.mainContext.insert(Self.trip("Lisbon"))
+        try container.close()
+        #expect(!container.mainContext.hasChanges)
+        try container.close()  // twice is harmless
+        // A closed container answers nothing from memory.
+        let fetchError = #expect(throws: LogStoreError.self) { try ModelContext(container).fetch(FetchDescriptor<Trip>()) }
+        #expect(fetchError?.underlying?.code == .closed, "\(String(describing: fetchError))")
+        let store = try #require(container.dataStore(as: LogStore.self))
+        let historyError = #expect(throws: LogStoreError.self) {
+            try store.fetchHistory(HistoryDescriptor<DefaultHistoryTransaction>())
+        }
+        #expect(historyError?.description.contains("is closed") == true, "\(String(describing: historyError))")
+        // The lock is released and the save is there.
+        let reopened = try Self.container(fileSystem)
+        #expect(try ModelContext(reopened).fetch(FetchDescriptor<Trip>()).map(\.name) == ["Lisbon"])
+        try reopened.close()
+    }
+
     @Test func changesMadeInOneTurnAreOneSave() async throws {
         let container = try Self.container(SimulatedFileSystem())
         let store = try #require(container.dataStore(as: LogStore.self))

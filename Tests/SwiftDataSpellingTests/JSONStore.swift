@@ -6,7 +6,7 @@ import LogStore
 // temporary in the file (a limitation of the session's code, kept here on purpose).
 
 final class JSONStoreConfiguration: DataStoreConfiguration {
-    typealias Store = JSONStore
+    typealias StoreType = JSONStore  // the session's (beta) name; the remapping store below says `Store`
 
     var name: String
     var schema: Schema?

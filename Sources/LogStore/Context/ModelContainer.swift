@@ -93,6 +93,19 @@ public final class ModelContainer: @unchecked Sendable {
         mainContextStorage = context
         return context
     }
+
+    /// Saves what the main context has not saved yet (SwiftData's autosave, which would otherwise
+    /// run on the main actor's next turn), then closes the store: its log is synced and closed and
+    /// its directory lock released. Afterwards every fetch, history fetch and save through a
+    /// context of this container throws ``LogError/Code/closed``. Closing twice is harmless. A
+    /// custom ``DataStore`` without a close of its own is left as it is.
+    ///
+    /// Main-actor isolated, like ``mainContext``, whose unsaved changes only the main actor may
+    /// look at; from other code, `await container.close()`.
+    @MainActor public func close() throws {
+        if let context = mainContextStorage, context.autosaveEnabled, context.hasChanges { try context.save() }
+        try store.close()
+    }
 }
 
 /// What a context needs of a store, with its generic methods erased.
@@ -114,6 +127,7 @@ protocol ModelStore: AnyObject {
     /// they reach — one batch of ``ModelContext/enumerate(_:batchSize:block:)``.
     func snapshots<T: PersistentModel>(of type: T.Type, _ identifiers: [PersistentIdentifier]) throws
         -> (fetched: [DefaultSnapshot], related: [PersistentIdentifier: DefaultSnapshot])
+    func close() throws
 }
 
 final class StoreBox<Store: DataStore>: ModelStore where Store.Snapshot == DefaultSnapshot {
@@ -148,4 +162,15 @@ final class StoreBox<Store: DataStore>: ModelStore where Store.Snapshot == Defau
         let result = try store.fetch(identifiers, of: type)
         return (result.fetchedSnapshots, result.relatedSnapshots)
     }
+    func close() throws {
+        try (store as? any ClosableDataStore)?.close()
+    }
 }
+
+/// A store that holds resources to release (LogStore: its log, syncer thread and directory lock):
+/// ``ModelContainer/close()`` closes it.
+protocol ClosableDataStore: AnyObject {
+    func close() throws
+}
+
+extension LogStore: ClosableDataStore {}

@@ -3,7 +3,12 @@ import Foundation
 /// A store's configuration: its name and schema, and the type of store it makes (SwiftData's
 /// `DataStoreConfiguration`; like SwiftData's, it need not be `Sendable`).
 public protocol DataStoreConfiguration: Hashable {
-    associatedtype Store: DataStore where Store.Configuration == Self
+    /// The store this configuration opens. Code written for the WWDC24 beta names it `StoreType`
+    /// instead; either declaration works, the other follows it.
+    associatedtype Store: DataStore = StoreType where Store.Configuration == Self
+    /// The WWDC24 beta's name of ``Store`` (`typealias StoreType = JSONStore` in the session's
+    /// code); new code declares `Store`.
+    associatedtype StoreType: DataStore = Store
     var name: String { get }
     var schema: Schema? { get set }
 }

@@ -57,6 +57,7 @@ extension LogStore {
     }
 
     private func publishedState(for entityName: String) throws -> FoldState {
+        try checkOpen()
         guard schema.entity(named: entityName) != nil else { throw LogStoreError.unknownEntity(entityName) }
         refreshAfterLogFailure()
         return inner.withLock { $0.published }

@@ -37,6 +37,7 @@ extension LogStore: HistoryProviding {
     func fetchHistoryCounting(_ descriptor: HistoryDescriptor<DefaultHistoryTransaction>) throws
         -> HistoryReader.Fetched<DefaultHistoryTransaction>
     {
+        try checkOpen()
         refreshAfterLogFailure()
         do {
             return try historyReader().fetch(descriptor) { $0 }

@@ -151,6 +151,14 @@ public final class LogStore: DataStore, @unchecked Sendable {
         if configuration.isStoredInMemoryOnly { try? FileManager.default.removeItem(atPath: configuration.directory) }
     }
 
+    /// Throws ``LogError/Code/closed`` once ``close()`` has begun: a closed store answers nothing
+    /// from the memory it kept.
+    func checkOpen() throws(LogStoreError) {
+        guard inner.withLock({ !$0.closed }) else {
+            throw .log(LogError(.closed, "The store at \(configuration.directory) is closed.", file: configuration.directory))
+        }
+    }
+
     /// Syncs and closes the log. Further calls throw.
     public func close() throws {
         inner.withLock { $0.closed = true }
