@@ -76,7 +76,7 @@ extension PersistentModel {
 public final class ModelState: @unchecked Sendable {
     private var storedIdentifier: PersistentIdentifier?
     /// A `@Model` class's property values, by property name (ModelState+Storage.swift).
-    var values: [String: Any] = [:]
+    var values = PropertyValues()
     /// Whether the values live here (a `@Model` class): such a model reports its own changes.
     var isTracked = false
     /// Names of the properties set since the last save or fetch (tracked models).
