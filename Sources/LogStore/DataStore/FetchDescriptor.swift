@@ -18,6 +18,10 @@ public struct FetchDescriptor<T: PersistentModel>: @unchecked Sendable {
     public var fetchOffset: Int?
     /// Whether unsaved inserts, changes and deletes of the context take part (default `true`).
     public var includePendingChanges = true
+    /// Set by ``ModelContext`` after the store declined `predicate`: the store may return a
+    /// superset — the rows matching the `&&` terms it recognises — and the context evaluates the
+    /// whole predicate over them (D9). Sort, offset and limit are left to the context.
+    var candidatesOnly = false
 
     public init(predicate: Predicate<T>? = nil, sortBy: [SortDescriptor<T>] = []) {
         self.predicate = predicate
