@@ -47,16 +47,19 @@ import Testing
 
     @Test func aNewerFormatVersionIsExitCodeFour() throws {
         let fixture = try Fixture()
-        // store.meta's format version field (FORMAT.md: u32 at byte 8), with its CRC left stale:
-        // either way the store is refused, as newer or as not a store; both are code 4.
+        // store.meta's format version (FORMAT.md §4: u32 at byte 8) made 99, its CRC (bytes
+        // 60..<64, CRC32C of 0..<60) recomputed: a store of a newer format.
         let meta = fixture.directory + "/store.meta"
         var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: meta)))
         bytes[8] = 99
+        let crc = CRC32C.checksum(bytes[0..<60])
+        for index in 0..<4 { bytes[60 + index] = UInt8(truncatingIfNeeded: crc >> (8 * UInt32(index))) }
         try Data(bytes).write(to: URL(fileURLWithPath: meta))
-        for command in Self.readCommands {
+        for command in Self.readCommands + ["repair"] {
             let run = try Tool.run([command, fixture.directory])
-            #expect(run.status == 4 || run.status == 1, "\(command): \(run.status) \(run.stderr)")
+            #expect(run.status == 4, "\(command): \(run.status) \(run.stderr)")
             Self.expectOneSentence(run)
+            #expect(run.stderr.contains("newer"), "\(command): \(run.stderr)")
         }
     }
 
@@ -81,13 +84,17 @@ import Testing
         let verify = try Tool.run(["verify", fixture.directory])
         #expect(verify.status == 1)
         #expect(verify.stdout.contains("corruption: 00000000000000000000.log"))
-        for command in ["replay", "history", "dump", "export"] {
+        for command in ["inspect", "replay", "history", "dump", "export"] {
             let run = try Tool.run([command, fixture.directory])
-            // Stops at the damage: exit code 1 with one sentence, never a partial state passed as whole.
+            // Stops at the damage: says the output is cut short, and exits with code 1.
             #expect(run.status == 1, "\(command): \(run.status) \(run.stderr) \(run.stdout.prefix(300))")
             #expect(run.stderr.contains("logstore: "))
+            #expect(run.stderr.contains("cut short") && run.stderr.contains("damage"), "\(command): \(run.stderr)")
             #expect(!run.stderr.contains("Fatal error"))
         }
+        let json = try Tool.run(["replay", fixture.directory, "--json"])
+        let object = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
+        #expect((object?["cutShort"] as? [String: Any])?["offset"] as? Int == Int(fixture.tokens[0].offset))
     }
 
     @Test func repairCopiesAsideAndNeedsYesOffATerminal() throws {

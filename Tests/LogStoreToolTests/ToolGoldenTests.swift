@@ -184,7 +184,7 @@ struct Fixture {
             try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])
         }
         #expect(objects.map { $0["type"] as? String } == [
-            "schema", "transaction", "transaction", "transaction", "transaction", "bookmark", "durableEndMark",
+            "schema", "transaction", "transaction", "transaction", "transaction", "bookmark", "durable-end-mark",
         ])
         #expect(objects.filter { $0["transaction"] != nil }.count == 4)
         try Golden.check("dump-json-lines", piped.stdout, directories: [fixture.directory])

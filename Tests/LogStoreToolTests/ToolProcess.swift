@@ -73,8 +73,9 @@ enum Golden {
     static var updating: Bool { ProcessInfo.processInfo.environment["LOGSTORE_UPDATE_GOLDEN"] == "1" }
 
     /// Replaces what changes from run to run — the store directory, UUIDs, times, CRCs, process
-    /// ids, and numbers of three or more digits (offsets and byte counts shift with the length
-    /// of a process id or a compressed UUID) — then collapses runs of spaces (column widths).
+    /// ids and host names, checksums, byte counts, ratios, and numbers of three or more digits
+    /// (offsets and sizes shift with the length of a process id or host name, or a compressed
+    /// UUID) — then collapses runs of spaces (column widths).
     static func mask(_ text: String, directories: [String] = []) -> String {
         var text = text
         for directory in directories.sorted(by: { $0.count > $1.count }) {
@@ -87,6 +88,10 @@ enum Golden {
             (#"crc [0-9a-f]{8}"#, "crc <crc>"),
             (#""check":\d+"#, #""check":<crc>"#),
             (#""payloadCRC":\d+"#, #""payloadCRC":<crc>"#),
+            (#"0x[0-9A-Fa-f]+"#, "0x<hex>"),
+            (#"\d+(\.\d+)?%"#, "<pct>"),
+            (#"\d+ bytes"#, "<n> bytes"),
+            (#""(payloadBytes|recordBytes|byteCount)":\d+"#, #""$1":<n>"#),
             (#"\d+@[^\s"]+"#, "<pid>@<host>"),
             (#"process \d+"#, "process <pid>"),
             (#""processIdentifier":"\d+""#, #""processIdentifier":"<pid>""#),

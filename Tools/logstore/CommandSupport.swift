@@ -199,6 +199,25 @@ func warnAboutUnreadTail(_ tail: RecoveryReport.DroppedRecord?, directory: Strin
     )
 }
 
+/// After a read-only command printed what it read: when the log could not be read to its end,
+/// the warning; and when `verify` finds corruption (not a torn tail or an append in flight),
+/// exit code 1, so a script never takes a state cut short by damage for the whole one.
+func finishRead(unreadTail tail: RecoveryReport.DroppedRecord?, directory: String) throws(ExitCode) {
+    guard let tail else { return }
+    warnAboutUnreadTail(tail, directory: directory)
+    if isDamage(directory: directory) {
+        printError(
+            "logstore: the bytes at offset \(tail.offset) are damage (`logstore verify \(directory)` lists it), not a "
+                + "torn tail: exit code 1.")
+        throw ToolExit.damage
+    }
+}
+
+/// Whether `verify` finds corruption in the store.
+func isDamage(directory: String) -> Bool {
+    (try? Log.verify(directory: directory))?.hasCorruption ?? false
+}
+
 /// The JSON form of an unread tail: where the read stopped and why.
 struct CutShortJSON: Encodable, Equatable {
     var offset: UInt64

@@ -68,7 +68,7 @@ struct DumpCommand: ParsableCommand {
             } else {
                 print("CUT SHORT: \(unread.byteCount) bytes at offset \(unread.offset) are not a readable record (\(unread.reason)).")
             }
-            warnAboutUnreadTail(unread, directory: directory)
+            try finishRead(unreadTail: unread, directory: directory)
         } else if !asJSON {
             print("\(count) record\(count == 1 ? "" : "s").")
         }

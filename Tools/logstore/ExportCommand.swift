@@ -19,8 +19,8 @@ struct ExportCommand: ParsableCommand {
             retained transaction (as `logstore history` prints them), and last {"kind": "end", \
             "models", "transactions"}, so a reader knows the file is whole. `logstore import` reads it \
             back into a new store. Writes to standard output, or to --output FILE (then a summary is \
-            printed, as JSON with --json). A store whose log cannot be read to its end is not \
-            exported (exit code 1).
+            printed, as JSON with --json). A store whose log is damaged is not exported (exit code 1); \
+            a torn tail or an append in flight ends the export before it, with a warning.
 
             \(ToolExit.helpText)
             """
@@ -65,11 +65,15 @@ struct ExportCommand: ParsableCommand {
     static func lines(directory: String, history: Bool) throws -> (text: [String], models: Int, transactions: Int) {
         let state = try LogStore.replay(directory: directory)
         if let tail = state.unreadTail {
-            throw CommandFailure(
-                message: "The log of \(directory) cannot be read to its end (\(tail.byteCount) bytes at offset "
-                    + "\(tail.offset): \(tail.reason)); an export would be cut short. `logstore verify \(directory)` "
-                    + "tells whether it is a torn tail or damage.",
-                exitCode: ToolExit.damage)
+            // A torn tail or an append in flight: the export is the prefix before it (a warning
+            // says so). Damage: no export.
+            if isDamage(directory: directory) {
+                throw CommandFailure(
+                    message: "The log of \(directory) is damaged at offset \(tail.offset) (\(tail.reason)), so an export "
+                        + "would be cut short there; nothing was exported. `logstore verify \(directory)` lists the damage.",
+                    exitCode: ToolExit.damage)
+            }
+            warnAboutUnreadTail(tail, directory: directory)
         }
         guard let schema = state.schema else {
             throw CommandFailure(message: ReplayCommand.noSchemaSentence(directory))

@@ -17,7 +17,8 @@ struct HistoryCommand: ParsableCommand {
             one object per transaction, {"token", "transactionIdentifier", "author", "timestamp", \
             "processIdentifier", "changes": [{"kind", "entity", "id", "values" | "tombstone"}]}, values \
             in AttributeValue's typed JSON form. A position in deleted history fails (exit code 2) with \
-            the token to resume after.
+            the token to resume after. When the log cannot be read to its end the listing says so (as JSON, \
+            a last line {"cutShort": {"offset", "byteCount", "file", "reason"}}); exit code 1 when that is damage.
 
             --follow keeps running after the last transaction and prints each new one as any \
             process saves it, like `tail -f`: it polls the log's end about every 100 ms (the live \
@@ -71,6 +72,18 @@ struct HistoryCommand: ParsableCommand {
             ? try reportingFailures { try Self.jsonLines(transactions) }
             : Self.text(transactions, directory: directory, after: after, author: author)
         for line in lines { print(line) }
+        // Read again after the listing: bytes the read stopped at are in the files' tail still.
+        let tail = (try? Log.openReadOnly(directory: directory)).flatMap { log in
+            defer { try? log.close() }
+            return log.recoveryReport.unreadTail
+        }
+        if let tail {
+            print(
+                asJSON
+                    ? try jsonText(CutShortLine(cutShort: CutShortJSON(tail)!), pretty: false)
+                    : "CUT SHORT: the log could not be read past offset \(tail.offset); later transactions are not listed.")
+        }
+        try finishRead(unreadTail: tail, directory: directory)
     }
 
     /// How long `--follow` waits before looking at the log's end again.

@@ -28,7 +28,7 @@ struct InspectCommand: ParsableCommand {
         } else {
             print(Self.text(inspection, model: model))
         }
-        warnAboutUnreadTail(inspection.unreadTail, directory: directory)
+        try finishRead(unreadTail: inspection.unreadTail, directory: directory)
     }
 
     static func text(_ inspection: StoreInspection, model: ModelLayerFacts) -> String {

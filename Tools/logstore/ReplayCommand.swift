@@ -66,7 +66,7 @@ struct ReplayCommand: ParsableCommand {
                     + "\(state.unreadTail!.offset).")
             }
         }
-        warnAboutUnreadTail(state.unreadTail, directory: directory)
+        try finishRead(unreadTail: state.unreadTail, directory: directory)
     }
 
     /// `state` with only the entity `name`; a usage error naming the entities when it has none.
