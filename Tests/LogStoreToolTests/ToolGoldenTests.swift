@@ -229,6 +229,19 @@ struct Fixture {
         #expect(refused.status == 2)
         #expect(refused.stderr.contains("cut short"))
         #expect(!FileManager.default.fileExists(atPath: refusedTarget))
+        // Through files: export --output (a summary, here as JSON) and import --input.
+        let files = TemporaryDirectory("files")
+        try FileManager.default.createDirectory(atPath: files.path, withIntermediateDirectories: true)
+        let file = files.appending("trips.jsonl")
+        let written = try Tool.run(["export", fixture.directory, "--output", file, "--json"])
+        #expect(written.status == 0, "\(written.stderr)")
+        let summary = try JSONSerialization.jsonObject(with: Data(written.stdout.utf8)) as? [String: Any]
+        #expect(summary?["models"] as? Int == 4 && summary?["transactions"] as? Int == 0)
+        let rewritten = try Tool.run(["export", fixture.directory, "--output", file])
+        #expect(rewritten.status == 2 && rewritten.stderr.contains("already exists"))
+        let fromFile = try Tool.run(["import", files.appending("copy"), "--input", file, "--json"])
+        #expect(fromFile.status == 0, "\(fromFile.stderr)")
+        #expect(Self.comparable(try LogStore.replay(directory: files.appending("copy"))) == Self.comparable(original))
         // Into an existing store: refused.
         let occupied = try Tool.run(["import", fixture.directory], input: Data(export.stdout.utf8))
         #expect(occupied.status == 2 && occupied.stderr.contains("is not empty"))

@@ -123,6 +123,12 @@ enum Golden {
                 sourceLocation: sourceLocation)
             return
         }
-        #expect(masked == expected, "golden \(name).txt differs", sourceLocation: sourceLocation)
+        let actualLines = masked.split(separator: "\n", omittingEmptySubsequences: false)
+        let expectedLines = expected.split(separator: "\n", omittingEmptySubsequences: false)
+        let first = Array(zip(actualLines, expectedLines)).firstIndex { $0.0 != $0.1 } ?? min(actualLines.count, expectedLines.count)
+        #expect(
+            masked == expected,
+            "golden \(name).txt differs at line \(first + 1): got \(first < actualLines.count ? String(actualLines[first]) : "<end>"), expected \(first < expectedLines.count ? String(expectedLines[first]) : "<end>")",
+            sourceLocation: sourceLocation)
     }
 }

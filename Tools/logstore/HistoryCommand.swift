@@ -186,29 +186,27 @@ struct HistoryCommand: ParsableCommand {
     /// One transaction: a line for it, an indented line per change.
     static func textLines(_ transaction: DefaultHistoryTransaction) -> [String] {
         var lines: [String] = []
-        do {
-            let count = transaction.changes.count
-            lines.append(
-                "token@\(transaction.transactionIdentifier)  \(iso8601Microseconds(transaction.timestamp))  "
-                    + "\(transaction.author ?? "(no author)")  \(count) change\(count == 1 ? "" : "s")  "
-                    + "process \(transaction.processIdentifier)")
-            var rows: [[String]] = []
-            for change in transaction.changes {
-                let identifier = change.changedPersistentIdentifier
-                let (kind, values): (String, [String: AttributeValue]) =
-                    switch change {
-                    case .insert(let insert): ("insert", insert.values)
-                    case .update(let update): ("update", update.values)
-                    case .delete(let delete): ("delete", delete.tombstoneValues)
-                    }
-                let shown = values.sorted { $0.key < $1.key }.map { "\($0.key)=\(ReplayText.cell($0.value))" }
-                rows.append([
-                    kind, "\(identifier.entityName)/\(ReplayText.shortID(identifier.primaryKey))",
-                    shown.joined(separator: ", "),
-                ])
-            }
-            if !rows.isEmpty { lines.append(ReplayText.table(rows, indent: "    ")) }
+        let count = transaction.changes.count
+        lines.append(
+            "token@\(transaction.transactionIdentifier)  \(iso8601Microseconds(transaction.timestamp))  "
+                + "\(transaction.author ?? "(no author)")  \(count) change\(count == 1 ? "" : "s")  "
+                + "process \(transaction.processIdentifier)")
+        var rows: [[String]] = []
+        for change in transaction.changes {
+            let identifier = change.changedPersistentIdentifier
+            let (kind, values): (String, [String: AttributeValue]) =
+                switch change {
+                case .insert(let insert): ("insert", insert.values)
+                case .update(let update): ("update", update.values)
+                case .delete(let delete): ("delete", delete.tombstoneValues)
+                }
+            let shown = values.sorted { $0.key < $1.key }.map { "\($0.key)=\(ReplayText.cell($0.value))" }
+            rows.append([
+                kind, "\(identifier.entityName)/\(ReplayText.shortID(identifier.primaryKey))",
+                shown.joined(separator: ", "),
+            ])
         }
+        if !rows.isEmpty { lines.append(ReplayText.table(rows, indent: "    ")) }
         return lines
     }
 }
