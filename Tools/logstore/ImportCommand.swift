@@ -40,7 +40,15 @@ struct ImportCommand: ParsableCommand {
     }
 
     static func read(_ input: String?) throws -> Data {
-        guard let input else { return FileHandle.standardInput.readDataToEndOfFile() }
+        guard let input else {
+            guard isatty(STDIN_FILENO) == 0 else {
+                throw CommandFailure(
+                    message: "import reads an export from standard input, which is a terminal here: pipe one in "
+                        + "(`logstore export <dir> | logstore import <new-dir>`) or give --input FILE.",
+                    exitCode: ToolExit.usage)
+            }
+            return FileHandle.standardInput.readDataToEndOfFile()
+        }
         guard let data = FileManager.default.contents(atPath: input) else {
             throw CommandFailure(message: "Cannot read \(input): no such file, or not readable.")
         }
