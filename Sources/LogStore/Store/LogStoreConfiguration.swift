@@ -34,6 +34,10 @@ public struct LogStoreConfiguration: DataStoreConfiguration, Sendable {
     /// A store that lives only while it is open: its directory is removed when it closes
     /// (SwiftData's `isStoredInMemoryOnly`; see ``init(_:schema:isStoredInMemoryOnly:allowsSave:)``).
     public var isStoredInMemoryOnly = false
+    /// After this long without a save, once everything written is durable, the log appends a
+    /// durable-end mark (`LogOptions.durableEndMarkDelay`, FORMAT.md §6.6); `nil`: only at close.
+    /// Tests that compare record listings turn it off, since idle time decides whether one appears.
+    public var durableEndMarkDelay: Duration? = .seconds(1)
 
     public init(
         name: String = "default", schema: Schema? = nil, directory: String,
@@ -54,6 +58,7 @@ public struct LogStoreConfiguration: DataStoreConfiguration, Sendable {
         options.durability = durability
         options.segmentByteCountMax = segmentByteCountMax
         options.fileSystem = fileSystem
+        options.durableEndMarkDelay = durableEndMarkDelay
         // Without a schema (a tool opening an existing store) a missing store is an error, not a new one.
         options.createsIfMissing = schema != nil
         return options
@@ -66,6 +71,7 @@ public struct LogStoreConfiguration: DataStoreConfiguration, Sendable {
             && lhs.historyRetention == rhs.historyRetention
             && lhs.uniqueCollisionPolicy == rhs.uniqueCollisionPolicy
             && lhs.allowsSave == rhs.allowsSave && lhs.isStoredInMemoryOnly == rhs.isStoredInMemoryOnly
+            && lhs.durableEndMarkDelay == rhs.durableEndMarkDelay
     }
 
     public func hash(into hasher: inout Hasher) {

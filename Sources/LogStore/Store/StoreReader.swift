@@ -93,7 +93,9 @@ struct StoreReader {
             directory: directory, storeIdentifier: log.storeID,
             schemaVersion: hasSchema ? result.table.version : nil, entities: entities,
             transactionCount: result.transactionCount, lastToken: result.lastToken,
-            unreadTail: log.recoveryReport.unreadTail, checkpointOffset: checkpointOffset)
+            unreadTail: log.recoveryReport.unreadTail, checkpointOffset: checkpointOffset,
+            schema: hasSchema ? result.table.storedSchema : nil,
+            consumers: result.bookmarks.values.map(ConsumerBookmark.init).sorted { $0.name < $1.name })
     }
 
     // MARK: History

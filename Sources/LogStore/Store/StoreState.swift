@@ -41,6 +41,12 @@ public struct StoreState: Sendable, Hashable {
     /// The checkpoint a time-travel replay started from (``transactionCount`` then counts only
     /// the transactions after it), or `nil` when it folded from the log's start.
     public var checkpointOffset: UInt64? = nil
+    /// The schema the log's schema records store (entities, attribute types, relationships;
+    /// unique constraints and delete rules live in code, not in the log), or `nil` without one.
+    /// `logstore export` writes it so `logstore import` can create the same entities.
+    public var schema: Schema? = nil
+    /// The history consumers registered as of the replayed offset, by name.
+    public var consumers: [ConsumerBookmark] = []
 
     /// The entity with this name, if the stored schema has it.
     public func entity(named name: String) -> Entity? {
