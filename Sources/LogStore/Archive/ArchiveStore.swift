@@ -10,7 +10,7 @@ import Synchronization
 /// let container = try ModelContainer(for: sampleTripsModels, configuration: configuration)
 /// ```
 ///
-/// Saves have LogStore's semantics because they run LogStore's resolver (``SaveResolver``) over
+/// Saves have LogStore's semantics because they run LogStore's resolver (`SaveResolver`) over
 /// the file's state: permanent identifiers are random UUIDs, references among the save's
 /// inserts are rewritten, a unique collision upserts, delete rules and value checks apply, and a
 /// refused save throws ``LogStoreError`` and leaves the file untouched. There is no history: the
@@ -128,7 +128,7 @@ public final class ArchiveStore: DataStore, Sendable {
 
     // MARK: Save
 
-    /// Reads the file, resolves the request against it (``SaveResolver``, as LogStore), applies
+    /// Reads the file, resolves the request against it (`SaveResolver`, as LogStore), applies
     /// the changes and writes the whole file back. A save that changes nothing writes nothing.
     public func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) throws -> DataStoreSaveChangesResult<
         DefaultSnapshot

@@ -43,7 +43,7 @@ public final class ModelContainer: @unchecked Sendable {
     }
 
     /// SwiftData's `ModelContainer(for: schema, configurations: [configuration])`: the schema's
-    /// entities must be those of model types (``Schema/init(_:)-([any PersistentModel.Type])``).
+    /// entities must be those of model types (``Schema/init(_:)-([PersistentModel.])``).
     public convenience init<Configuration: DataStoreConfiguration>(
         for schema: Schema, configurations: [Configuration]
     ) throws where Configuration.Store.Snapshot == DefaultSnapshot {
@@ -97,7 +97,7 @@ public final class ModelContainer: @unchecked Sendable {
     /// Saves what the main context has not saved yet (SwiftData's autosave, which would otherwise
     /// run on the main actor's next turn), then closes the store: its log is synced and closed and
     /// its directory lock released. Afterwards every fetch, history fetch and save through a
-    /// context of this container throws ``LogError/Code/closed``. Closing twice is harmless. A
+    /// context of this container throws `LogError.Code.closed`. Closing twice is harmless. A
     /// custom ``DataStore`` without a close of its own is left as it is.
     ///
     /// Main-actor isolated, like ``mainContext``, whose unsaved changes only the main actor may

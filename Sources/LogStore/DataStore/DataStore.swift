@@ -30,7 +30,7 @@ public protocol DataStore: AnyObject {
     func fetchCount<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> Int
     func fetchIdentifiers<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> [PersistentIdentifier]
     func save(_ request: DataStoreSaveChangesRequest<Snapshot>) throws -> DataStoreSaveChangesResult<Snapshot>
-    /// `save` for `async` callers (``ModelContext/save()-3r2ie``): a store that waits for the disk
+    /// `save` for `async` callers (``ModelContext/save()-6j8k0``): a store that waits for the disk
     /// should suspend instead of blocking a thread of the cooperative pool. The default calls the
     /// synchronous ``save(_:)``.
     func save(_ request: DataStoreSaveChangesRequest<Snapshot>) async throws -> DataStoreSaveChangesResult<Snapshot>

@@ -18,7 +18,7 @@ import LogStoreEngine
 /// ```
 ///
 /// Corruption is reported one way: code ``Code/corruption`` with the file and offset, whether a
-/// record failed its checksum in the log (``underlying`` holds the log's ``LogError``) or its
+/// record failed its checksum in the log (``underlying`` holds the log's `LogError`) or its
 /// payload did not decode.
 public struct LogStoreError: Error, Sendable, Equatable, CustomStringConvertible {
     /// What went wrong, as a stable name (its raw value) and a ``Family``.

@@ -3,7 +3,7 @@ import LogStoreEngine
 
 extension LogStore {
     /// Fetches the published snapshots of an entity. Recognised predicates and attribute sorts
-    /// are evaluated here (``PredicatePushDown``), then offset and limit; others are declined
+    /// are evaluated here (`PredicatePushDown`), then offset and limit; others are declined
     /// (`preferInMemoryFilter`/`preferInMemorySort`): the context evaluates them and, as then
     /// the store ignores them, applies limit and offset too (DECISIONS.md D9).
     public func fetch<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> DataStoreFetchResult<
