@@ -22,12 +22,15 @@ import Synchronization
 /// always either the old or the new state. Saves are serialized per file within a process; two
 /// processes must not write one archive at the same time.
 public final class ArchiveStore: DataStore, Sendable {
+    /// The snapshot type it exchanges with contexts.
     public typealias Snapshot = DefaultSnapshot
 
     /// The version of the file layout this code writes and reads.
     public static let formatVersion = 1
 
+    /// The configuration it was opened with.
     public let configuration: ArchiveStoreConfiguration
+    /// The schema it works with (the configuration's).
     public let schema: Schema
     /// The store's UUID, kept in the file; permanent identifiers carry it.
     public let identifier: String
@@ -95,10 +98,12 @@ public final class ArchiveStore: DataStore, Sendable {
         try stateForFetch(of: T.entityName).fetchResult(request, storeIdentifier: identifier)
     }
 
+    /// How many models of the entity the request selects.
     public func fetchCount<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> Int {
         try stateForFetch(of: T.entityName).fetchCount(request)
     }
 
+    /// The identifiers of the models the request selects, in fetch order.
     public func fetchIdentifiers<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws
         -> [PersistentIdentifier]
     {

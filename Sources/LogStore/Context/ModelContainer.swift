@@ -9,6 +9,7 @@ import Foundation
 /// ```
 public final class ModelContainer: @unchecked Sendable {
     // @unchecked: immutable after init; the store does its own locking.
+    /// The schema of the container's model types (and of those their relationships reach).
     public let schema: Schema
     let store: any ModelStore
     let modelTypes: [String: any PersistentModel.Type]
@@ -30,6 +31,11 @@ public final class ModelContainer: @unchecked Sendable {
         try self.init(for: types, configuration: configurations)
     }
 
+    /// Opens the store the configuration describes, for these model types and those their
+    /// relationships reach; the configuration's schema is replaced by theirs. Throws what the
+    /// store's open throws: a ``LogStoreError`` (``LogStoreError/Code/locked``,
+    /// ``LogStoreError/Code/schemaMismatch``, ``LogStoreError/Code/corruption``…) for a
+    /// ``LogStoreConfiguration``.
     public init<Configuration: DataStoreConfiguration>(
         for types: [any PersistentModel.Type], configuration: Configuration
     ) throws where Configuration.Store.Snapshot == DefaultSnapshot {

@@ -13,6 +13,7 @@ import Foundation
 /// Changes are found at save time by comparing each registered instance's values with those
 /// last saved or fetched (DECISIONS.md D9).
 public final class ModelContext {
+    /// The container whose store this context reads and saves.
     public let container: ModelContainer
     /// Recorded as the author of this context's transactions.
     public var author: String?
@@ -44,6 +45,8 @@ public final class ModelContext {
     /// An autosave is scheduled and has not run yet.
     private var autosaveScheduled = false
 
+    /// A new context on the container's store, with no registered models, no author and autosave
+    /// off.
     public init(_ container: ModelContainer) {
         self.container = container
     }
