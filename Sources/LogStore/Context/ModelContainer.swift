@@ -9,6 +9,7 @@ import Foundation
 /// ```
 public final class ModelContainer: @unchecked Sendable {
     // @unchecked: immutable after init; the store does its own locking.
+    /// The schema of the container's model types (and of those their relationships reach).
     public let schema: Schema
     let store: any ModelStore
     let modelTypes: [String: any PersistentModel.Type]
@@ -30,6 +31,11 @@ public final class ModelContainer: @unchecked Sendable {
         try self.init(for: types, configuration: configurations)
     }
 
+    /// Opens the store the configuration describes, for these model types and those their
+    /// relationships reach; the configuration's schema is replaced by theirs. Throws what the
+    /// store's open throws: a ``LogStoreError`` (``LogStoreError/Code/locked``,
+    /// ``LogStoreError/Code/schemaMismatch``, ``LogStoreError/Code/corruption``…) for a
+    /// ``LogStoreConfiguration``.
     public init<Configuration: DataStoreConfiguration>(
         for types: [any PersistentModel.Type], configuration: Configuration
     ) throws where Configuration.Store.Snapshot == DefaultSnapshot {
@@ -43,7 +49,7 @@ public final class ModelContainer: @unchecked Sendable {
     }
 
     /// SwiftData's `ModelContainer(for: schema, configurations: [configuration])`: the schema's
-    /// entities must be those of model types (``Schema/init(_:)-([any PersistentModel.Type])``).
+    /// entities must be those of model types (``Schema/init(_:)-([PersistentModel.])``).
     public convenience init<Configuration: DataStoreConfiguration>(
         for schema: Schema, configurations: [Configuration]
     ) throws where Configuration.Store.Snapshot == DefaultSnapshot {
@@ -97,7 +103,7 @@ public final class ModelContainer: @unchecked Sendable {
     /// Saves what the main context has not saved yet (SwiftData's autosave, which would otherwise
     /// run on the main actor's next turn), then closes the store: its log is synced and closed and
     /// its directory lock released. Afterwards every fetch, history fetch and save through a
-    /// context of this container throws ``LogError/Code/closed``. Closing twice is harmless. A
+    /// context of this container throws `LogError.Code.closed`. Closing twice is harmless. A
     /// custom ``DataStore`` without a close of its own is left as it is.
     ///
     /// Main-actor isolated, like ``mainContext``, whose unsaved changes only the main actor may

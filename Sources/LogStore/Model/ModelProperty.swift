@@ -1,6 +1,7 @@
 /// One stored property of a ``PersistentModel``: its name, schema metadata, and how to read and
 /// write it on an instance through its key path.
 public struct ModelProperty<Model: PersistentModel>: Sendable {
+    /// The property's name in the schema (the Swift property's name).
     public let name: String
     /// The model's key path to the property (history tombstones and updates map key paths to names).
     public let keyPath: PartialKeyPath<Model> & Sendable
@@ -109,12 +110,16 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
 
 /// An error turning snapshots into model instances.
 public enum ModelError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// A stored value that the model's property cannot hold.
     case valueTypeMismatch(entity: String, property: String, value: AttributeValue)
+    /// A relationship refers to a model that is not in the store.
     case missingReference(entity: String, property: String, identifier: PersistentIdentifier)
+    /// An entity the container has no model type for.
     case unknownEntity(String)
     /// A primary key that is not a UUID (LogStore's identifiers hold UUID keys).
     case unsupportedPrimaryKey(type: String, value: String)
 
+    /// A sentence saying what is wrong and where.
     public var description: String {
         switch self {
         case .valueTypeMismatch(let entity, let property, let value):

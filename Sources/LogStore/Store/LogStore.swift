@@ -11,12 +11,17 @@ import Synchronization
 /// (in synchronous mode, only durable saves).
 public final class LogStore: DataStore, @unchecked Sendable {
     // @unchecked: all mutable state is in `inner`, behind a SleepingMutex; the rest is immutable.
+    /// The snapshot type it exchanges with contexts.
     public typealias Snapshot = DefaultSnapshot
 
+    /// The configuration it was opened with.
     public let configuration: LogStoreConfiguration
+    /// The schema it works with: the configuration's, or the stored one (``usesStoredSchema``).
     public let schema: Schema
     /// Opened without a schema in code (tools): the stored schema, and saves are refused.
     public var usesStoredSchema: Bool { configuration.schema == nil }
+    /// The store's UUID (from `store.meta`) as a string: the store identifier of its permanent
+    /// ``PersistentIdentifier``s and history tokens.
     public let identifier: String
     let log: Log
 

@@ -8,9 +8,13 @@ import LogStoreEngine
 /// let container = try ModelContainer(for: Trip.self, BucketListItem.self, configurations: configuration)
 /// ```
 public struct LogStoreConfiguration: DataStoreConfiguration, Sendable {
+    /// The store this configuration opens.
     public typealias Store = LogStore
 
+    /// The configuration's name (`"default"` unless given).
     public var name: String
+    /// The schema to open with; ``ModelContainer`` sets it from its model types. `nil` opens an
+    /// existing store with the schema it stores (``LogStore/usesStoredSchema``).
     public var schema: Schema?
     /// The store directory (created when missing).
     public var directory: String
@@ -39,6 +43,8 @@ public struct LogStoreConfiguration: DataStoreConfiguration, Sendable {
     /// Tests that compare record listings turn it off, since idle time decides whether one appears.
     public var durableEndMarkDelay: Duration? = .seconds(1)
 
+    /// A store in `directory`, with synchronous durability, 64 MiB segments and a checkpoint every
+    /// 64 MiB of log unless told otherwise.
     public init(
         name: String = "default", schema: Schema? = nil, directory: String,
         durability: Durability = .synchronous, segmentByteCountMax: UInt64 = 64 * 1024 * 1024,
@@ -64,6 +70,7 @@ public struct LogStoreConfiguration: DataStoreConfiguration, Sendable {
         return options
     }
 
+    /// Equal when every option but the file system is equal.
     public static func == (lhs: LogStoreConfiguration, rhs: LogStoreConfiguration) -> Bool {
         lhs.name == rhs.name && lhs.schema == rhs.schema && lhs.directory == rhs.directory
             && lhs.durability == rhs.durability && lhs.segmentByteCountMax == rhs.segmentByteCountMax
@@ -74,6 +81,7 @@ public struct LogStoreConfiguration: DataStoreConfiguration, Sendable {
             && lhs.durableEndMarkDelay == rhs.durableEndMarkDelay
     }
 
+    /// Hashes the name and the directory.
     public func hash(into hasher: inout Hasher) {
         hasher.combine(name)
         hasher.combine(directory)

@@ -174,9 +174,12 @@ extension LogStore {
     /// for entity in state.entities { print(entity.name, entity.rows.count) }
     /// ```
     ///
-    /// - Parameter offset: stop after the record at this log offset (inclusive) — a history
-    ///   token's ``DefaultHistoryToken/offset`` gives the state right after that transaction. `nil`
-    ///   folds the whole log.
+    /// - Parameters:
+    ///   - directory: the store directory.
+    ///   - fileSystem: the file system it is on (the real one by default).
+    ///   - offset: stop after the record at this log offset (inclusive) — a history
+    ///     token's ``DefaultHistoryToken/offset`` gives the state right after that transaction.
+    ///     `nil` folds the whole log.
     /// - Throws: ``LogStoreError/log(_:)`` when the store cannot be opened or read,
     ///   ``LogStoreError/corruptRecord(offset:reason:)`` when a record does not decode.
     public static func replay(

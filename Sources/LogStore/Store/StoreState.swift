@@ -13,6 +13,7 @@ import LogStoreEngine
 public struct StoreState: Sendable, Hashable {
     /// One entity of the stored schema and its models.
     public struct Entity: Sendable, Hashable {
+        /// The entity's name.
         public var name: String
         /// Attribute and relationship names in the stored schema's order (declaration order;
         /// properties added by later schema versions come last).
