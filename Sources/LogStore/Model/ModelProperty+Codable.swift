@@ -18,7 +18,7 @@ extension ModelProperty {
     ) -> ModelProperty where Value.RawValue: AttributeConvertible {
         converted(name, keyPath, options: options, valueType: Value.RawValue.valueType, isOptional: false,
                   encode: { $0.rawValue.attributeValue },
-                  decode: { Value.RawValue(attributeValue: $0).flatMap(Value.init(rawValue:)) })
+                  decode: { Value.RawValue(attributeValue: $0).flatMap(Value.init(rawValue:)) }).renamed(from: originalName)
     }
 
     /// An optional enum (or other `RawRepresentable`) attribute of a `@Model` class.
@@ -31,7 +31,7 @@ extension ModelProperty {
                   decode: { value -> Value?? in
                       if value.isNull { return .some(nil) }
                       return Value.RawValue(attributeValue: value).flatMap(Value.init(rawValue:)).map { .some($0) }
-                  })
+                  }).renamed(from: originalName)
     }
 
     /// A `Codable` attribute of a `@Model` class (a struct, an enum with payloads, an array of
@@ -46,7 +46,7 @@ extension ModelProperty {
                   decode: { value in
                       guard case let .data(data) = value else { return nil }
                       return try? CodableAttribute.decoder.decode(Value.self, from: data)
-                  })
+                  }).renamed(from: originalName)
     }
 
     /// An optional `Codable` attribute of a `@Model` class, stored as JSON data or `nil`.
@@ -61,7 +61,7 @@ extension ModelProperty {
                       if value.isNull { return .some(nil) }
                       guard case let .data(data) = value else { return nil }
                       return (try? CodableAttribute.decoder.decode(Value.self, from: data)).map { .some($0) }
-                  })
+                  }).renamed(from: originalName)
     }
 
     /// An attribute whose Swift value converts to and from an ``AttributeValue`` through

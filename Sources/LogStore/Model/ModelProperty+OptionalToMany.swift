@@ -38,7 +38,7 @@ extension ModelProperty {
         property.inverseMaintainer = { inverse in
             RelationshipInverses<Model>.optionalToMany(inverse: inverse, destination: Destination.self)
         }
-        return property
+        return property.renamed(from: originalName)
     }
 }
 

@@ -10,7 +10,7 @@ extension ModelProperty {
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Value> & Sendable,
         options: Schema.Attribute.Options = [], originalName: String? = nil
     ) -> ModelProperty {
-        .attribute(name, keyPath, options: options)
+        .attribute(name, keyPath, options: options).renamed(from: originalName)
     }
 
     /// A to-one relationship of a `@Model` class (`@Relationship(deleteRule:inverse:)`).
@@ -24,7 +24,7 @@ extension ModelProperty {
         property.inverseMaintainer = { inverse in
             RelationshipInverses<Model>.toOne(keyPath, inverse: inverse, destination: Destination.self)
         }
-        return property
+        return property.renamed(from: originalName)
     }
 
     /// A to-many relationship of a `@Model` class (`@Relationship(deleteRule:inverse:)`).
@@ -38,6 +38,6 @@ extension ModelProperty {
         property.inverseMaintainer = { inverse in
             RelationshipInverses<Model>.toMany(keyPath, inverse: inverse, destination: Destination.self)
         }
-        return property
+        return property.renamed(from: originalName)
     }
 }

@@ -4,8 +4,8 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
     public let name: String
     /// The model's key path to the property (history tombstones and updates map key paths to names).
     public let keyPath: PartialKeyPath<Model> & Sendable
-    let attribute: Schema.Attribute?
-    let relationship: Schema.Relationship?
+    var attribute: Schema.Attribute?
+    var relationship: Schema.Relationship?
     /// Reads the property as a value; references are the related models' identifiers.
     let read: @Sendable (Model) -> AttributeValue
     /// Writes a value; `resolve` turns identifiers into registered model instances.
@@ -40,6 +40,16 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
                 model[keyPath: keyPath] = converted
             },
             related: { _ in [] }, destinationType: nil)
+    }
+
+    /// The property as stored before a rename under `originalName` (`@Attribute(originalName:)`,
+    /// `@Relationship(originalName:)`); `nil` leaves it as it is.
+    public func renamed(from originalName: String?) -> ModelProperty {
+        guard let originalName else { return self }
+        var property = self
+        property.attribute?.originalName = originalName
+        property.relationship?.originalName = originalName
+        return property
     }
 
     /// Before a key-path write into a `@Model` instance: a key-path write reads the property first

@@ -70,12 +70,13 @@ public struct Schema: Hashable, Sendable, Codable {
             attributes.map {
                 Property(
                     name: $0.name, valueType: $0.valueType, isOptional: $0.isOptional,
-                    options: $0.options, defaultValue: $0.defaultValue)
+                    options: $0.options, defaultValue: $0.defaultValue, originalName: $0.originalName)
             }
                 + relationships.map {
                     Property(
                         name: $0.name, valueType: $0.valueType, isOptional: !$0.isToMany,
-                        options: $0.options, defaultValue: $0.isToMany ? .array([]) : .null)
+                        options: $0.options, defaultValue: $0.isToMany ? .array([]) : .null,
+                        originalName: $0.originalName)
                 }
         }
 
@@ -88,12 +89,14 @@ public struct Schema: Hashable, Sendable, Codable {
             if let attribute = attributes.first(where: { $0.name == name }) {
                 return Property(
                     name: attribute.name, valueType: attribute.valueType, isOptional: attribute.isOptional,
-                    options: attribute.options, defaultValue: attribute.defaultValue)
+                    options: attribute.options, defaultValue: attribute.defaultValue,
+                    originalName: attribute.originalName)
             }
             guard let relationship = relationships.first(where: { $0.name == name }) else { return nil }
             return Property(
                 name: relationship.name, valueType: relationship.valueType, isOptional: !relationship.isToMany,
-                options: relationship.options, defaultValue: relationship.isToMany ? .array([]) : .null)
+                options: relationship.options, defaultValue: relationship.isToMany ? .array([]) : .null,
+                originalName: relationship.originalName)
         }
 
         public func relationship(named name: String) -> Relationship? {
@@ -108,6 +111,8 @@ public struct Schema: Hashable, Sendable, Codable {
         public var isOptional: Bool
         public var options: Attribute.Options
         public var defaultValue: AttributeValue?
+        /// The name the property was stored under before a rename (`@Attribute(originalName:)`).
+        public var originalName: String?
     }
 
     /// A value attribute.
@@ -128,16 +133,20 @@ public struct Schema: Hashable, Sendable, Codable {
         /// The value a snapshot gets when it omits the attribute (and the value older records
         /// imply for an attribute added later).
         public var defaultValue: AttributeValue?
+        /// The name the attribute was stored under before a rename (`@Attribute(originalName:)`):
+        /// a migration keeps its values and its history under the new name.
+        public var originalName: String?
 
         public init(
             _ name: String, _ valueType: ValueType, isOptional: Bool = false, options: Options = [],
-            defaultValue: AttributeValue? = nil
+            defaultValue: AttributeValue? = nil, originalName: String? = nil
         ) {
             self.name = name
             self.valueType = valueType
             self.isOptional = isOptional
             self.options = options
             self.defaultValue = defaultValue ?? (isOptional ? .null : nil)
+            self.originalName = originalName
         }
     }
 
@@ -158,16 +167,19 @@ public struct Schema: Hashable, Sendable, Codable {
         public var isToMany: Bool
         public var deleteRule: DeleteRule
         public var options: Attribute.Options
+        /// The name the relationship was stored under before a rename (`@Relationship(originalName:)`).
+        public var originalName: String?
 
         public init(
             _ name: String, destination: String, isToMany: Bool = false, deleteRule: DeleteRule = .nullify,
-            options: Attribute.Options = []
+            options: Attribute.Options = [], originalName: String? = nil
         ) {
             self.name = name
             self.destination = destination
             self.isToMany = isToMany
             self.deleteRule = deleteRule
             self.options = options
+            self.originalName = originalName
         }
 
         public var valueType: ValueType { isToMany ? .array(.reference(destination)) : .reference(destination) }
