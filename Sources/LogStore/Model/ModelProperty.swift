@@ -23,13 +23,17 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
     var inverseMaintainer: (@Sendable (AnyKeyPath) -> RelationshipInverses<Model>.Maintainer?)? = nil
 
     /// A value attribute.
+    /// `defaultValue` is what models stored without a value get: when the attribute is added,
+    /// or when a migration makes an optional attribute required.
     public static func attribute<Value: AttributeConvertible>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Value> & Sendable,
-        options: Schema.Attribute.Options = []
+        options: Schema.Attribute.Options = [], defaultValue: Value? = nil
     ) -> ModelProperty {
         ModelProperty(
             name: name, keyPath: keyPath,
-            attribute: Schema.Attribute(name, Value.valueType, isOptional: Value.isOptional, options: options),
+            attribute: Schema.Attribute(
+                name, Value.valueType, isOptional: Value.isOptional, options: options,
+                defaultValue: defaultValue?.attributeValue),
             relationship: nil,
             read: { $0[keyPath: keyPath].attributeValue },
             write: { model, value, _ in
