@@ -103,9 +103,10 @@ public final class LogStore: DataStore, @unchecked Sendable {
             }
             var replayed = try Replay(log: log, storeIdentifier: log.storeID.uuidString)
                 .run(from: start, startOffset: loaded.newest?.header.offset)
-            if replayed.pendingMigration != nil, configuration.schema != nil {
+            if replayed.pendingMigration != nil {
                 // A migration cut between its schema record and the transaction completing it:
-                // void it now (any record but a transaction does), before a save could follow it.
+                // void it now (any record but a transaction does), before a save could follow it
+                // or a checkpoint past it could forget it (docs/FORMAT.md §6.7).
                 let end = log.visibleEnd
                 try Self.append(replayed.table.encoded(), type: .schema, to: log)
                 replayed = try Replay(log: log, storeIdentifier: log.storeID.uuidString).run(from: replayed, startOffset: end)
