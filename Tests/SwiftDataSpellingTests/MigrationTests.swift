@@ -19,13 +19,15 @@ enum TripsSchemaV1: VersionedSchema {
         @Attribute(.preserveValueOnDeletion) var name: String
         var destination: String
         var startDate: Date
+        var rating: Int?
         @Relationship(deleteRule: .cascade, inverse: \BucketListItem.trip)
         var bucketList: [BucketListItem] = [BucketListItem]()
 
-        init(name: String, destination: String, startDate: Date) {
+        init(name: String, destination: String, startDate: Date, rating: Int? = nil) {
             self.name = name
             self.destination = destination
             self.startDate = startDate
+            self.rating = rating
         }
     }
 
@@ -53,6 +55,10 @@ enum TripsSchemaV2: VersionedSchema {
         @Attribute(originalName: "destination") var place: String
         var startDate: Date
         var notes: String?
+        /// Optional in V1; required here, with a default for the trips that had none.
+        var rating: Int = 3
+        /// New and required, with a default.
+        var isFavorite: Bool = false
         @Relationship(deleteRule: .cascade, inverse: \BucketListItem.trip)
         var bucketList: [BucketListItem] = [BucketListItem]()
 
@@ -89,6 +95,8 @@ enum TripsSchemaV3: VersionedSchema {
         var country: String
         var startDate: Date
         var notes: String?
+        var rating: Int = 3
+        var isFavorite: Bool = false
         @Relationship(deleteRule: .cascade, inverse: \BucketListItem.trip)
         var bucketList: [BucketListItem] = [BucketListItem]()
 
@@ -184,7 +192,7 @@ enum TripsPlanWithoutFill: SchemaMigrationPlan {
             for: TripsSchemaV1.Trip.self, configurations: configuration(fileSystem))
         let store = try #require(container.dataStore(as: LogStore.self))
         let context = ModelContext(container)
-        let lisbon = TripsSchemaV1.Trip(name: "Lisbon", destination: "Lisbon, Portugal ", startDate: start)
+        let lisbon = TripsSchemaV1.Trip(name: "Lisbon", destination: "Lisbon, Portugal ", startDate: start, rating: 5)
         lisbon.bucketList.append(TripsSchemaV1.BucketListItem(title: "Tram 28", details: "end to end"))
         context.insert(lisbon)
         try context.save()
@@ -228,6 +236,9 @@ enum TripsPlanWithoutFill: SchemaMigrationPlan {
             let trips = try context.fetch(FetchDescriptor<TripsSchemaV2.Trip>(sortBy: [SortDescriptor(\.name)]))
             #expect(trips.map(\.place) == ["Kyoto, Japan", "Lisbon, Portugal "])
             #expect(trips.map(\.notes) == [nil, nil])
+            // Optional to required: Kyoto had no rating and gets the default; Lisbon keeps its 5.
+            #expect(trips.map(\.rating) == [3, 5])
+            #expect(trips.map(\.isFavorite) == [false, false])
             #expect(trips[1].bucketList.map(\.summary) == ["from Martim Moniz"])
             // A save under V2, then its history beside V1's: V1's changes read under the new names.
             trips[0].notes = "cherry blossoms"
@@ -256,6 +267,7 @@ enum TripsPlanWithoutFill: SchemaMigrationPlan {
         #expect(trips.map(\.city) == ["Kyoto", "Lisbon"])
         #expect(trips.map(\.country) == ["Japan", "Portugal"])
         #expect(trips.map(\.notes) == ["cherry blossoms", nil])
+        #expect(trips.map(\.rating) == [3, 5])
         #expect(trips[1].bucketList.map(\.summary) == ["from Martim Moniz"])
         let history = try Self.fetchHistory(v3)
         #expect(history.count == 6)
@@ -278,6 +290,8 @@ enum TripsPlanWithoutFill: SchemaMigrationPlan {
         let atV2 = try LogStore.replay(directory: Self.directory, fileSystem: fileSystem, until: .token(v2Token))
         #expect(Self.trips(atV2).map { $0["place"] } == [.string("Kyoto, Japan"), .string("Lisbon, Portugal ")])
         #expect(Self.trips(atV2).allSatisfy { $0["destination"] == nil })
+        #expect(Self.trips(atV2).map { $0["rating"] } == [.int(3), .int(5)])
+        #expect(Self.trips(beforeV2).map { $0["rating"] } == [.null, .int(5)])
         let afterWill = try LogStore.replay(
             directory: Self.directory, fileSystem: fileSystem, until: .token(history[4].token))
         #expect(Self.trips(afterWill).map { $0["place"] } == [.string("Kyoto, Japan"), .string("Lisbon, Portugal")])

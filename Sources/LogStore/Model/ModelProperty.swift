@@ -56,6 +56,14 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
         return property
     }
 
+    /// The property with this default value for stored models without a value (`nil` leaves it).
+    func defaulting(to value: AttributeValue?) -> ModelProperty {
+        guard let value else { return self }
+        var property = self
+        property.attribute?.defaultValue = value
+        return property
+    }
+
     /// Before a key-path write into a `@Model` instance: a key-path write reads the property first
     /// (get, then set), and a fetched instance has no value yet to read.
     static func seed<Value>(_ model: Model, _ name: String, _ value: Value) {

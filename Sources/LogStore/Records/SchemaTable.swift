@@ -162,6 +162,15 @@ struct SchemaTable: Sendable, Equatable {
                 }
                 table.add(property, toEntityAt: index)
                 changed = true
+                // A required attribute with a default: stored models get the default, so the
+                // fold holds what every reader (a predicate, a fetch) would otherwise imply.
+                if !property.isOptional, let value = property.defaultValue, !value.isNull,
+                    value.referencedIdentifiers.isEmpty, !Self.isReference(property.valueType)
+                {
+                    let attribute = table.entities[index].attributes.last!
+                    steps.append(.fill(entity: stored.name, entityID: stored.id, attributeID: attribute.id,
+                                       name: property.name, value: value))
+                }
             }
         }
         for stored in table.entities where schema.entity(named: stored.name) == nil {
@@ -178,6 +187,13 @@ struct SchemaTable: Sendable, Equatable {
         guard changed else { return nil }
         table.version += 1
         return SchemaMigration(table: table, steps: steps)
+    }
+
+    private static func isReference(_ valueType: ValueType) -> Bool {
+        switch valueType {
+        case .reference, .array(.reference): true
+        default: false
+        }
     }
 
     /// To-many relationships default to an empty array, so they may always be added.
