@@ -283,6 +283,21 @@ enum TripsPlanWithoutFill: SchemaMigrationPlan {
         #expect(firstInsert["Trip"]?["name"] == .string("Lisbon"))
         #expect(firstInsert["BucketListItem"]?["summary"] == .string("end to end"))
 
+        // History fetches bounded before, across and after the migrations.
+        var afterV2 = HistoryDescriptor<DefaultHistoryTransaction>()
+        afterV2.predicate = #Predicate { $0.token > v2Token }
+        #expect(try ModelContext(v3).fetchHistory(afterV2).map(\.token) == [history[4].token, history[5].token])
+        let lastV1 = v1Tokens[2]
+        var upToV1 = HistoryDescriptor<DefaultHistoryTransaction>()
+        upToV1.predicate = #Predicate { $0.token <= lastV1 }
+        #expect(try ModelContext(v3).fetchHistory(upToV1).map(\.token) == v1Tokens)
+        // From the directory, without model types (the tool's path): the same transactions and names.
+        let fromDirectory = try LogStore.fetchHistory(
+            directory: Self.directory, fileSystem: fileSystem, HistoryDescriptor<DefaultHistoryTransaction>())
+        #expect(fromDirectory.map(\.token) == history.map(\.token))
+        #expect(Self.insertValues(fromDirectory[0])["BucketListItem"]?["summary"] == .string("end to end"))
+        #expect(Self.insertValues(fromDirectory[0])["Trip"]?["destination"] == nil)
+
         // Time travel before, across and after each migration: exactly the state of that moment.
         let beforeV2 = try LogStore.replay(directory: Self.directory, fileSystem: fileSystem, until: .token(v1Tokens[2]))
         #expect(Self.trips(beforeV2) == Self.trips(v1State))
@@ -303,7 +318,9 @@ enum TripsPlanWithoutFill: SchemaMigrationPlan {
         // Reopening replays the migrations' records (no stage runs again), from a checkpoint too.
         _ = try store.checkpoint()
         try Self.close(v3)
-        let again = try Self.open(TripsSchemaV3.self, plan: TripsMigrationPlan.self, fileSystem)
+        let again = try ModelContainer(
+            for: TripsSchemaV3.Trip.self, TripsSchemaV3.BucketListItem.self, migrationPlan: TripsMigrationPlan.self,
+            configurations: Self.configuration(fileSystem))
         #expect(try Self.fetchHistory(again).count == 6)
         #expect(
             try ModelContext(again).fetch(FetchDescriptor<TripsSchemaV3.Trip>()).map(\.country).sorted()
@@ -467,6 +484,10 @@ enum TripsPlanWithoutFill: SchemaMigrationPlan {
         let fileSystem = try Self.storeAtVersion2()
         Self.failingMigration(fileSystem) { $0.failWrite(after: 2, code: ENOSPC, path: Self.segments) }
         let cut = fileSystem.powerCut(.nothingUnsynced)
+        // Read without a writer: the lone schema record is void, so history reads with V2's names.
+        let history = try LogStore.fetchHistory(
+            directory: T.directory, fileSystem: cut, HistoryDescriptor<DefaultHistoryTransaction>())
+        #expect(T.insertValues(history[0])["Trip"]?["place"] == .string("Lisbon, Portugal "))
         let old = try ModelContainer(for: TripsSchemaV2.Trip.self, configurations: T.configuration(cut))
         let context = ModelContext(old)
         let trips = try context.fetch(FetchDescriptor<TripsSchemaV2.Trip>(sortBy: [SortDescriptor(\.name)]))
