@@ -164,6 +164,39 @@ enum TripsPlanWithoutFill: SchemaMigrationPlan {
     }
 }
 
+/// The V2 → V3 stage with a didMigrate that fills nothing, or a willMigrate that throws.
+enum TripsPlanWithEmptyDidMigrate: SchemaMigrationPlan {
+    static var schemas: [any VersionedSchema.Type] { TripsMigrationPlan.schemas }
+    static var stages: [MigrationStage] {
+        [
+            TripsMigrationPlan.migrateV1toV2,
+            .custom(
+                fromVersion: TripsSchemaV2.self, toVersion: TripsSchemaV3.self, willMigrate: nil,
+                didMigrate: { context in
+                    // Touches only the notes: city and country stay empty.
+                    for trip in try context.fetch(FetchDescriptor<TripsSchemaV3.Trip>()) { trip.notes = "seen" }
+                }),
+        ]
+    }
+}
+
+struct StageFailure: Error {}
+
+enum TripsPlanWithFailingWillMigrate: SchemaMigrationPlan {
+    static var schemas: [any VersionedSchema.Type] { TripsMigrationPlan.schemas }
+    static var stages: [MigrationStage] {
+        [
+            TripsMigrationPlan.migrateV1toV2,
+            .custom(
+                fromVersion: TripsSchemaV2.self, toVersion: TripsSchemaV3.self,
+                willMigrate: { context in
+                    for trip in try context.fetch(FetchDescriptor<TripsSchemaV2.Trip>()) { trip.notes = "half done" }
+                    throw StageFailure()
+                }, didMigrate: nil),
+        ]
+    }
+}
+
 @Suite struct MigrationTests {
     static let directory = "/trips"
     static let start = Date(timeIntervalSince1970: 1_750_000_000)
@@ -360,6 +393,25 @@ enum TripsPlanWithoutFill: SchemaMigrationPlan {
             #expect(["city", "country"].contains(error.attribute ?? ""))
         }
         #expect(try LogStore.replay(directory: Self.directory, fileSystem: fileSystem) == before)
+        // A didMigrate that leaves them empty is refused the same way, before anything is written.
+        do {
+            _ = try Self.open(TripsSchemaV3.self, plan: TripsPlanWithEmptyDidMigrate.self, fileSystem)
+            Issue.record("didMigrate left city empty and the migration succeeded")
+        } catch let error as LogStoreError {
+            #expect(error.code == .schemaMismatch)
+            #expect(["city", "country"].contains(error.attribute ?? ""), "\(error)")
+            #expect(error.message.contains("2 stored models"), "\(error)")
+        }
+        #expect(try LogStore.replay(directory: Self.directory, fileSystem: fileSystem) == before)
+        // A stage that throws stops the open with its error; its unsaved changes are not written.
+        #expect(throws: StageFailure.self) {
+            _ = try Self.open(TripsSchemaV3.self, plan: TripsPlanWithFailingWillMigrate.self, fileSystem)
+        }
+        #expect(try LogStore.replay(directory: Self.directory, fileSystem: fileSystem) == before)
+        // The store is still at V2 and the real plan finishes it.
+        let v3 = try Self.open(TripsSchemaV3.self, plan: TripsMigrationPlan.self, fileSystem)
+        #expect(try ModelContext(v3).fetch(FetchDescriptor<TripsSchemaV3.Trip>()).map(\.city).sorted() == ["Kyoto", "Lisbon"])
+        try Self.close(v3)
     }
 }
 

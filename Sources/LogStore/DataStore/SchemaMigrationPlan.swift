@@ -67,7 +67,11 @@ public enum MigrationStage: @unchecked Sendable {
     /// A lightweight change with code around it: `willMigrate` gets a context on the old
     /// version's models, `didMigrate` one on the new version's (where it may fill a new required
     /// attribute). Each saves as an ordinary transaction whose author names the stage
-    /// (``MigrationStage/author(from:to:phase:)``).
+    /// (``MigrationStage/author(from:to:phase:)``). A new required attribute without a default
+    /// reads as a placeholder (`0`, `""`, `false`…) in `didMigrate` until it is set; every stored
+    /// model must get a value, or the open throws `schemaMismatch` and the stage writes nothing.
+    /// `willMigrate`'s saves commit before the schema changes: if the open fails after them, the
+    /// store is at the old version with those saves, and the next open runs the stage again.
     case custom(
         fromVersion: any VersionedSchema.Type, toVersion: any VersionedSchema.Type,
         willMigrate: ((ModelContext) throws -> Void)?, didMigrate: ((ModelContext) throws -> Void)?)

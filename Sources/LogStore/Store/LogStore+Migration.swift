@@ -138,15 +138,23 @@ struct MigrationRunner {
         if let didMigrate {
             var staged = result.state
             staged.apply(migration.steps)
+            // New required attributes without a default are didMigrate's to fill. Until it does,
+            // the staged models hold a placeholder (a model must be readable whole); it is never
+            // written: only what didMigrate sets is, and every stored model must get a value.
+            let unfilled = Self.requiredWithoutDefault(before: result.table, after: migration.table, schema: toSchema)
+            let stored = Dictionary(
+                uniqueKeysWithValues: Set(unfilled.map(\.entity)).map { entity in
+                    (entity, Set(staged.rows(of: entity).map(\.0)))
+                })
+            staged.apply(unfilled.compactMap { required in
+                Self.placeholder(for: required.valueType).map {
+                    .fill(entity: required.entity, entityID: 0, attributeID: 0, name: required.name, value: $0)
+                }
+            })
             let author = MigrationStage.author(from: from.versionIdentifier, to: to.versionIdentifier, phase: "didMigrate")
             let outcome = try runContext(didMigrate, schema: toSchema, state: staged, author: author)
-            if let outcome { staged = outcome.state }
-            try checkRequiredValues(staged, schema: toSchema, before: result.table, after: migration.table)
+            try Self.checkFilled(unfilled, stored: stored, changes: outcome?.changes ?? [], final: outcome?.state ?? staged)
             filled = outcome.map { ($0.author, $0.changes) }
-        } else {
-            try checkRequiredValues(
-                { var staged = result.state; staged.apply(migration.steps); return staged }(), schema: toSchema,
-                before: result.table, after: migration.table)
         }
         migration.completedByNextTransaction = filled != nil
         return try write(migration, transaction: filled, after: result)
@@ -168,25 +176,62 @@ struct MigrationRunner {
         return store.changes.isEmpty ? nil : (author, store.changes, store.state)
     }
 
-    /// Every required attribute this migration adds without a default has a value in every
-    /// stored model (a custom stage's `didMigrate` fills them), or the migration is refused
-    /// before anything is written.
-    private func checkRequiredValues(_ state: FoldState, schema: Schema, before: SchemaTable, after: SchemaTable) throws {
+    /// The required attributes a migration adds without a default (`didMigrate` fills them).
+    static func requiredWithoutDefault(before: SchemaTable, after: SchemaTable, schema: Schema)
+        -> [(entity: String, name: String, valueType: ValueType)]
+    {
+        var result: [(entity: String, name: String, valueType: ValueType)] = []
         for entity in after.entities {
-            let old = before.entity(id: entity.id)
+            guard let old = before.entity(id: entity.id) else { continue }  // a new entity has no stored models
             for attribute in entity.attributes where !attribute.isOptional {
-                guard old?.attributes.contains(where: { $0.id == attribute.id }) != true,
+                guard !old.attributes.contains(where: { $0.id == attribute.id }),
                     let property = schema.entity(named: entity.name)?.property(named: attribute.name),
                     property.defaultValue == nil
                 else { continue }
-                if case .array = property.valueType { continue }
-                let missing = state.rows(of: entity.name).filter { $0.1.values[attribute.name]?.isNull ?? true }.count
-                guard missing == 0 else {
-                    throw LogStoreError.schemaMismatch(
-                        entity: entity.name, attribute: attribute.name,
-                        reason: "a new required attribute without a default value, and \(missing) stored "
-                            + "models have no value for it (fill it in the stage's didMigrate)")
+                if case .array = attribute.valueType { continue }
+                result.append((entity.name, attribute.name, attribute.valueType))
+            }
+        }
+        return result
+    }
+
+    /// A value of the type for a staged model to read until `didMigrate` sets the real one.
+    static func placeholder(for valueType: ValueType) -> AttributeValue? {
+        switch valueType {
+        case .bool: .bool(false)
+        case .int: .int(0)
+        case .double: .double(0)
+        case .string: .string("")
+        case .data: .data(Data())
+        case .date: .date(Date(timeIntervalSinceReferenceDate: 0))
+        case .uuid: .uuid(UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)))
+        case .array: .array([])
+        case .reference: nil
+        }
+    }
+
+    /// Every model stored before `didMigrate` and still there got a value for each new required
+    /// attribute from `didMigrate`'s saves, or the migration is refused before anything is written.
+    static func checkFilled(
+        _ unfilled: [(entity: String, name: String, valueType: ValueType)], stored: [String: Set<UUID>],
+        changes: [ResolvedChange], final: FoldState
+    ) throws {
+        for required in unfilled {
+            var written: Set<UUID> = []
+            for change in changes where change.identifier.entityName == required.entity {
+                switch change {
+                case .insert(let identifier, let values), .update(let identifier, let values):
+                    if let value = values[required.name], !value.isNull { written.insert(identifier.primaryKey) }
+                case .delete: break
                 }
+            }
+            let rows = final.rows(of: required.entity)
+            let missing = (stored[required.entity] ?? []).subtracting(written).filter { rows[$0] != nil }
+            guard missing.isEmpty else {
+                throw LogStoreError.schemaMismatch(
+                    entity: required.entity, attribute: required.name,
+                    reason: "a new required attribute without a default value, and \(missing.count) stored "
+                        + "models have no value for it (set it in the stage's didMigrate)")
             }
         }
     }
