@@ -218,6 +218,41 @@ enum PartsPlan: SchemaMigrationPlan {
         #expect(try parts().allSatisfy { $0["title"] != nil && $0["name"] == nil })
     }
 
+    @Test("time travel from a checkpoint taken before a migration crosses it; history deleted past a migration reopens")
+    func checkpointsAndCompactionAcrossMigrations() throws {
+        let v1Token = try writeVersion1()
+        let before = try open(PartsV1.self)
+        let checkpoint = try before.dataStore(as: LogStore.self)!.checkpoint()
+        try close(before)
+        let v4 = try open(PartsV4.self)
+        let store = try #require(v4.dataStore(as: LogStore.self))
+        let context = ModelContext(v4)
+        let parts = try context.fetch(FetchDescriptor<PartV4>(sortBy: [SortDescriptor(\.name)]))
+        parts[1].weight = 2.5
+        try context.save()
+        let v4Token = try #require(store.currentToken)
+        // The fold to a token after the migrations starts at the V1 checkpoint and applies them.
+        let state = try LogStore.replay(directory: Self.directory, fileSystem: fileSystem, until: .token(v4Token))
+        #expect(state.checkpointOffset == checkpoint)
+        #expect(state.entity(named: "Bin")?.rows.isEmpty ?? true)
+        let rows = (state.entity(named: "Part")?.rows ?? []).map(\.values).sorted { "\($0["name"]!)" < "\($1["name"]!)" }
+        #expect(rows.map { $0["weight"] ?? .null } == [.null, .double(2.5)])
+        #expect(rows.allSatisfy { ($0["size"] ?? .null) == .null })
+        // History up to V1's save deleted: the low-water-mark checkpoint holds V1's table and
+        // state; reopening folds the migrations after it again.
+        var upToV1 = HistoryDescriptor<DefaultHistoryTransaction>()
+        upToV1.predicate = #Predicate { $0.token <= v1Token }
+        try store.deleteHistory(upToV1)
+        try close(v4)
+        let reopened = try open(PartsV4.self)
+        let weights = try ModelContext(reopened).fetch(FetchDescriptor<PartV4>(sortBy: [SortDescriptor(\.name)]))
+            .map(\.weight)
+        #expect(weights == [nil, 2.5])
+        let history = try history(reopened)
+        #expect(history.map(\.token) == [v4Token])
+        try close(reopened)
+    }
+
     @Test("a store newer than the container's version, or at a version the plan does not list, is refused")
     func versionsOutsideThePlan() throws {
         _ = try writeVersion1()
