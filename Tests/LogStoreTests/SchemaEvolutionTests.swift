@@ -136,9 +136,10 @@ final class GadgetRequiredWeight: PersistentModel {
 @Suite struct TransactionLimitTests {
     @Test func anOversizedSaveThrowsAndWritesNothing() throws {
         let fileSystem = SimulatedFileSystem()
-        let container = try ModelContainer(
-            for: [GadgetV1.self],
-            configuration: LogStoreConfiguration(directory: "/big", fileSystem: fileSystem))
+        var configuration = LogStoreConfiguration(directory: "/big", fileSystem: fileSystem)
+        // The log's end must not move: no idle durable-end mark while 17 MiB are encoded.
+        configuration.durableEndMarkDelay = nil
+        let container = try ModelContainer(for: [GadgetV1.self], configuration: configuration)
         let store = try #require(container.dataStore(as: LogStore.self))
         let context = ModelContext(container)
         let small = GadgetV1()
