@@ -30,6 +30,8 @@ public final class ModelContainer: @unchecked Sendable {
         try self.init(for: types, configuration: configurations)
     }
 
+    /// Opens the store the configuration describes for these model types, without a migration
+    /// plan (additions and `originalName` renames are still recorded).
     public convenience init<Configuration: DataStoreConfiguration>(
         for types: [any PersistentModel.Type], configuration: Configuration
     ) throws where Configuration.Store.Snapshot == DefaultSnapshot {
@@ -60,6 +62,9 @@ public final class ModelContainer: @unchecked Sendable {
         try self.init(for: try Self.types(of: schema), migrationPlan: migrationPlan, configuration: configuration)
     }
 
+    /// Opens the store the configuration describes for these model types (the configuration's
+    /// own schema, if any, is replaced by theirs), handing the plan to the store's
+    /// `init(_:migrationPlan:)`.
     public init<Configuration: DataStoreConfiguration>(
         for types: [any PersistentModel.Type], migrationPlan: (any SchemaMigrationPlan.Type)?,
         configuration: Configuration

@@ -4,20 +4,26 @@ extension Schema {
     /// A schema's version (SwiftData's `Schema.Version`): `Schema.Version(1, 0, 0)`. A store
     /// migrated through a ``SchemaMigrationPlan`` records the version it is at.
     public struct Version: Hashable, Comparable, Codable, Sendable, CustomStringConvertible {
+        /// The first number of `major.minor.patch`.
         public var major: Int
+        /// The second number.
         public var minor: Int
+        /// The third number.
         public var patch: Int
 
+        /// `Schema.Version(1, 0, 0)`.
         public init(_ major: Int, _ minor: Int, _ patch: Int) {
             self.major = major
             self.minor = minor
             self.patch = patch
         }
 
+        /// Ordered by major, then minor, then patch.
         public static func < (lhs: Version, rhs: Version) -> Bool {
             (lhs.major, lhs.minor, lhs.patch) < (rhs.major, rhs.minor, rhs.patch)
         }
 
+        /// `"1.0.0"`.
         public var description: String { "\(major).\(minor).\(patch)" }
     }
 
@@ -38,7 +44,9 @@ extension Schema {
 /// }
 /// ```
 public protocol VersionedSchema {
+    /// This version's number; a store migrated to it records it.
     static var versionIdentifier: Schema.Version { get }
+    /// The model types of this version (those their relationships reach are found too).
     static var models: [any PersistentModel.Type] { get }
 }
 
@@ -51,7 +59,9 @@ public protocol VersionedSchema {
 /// the mapping (renamed, removed and filled attributes, removed entities), so replay, time
 /// travel and history read exactly across it (docs/FORMAT.md §7.1).
 public protocol SchemaMigrationPlan {
+    /// Every version, oldest first.
     static var schemas: [any VersionedSchema.Type] { get }
+    /// One stage from each version to a later one (usually the next).
     static var stages: [MigrationStage] { get }
 }
 
@@ -76,12 +86,14 @@ public enum MigrationStage: @unchecked Sendable {
         fromVersion: any VersionedSchema.Type, toVersion: any VersionedSchema.Type,
         willMigrate: ((ModelContext) throws -> Void)?, didMigrate: ((ModelContext) throws -> Void)?)
 
+    /// The version the stage starts from.
     public var fromVersion: any VersionedSchema.Type {
         switch self {
         case .lightweight(let from, _), .custom(let from, _, _, _): from
         }
     }
 
+    /// The version the stage ends at.
     public var toVersion: any VersionedSchema.Type {
         switch self {
         case .lightweight(_, let to), .custom(_, let to, _, _): to

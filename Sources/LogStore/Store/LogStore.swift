@@ -79,6 +79,8 @@ public final class LogStore: DataStore, @unchecked Sendable {
     /// Opens (or creates) the store the configuration describes and checks its schema against
     /// the stored one. A configuration without a schema opens an existing store with the schema
     /// it stores, for tools without the model types (history, compaction): saves are then refused.
+    /// With a `migrationPlan`, the plan's stages run from the version the store records (or the
+    /// first the stored schema matches) to the configuration's schema (``SchemaMigrationPlan``).
     public init(_ configuration: LogStoreConfiguration, migrationPlan: (any SchemaMigrationPlan.Type)? = nil) throws {
         let log: Log
         do { log = try Log.open(directory: configuration.directory, options: configuration.logOptions) } catch {
