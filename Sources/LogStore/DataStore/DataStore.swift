@@ -106,10 +106,6 @@ extension DataStore {
     }
 }
 
-/// Placeholder for SwiftData's migration plans: LogStore migrates by additive schema records
-/// (DECISIONS.md D5); no plan is needed or used.
-public protocol SchemaMigrationPlan {}
-
 /// A fetch handed to a store.
 public struct DataStoreFetchRequest<T: PersistentModel>: @unchecked Sendable {
     // @unchecked: carries a FetchDescriptor (see there).

@@ -5,8 +5,8 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
     public let name: String
     /// The model's key path to the property (history tombstones and updates map key paths to names).
     public let keyPath: PartialKeyPath<Model> & Sendable
-    let attribute: Schema.Attribute?
-    let relationship: Schema.Relationship?
+    var attribute: Schema.Attribute?
+    var relationship: Schema.Relationship?
     /// Reads the property as a value; references are the related models' identifiers.
     let read: @Sendable (Model) -> AttributeValue
     /// Writes a value; `resolve` turns identifiers into registered model instances.
@@ -24,13 +24,17 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
     var inverseMaintainer: (@Sendable (AnyKeyPath) -> RelationshipInverses<Model>.Maintainer?)? = nil
 
     /// A value attribute.
+    /// `defaultValue` is what models stored without a value get: when the attribute is added,
+    /// or when a migration makes an optional attribute required.
     public static func attribute<Value: AttributeConvertible>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Value> & Sendable,
-        options: Schema.Attribute.Options = []
+        options: Schema.Attribute.Options = [], defaultValue: Value? = nil
     ) -> ModelProperty {
         ModelProperty(
             name: name, keyPath: keyPath,
-            attribute: Schema.Attribute(name, Value.valueType, isOptional: Value.isOptional, options: options),
+            attribute: Schema.Attribute(
+                name, Value.valueType, isOptional: Value.isOptional, options: options,
+                defaultValue: defaultValue?.attributeValue),
             relationship: nil,
             read: { $0[keyPath: keyPath].attributeValue },
             write: { model, value, _ in
@@ -41,6 +45,24 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
                 model[keyPath: keyPath] = converted
             },
             related: { _ in [] }, destinationType: nil)
+    }
+
+    /// The property as stored before a rename under `originalName` (`@Attribute(originalName:)`,
+    /// `@Relationship(originalName:)`); `nil` leaves it as it is.
+    public func renamed(from originalName: String?) -> ModelProperty {
+        guard let originalName else { return self }
+        var property = self
+        property.attribute?.originalName = originalName
+        property.relationship?.originalName = originalName
+        return property
+    }
+
+    /// The property with this default value for stored models without a value (`nil` leaves it).
+    func defaulting(to value: AttributeValue?) -> ModelProperty {
+        guard let value else { return self }
+        var property = self
+        property.attribute?.defaultValue = value
+        return property
     }
 
     /// Before a key-path write into a `@Model` instance: a key-path write reads the property first

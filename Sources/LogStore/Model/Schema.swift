@@ -80,12 +80,13 @@ public struct Schema: Hashable, Sendable, Codable {
             attributes.map {
                 Property(
                     name: $0.name, valueType: $0.valueType, isOptional: $0.isOptional,
-                    options: $0.options, defaultValue: $0.defaultValue)
+                    options: $0.options, defaultValue: $0.defaultValue, originalName: $0.originalName)
             }
                 + relationships.map {
                     Property(
                         name: $0.name, valueType: $0.valueType, isOptional: !$0.isToMany,
-                        options: $0.options, defaultValue: $0.isToMany ? .array([]) : .null)
+                        options: $0.options, defaultValue: $0.isToMany ? .array([]) : .null,
+                        originalName: $0.originalName)
                 }
         }
 
@@ -98,12 +99,14 @@ public struct Schema: Hashable, Sendable, Codable {
             if let attribute = attributes.first(where: { $0.name == name }) {
                 return Property(
                     name: attribute.name, valueType: attribute.valueType, isOptional: attribute.isOptional,
-                    options: attribute.options, defaultValue: attribute.defaultValue)
+                    options: attribute.options, defaultValue: attribute.defaultValue,
+                    originalName: attribute.originalName)
             }
             guard let relationship = relationships.first(where: { $0.name == name }) else { return nil }
             return Property(
                 name: relationship.name, valueType: relationship.valueType, isOptional: !relationship.isToMany,
-                options: relationship.options, defaultValue: relationship.isToMany ? .array([]) : .null)
+                options: relationship.options, defaultValue: relationship.isToMany ? .array([]) : .null,
+                originalName: relationship.originalName)
         }
 
         /// The relationship with this name, if the entity has one.
@@ -126,6 +129,8 @@ public struct Schema: Hashable, Sendable, Codable {
         /// The value it has when a snapshot omits it (`.null` for a to-one relationship, an empty
         /// array for a to-many one).
         public var defaultValue: AttributeValue?
+        /// The name the property was stored under before a rename (`@Attribute(originalName:)`).
+        public var originalName: String?
     }
 
     /// A value attribute.
@@ -154,18 +159,22 @@ public struct Schema: Hashable, Sendable, Codable {
         /// The value a snapshot gets when it omits the attribute (and the value older records
         /// imply for an attribute added later).
         public var defaultValue: AttributeValue?
+        /// The name the attribute was stored under before a rename (`@Attribute(originalName:)`):
+        /// a migration keeps its values and its history under the new name.
+        public var originalName: String?
 
         /// An attribute; an optional one defaults to ``AttributeValue/null`` unless given another
         /// default.
         public init(
             _ name: String, _ valueType: ValueType, isOptional: Bool = false, options: Options = [],
-            defaultValue: AttributeValue? = nil
+            defaultValue: AttributeValue? = nil, originalName: String? = nil
         ) {
             self.name = name
             self.valueType = valueType
             self.isOptional = isOptional
             self.options = options
             self.defaultValue = defaultValue ?? (isOptional ? .null : nil)
+            self.originalName = originalName
         }
     }
 
@@ -191,17 +200,20 @@ public struct Schema: Hashable, Sendable, Codable {
         public var deleteRule: DeleteRule
         /// Its options (`.preserveValueOnDeletion` keeps its references in a delete's tombstone).
         public var options: Attribute.Options
+        /// The name the relationship was stored under before a rename (`@Relationship(originalName:)`).
+        public var originalName: String?
 
         /// A relationship to `destination` models.
         public init(
             _ name: String, destination: String, isToMany: Bool = false, deleteRule: DeleteRule = .nullify,
-            options: Attribute.Options = []
+            options: Attribute.Options = [], originalName: String? = nil
         ) {
             self.name = name
             self.destination = destination
             self.isToMany = isToMany
             self.deleteRule = deleteRule
             self.options = options
+            self.originalName = originalName
         }
 
         /// ``ValueType/reference(_:)`` of the destination, or an array of such references.

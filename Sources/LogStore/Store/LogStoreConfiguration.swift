@@ -38,10 +38,12 @@ public struct LogStoreConfiguration: DataStoreConfiguration, Sendable {
     /// A store that lives only while it is open: its directory is removed when it closes
     /// (SwiftData's `isStoredInMemoryOnly`; see ``init(_:schema:isStoredInMemoryOnly:allowsSave:)``).
     public var isStoredInMemoryOnly = false
-    /// After this long without a save, once everything written is durable, the log appends a
-    /// durable-end mark (`LogOptions.durableEndMarkDelay`, FORMAT.md §6.6); `nil`: only at close.
-    /// Tests that compare record listings turn it off, since idle time decides whether one appears.
-    public var durableEndMarkDelay: Duration? = .seconds(1)
+    /// How far ahead of the write position the log keeps zeros written (`LogOptions.preallocationAheadByteCount`;
+    /// 0 turns preallocation off). Default 2 MiB.
+    public var preallocationAheadByteCount: UInt64 = LogOptions().preallocationAheadByteCount
+    /// After this long without a new record the log appends a durable-end mark
+    /// (`LogOptions.durableEndMarkDelay`; `nil`: only at close). Default 1 s.
+    public var durableEndMarkDelay: Duration? = LogOptions().durableEndMarkDelay
 
     /// A store in `directory`, with synchronous durability, 64 MiB segments and a checkpoint every
     /// 64 MiB of log unless told otherwise.
@@ -64,6 +66,7 @@ public struct LogStoreConfiguration: DataStoreConfiguration, Sendable {
         options.durability = durability
         options.segmentByteCountMax = segmentByteCountMax
         options.fileSystem = fileSystem
+        options.preallocationAheadByteCount = preallocationAheadByteCount
         options.durableEndMarkDelay = durableEndMarkDelay
         // Without a schema (a tool opening an existing store) a missing store is an error, not a new one.
         options.createsIfMissing = schema != nil

@@ -145,9 +145,16 @@ struct StoreReader {
         let scanFrom = max(headers.last?.offset ?? 0, log.startOffset)
         do throws(LogError) {
             var records = try log.records(from: scanFrom)
+            // A migration completed by the next transaction counts only once that transaction follows.
+            var pending: SchemaTable?
             while let record = try records.next() {
+                if record.type == .transaction, let completed = pending { table = completed }
+                pending = nil
                 guard record.type == .schema else { continue }
-                do { table = try SchemaTable.decode(record.payload) } catch {
+                do {
+                    let migration = try SchemaMigration.decode(record.payload)
+                    if migration.completedByNextTransaction { pending = migration.table } else { table = migration.table }
+                } catch {
                     throw LogError(
                         .corruption, "The schema record at offset \(record.offset) does not decode: \(error).",
                         offset: record.offset)
