@@ -51,6 +51,32 @@ import Testing
         try? log.close()
     }
 
+    /// Found by the review of the fixes above: in batched mode, while another thread's sync ran
+    /// past the batched deadline, the syncer could not start its own and slept with a zero timeout.
+    @Test func aBatchedSyncDueDuringALeadersSyncDoesNotSpinTheSyncer() throws {
+        let fileSystem = SimulatedFileSystem()
+        let log = try Log.open(
+            directory: storePath,
+            options: simulatedOptions(
+                fileSystem, durability: .batched(syncIntervalMax: .milliseconds(200)), preallocates: false))
+        try log.append(Array("first".utf8))
+        try log.sync()  // the batched interval starts now
+        try log.append(Array("unsynced".utf8))
+        fileSystem.holdSyncs()
+        let done = DispatchGroup()
+        done.enter()
+        Thread {
+            try? log.sync()  // leads the fdatasync, held past the deadline
+            done.leave()
+        }.start()
+        #expect(fileSystem.waitUntilSyncsHeld(count: 1))
+        let wakes = Self.wakes(of: log, over: 0.6)
+        fileSystem.releaseSyncs()
+        #expect(done.wait(timeout: .now() + 20) == .success)
+        #expect(wakes < 200, "the syncer woke \(wakes) times in 0.6 s")
+        try log.close()
+    }
+
     /// P2: the retry time of a failed zero-fill was never reset, so once it had passed every sleep
     /// of the syncer had a zero timeout.
     @Test func aPastZeroFillRetryTimeIsNoDeadline() throws {

@@ -14,6 +14,9 @@ final class CheckpointState: @unchecked Sendable {
     /// waits for another interval of log after it, so a failing checkpoint is not retried per save.
     private var lastAttemptOffset: UInt64
     private var isWriting = false
+    /// Callers of ``beginOnDemand()`` waiting for the role: an automatic checkpoint hands it to
+    /// them rather than chaining the next one (which could shut them out while saves go on).
+    private var onDemandWaiting = 0
     private var isClosing = false
     private var writtenCount = 0
     private var lastError: (any Error)?
@@ -44,7 +47,9 @@ final class CheckpointState: @unchecked Sendable {
     func beginOnDemand() throws(LogStoreError) {
         condition.lock()
         defer { condition.unlock() }
+        onDemandWaiting += 1
         while isWriting && !isClosing { condition.wait() }
+        onDemandWaiting -= 1
         guard !isClosing else { throw .log(LogError(.closed, "The store is closed.")) }
         isWriting = true
     }
@@ -67,7 +72,9 @@ final class CheckpointState: @unchecked Sendable {
         let next: Bool = locked {
             record(wrote: offset, error: error)
             isWriting = false
-            guard offset != nil, claimIfDue(endOffset: endOffset, interval: interval) else { return false }
+            guard offset != nil, onDemandWaiting == 0, claimIfDue(endOffset: endOffset, interval: interval) else {
+                return false
+            }
             return true
         }
         if !next { condition.broadcast() }

@@ -163,6 +163,11 @@ public struct DataStoreSaveChangesRequest<Snapshot: DataStoreSnapshot>: Sendable
     public var deleted: [Snapshot]
     /// The editing state: who saves.
     public var editingState: EditingState
+    /// For each updated model, the attributes the context knows were changed (D11 "Lost
+    /// updates"): LogStore records only those, so a stale copy of an attribute another context
+    /// or process changed since this context read it is not written back. Custom stores still
+    /// receive whole snapshots; a request without an entry is judged by the whole snapshot.
+    var changedAttributeNames: [PersistentIdentifier: Set<String>] = [:]
 
     /// A save of these changes by the editing state's author.
     public init(

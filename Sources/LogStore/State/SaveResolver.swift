@@ -115,6 +115,8 @@ struct SaveResolver {
             guard let current = state.row(identifier)?.values else { throw .modelNotFound(identifier) }
             let entity = schema.entity(named: identifier.entityName)!
             var values = snapshot.values
+            // Only what the context changed: the rest of a whole snapshot may be a stale copy.
+            if let names = request.changedAttributeNames[identifier] { values = values.filter { names.contains($0.key) } }
             for (name, value) in values { try check(value, property: entity.property(named: name)!, entity: entity) }
             let droppedReferences = dropsDeleted(values)
             values = try checkedReferences(

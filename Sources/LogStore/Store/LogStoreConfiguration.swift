@@ -82,6 +82,7 @@ public struct LogStoreConfiguration: DataStoreConfiguration, Sendable {
             && lhs.uniqueCollisionPolicy == rhs.uniqueCollisionPolicy
             && lhs.allowsSave == rhs.allowsSave && lhs.isStoredInMemoryOnly == rhs.isStoredInMemoryOnly
             && lhs.durableEndMarkDelay == rhs.durableEndMarkDelay
+            && lhs.preallocationAheadByteCount == rhs.preallocationAheadByteCount
     }
 
     /// Hashes the name and the directory.

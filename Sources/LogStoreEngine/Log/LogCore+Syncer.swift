@@ -61,12 +61,17 @@ extension LogCore {
         {
             // Not due (else it would have been written): either its time has not come, or it is
             // overdue but blocked (unsynced bytes in `.none` mode, a sync, roll or zero-fill under
-            // way). Blocked, look again after another delay instead of spinning on a zero timeout;
-            // whatever unblocks it (a sync, a roll, close) wakes the syncer or comes with a write.
+            // way). Blocked, look again after another delay instead of spinning on a zero timeout
+            // (a leader's sync does not wake the syncer, so such a mark may come up to two delays
+            // after the last write).
             let elapsed = monotonicNanoseconds() - state.lastWriteNanoseconds
             timeout = delay > elapsed ? delay - elapsed : delay
         }
-        if case .batched(let interval) = options.durability, state.writtenEnd > state.durableEnd {
+        // While another thread's sync (or a fail-stop waiting for it) runs, the syncer cannot
+        // start one: the end of that sync wakes it (performSync) instead of a zero timeout.
+        if case .batched(let interval) = options.durability, state.writtenEnd > state.durableEnd,
+            !state.syncInProgress, !state.isFailing
+        {
             let elapsed = monotonicNanoseconds() - state.lastSyncNanoseconds
             let untilSync = interval.nanoseconds > elapsed ? interval.nanoseconds - elapsed : 0
             timeout = min(timeout ?? untilSync, untilSync)
@@ -96,7 +101,15 @@ extension LogCore {
         state.syncInProgress = false
         // Wake the syncer only when it has work queued behind this sync (async waiters, close):
         // blocking waiters lead their own next sync, and a needless wake-up costs a context switch.
-        if !state.asyncWaiters.isEmpty || state.isClosed { conditionLock.signalSyncer() }
+        // In batched mode, bytes written during this sync need the syncer's deadline set again;
+        // in `.none` mode a background sync requested meanwhile (at half the unsynced bound) would
+        // otherwise wait for a writer to stall at the bound.
+        let batched: Bool = if case .batched = options.durability { true } else { false }
+        if !state.asyncWaiters.isEmpty || state.isClosed || (batched && state.writtenEnd > target)
+            || (options.durability == .none && state.syncRequestedEnd > target)
+        {
+            conditionLock.signalSyncer()
+        }
         switch result {
         case .success:
             // After the sync: it covered at most what was written when it started.
