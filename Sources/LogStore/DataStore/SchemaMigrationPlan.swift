@@ -57,7 +57,7 @@ public protocol VersionedSchema {
 ///
 /// In a ``LogStore`` each stage is recorded in the log as a schema record naming the version and
 /// the mapping (renamed, removed and filled attributes, removed entities), so replay, time
-/// travel and history read exactly across it (docs/FORMAT.md §7.1).
+/// travel and history read exactly across it (docs/FORMAT.md §6.7).
 public protocol SchemaMigrationPlan {
     /// Every version, oldest first.
     static var schemas: [any VersionedSchema.Type] { get }

@@ -267,7 +267,7 @@ struct SchemaTable: Sendable, Equatable {
 }
 
 /// A schema record's payload: the intern table after it, and the steps that take the stored
-/// models from the table before it (DECISIONS.md D5, docs/FORMAT.md §7.1). A record without steps
+/// models from the table before it (DECISIONS.md D5, docs/FORMAT.md §6.7). A record without steps
 /// only adds; with steps it is a migration, applied by replay at its place in the log.
 struct SchemaMigration: Sendable, Equatable {
     var table: SchemaTable

@@ -58,7 +58,7 @@ struct FoldState: Sendable {
 
     var sequenceEnd: UInt64 { nextSequence }
 
-    /// Applies a migration's steps (a schema record's, docs/FORMAT.md §7.1) to every stored
+    /// Applies a migration's steps (a schema record's, docs/FORMAT.md §6.7) to every stored
     /// model: renamed values move to the new name, removed ones go, fills give models without a
     /// value the default. Rows keep their order and sequence numbers.
     mutating func apply(_ steps: [SchemaMigration.Step]) {

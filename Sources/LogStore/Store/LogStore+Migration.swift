@@ -1,7 +1,7 @@
 import Foundation
 import LogStoreEngine
 
-/// Runs a ``SchemaMigrationPlan``'s stages when a store opens (docs/FORMAT.md §7.1): from the
+/// Runs a ``SchemaMigrationPlan``'s stages when a store opens (docs/FORMAT.md §6.7): from the
 /// version the store records (or, for a store written before it had a plan, the plan's first
 /// version its table matches) to the container's.
 ///
