@@ -8,12 +8,14 @@ public struct StoreRecord: Sendable {
     public var record: LogRecord
     /// A transaction record's transaction, its changes decoded.
     public var transaction: DefaultHistoryTransaction?
-    /// A schema record's table version and the schema it stores.
+    /// A schema record's table version.
     public var schemaVersion: UInt32?
+    /// The schema a schema record stores: its entities, attributes and relationships.
     public var schema: Schema?
-    /// A bookmark record: the consumer named, and whether it registered/acknowledged (`set`) or
-    /// was removed (`remove`).
+    /// A bookmark record's consumer, with the token it names.
     public var bookmark: ConsumerBookmark?
+    /// What a bookmark record does to its consumer: `"set"` (registered or acknowledged) or
+    /// `"remove"` (unregistered).
     public var bookmarkOperation: String?
     /// Why the payload did not decode, when it did not (its CRC matched: a writer bug or a
     /// record type this version does not decode).
@@ -29,7 +31,7 @@ extension LogStore {
     /// - Returns: the bytes after the last readable record when the read stopped before the
     ///   files' end (see `RecoveryReport.unreadTail`), else `nil`.
     /// - Throws: ``LogStoreError/log(_:)`` when the store cannot be opened or a record fails its
-    ///   checks (``LogError/Code/corruption``).
+    ///   checks (`LogError.Code.corruption`).
     @discardableResult
     public static func readRecords(
         directory: String, fileSystem: any FileSystem = PosixFileSystem(), from offset: UInt64? = nil,
