@@ -369,9 +369,11 @@ struct Simulation {
         let id = nextSaveID
         nextSaveID += 1
         figures.saves += 1
+        // One request: its temporary identifiers are what the result's mapping is keyed by.
+        let request = request(operations, id: id)
         do {
-            let result = try store.save(request(operations, id: id))
-            acknowledge(id: id, operations: operations, result: result, request: request(operations, id: id), durability: durability)
+            let result = try store.save(request)
+            acknowledge(id: id, operations: operations, result: result, request: request, durability: durability)
         } catch {
             saves.append(Save(id: id, operations: operations, status: .unknown))
             throw error
