@@ -175,14 +175,22 @@ import Testing
             let report = try Log.verify(directory: directory)
             #expect(!report.hasCorruption, "\(context): verify after reopen: \(report.corruptions)")
             if !missing.isEmpty || !extra.isEmpty || report.hasCorruption { return }
+            // Long runs say how far they are (a run cut short still has figures).
+            if kills > 30 && generation % 25 == 0 {
+                print("after " + Self.summary(figures, seed: seed, items: reference.count))
+            }
         }
-        print(
-            "kill campaign (seed \(seed)): \(figures.kills) kills (\(figures.killedBeforeReady) before the store was open), "
-                + "\(figures.acknowledged) acknowledged saves checked, \(figures.lost) lost; saves in flight at the "
-                + "kill: \(figures.inFlightApplied) applied, \(figures.inFlightNotApplied) not; "
-                + "\(figures.historyChecked) history checks; verify beside the live writer \(figures.verifyRunsBesideWriter) times, "
-                + "\(reference.count) items at the end")
+        print(Self.summary(figures, seed: seed, items: reference.count))
         #expect(figures.lost == 0)
+    }
+
+    /// The figures of a run, as one line.
+    static func summary(_ figures: Figures, seed: UInt64, items: Int) -> String {
+        "kill campaign (seed \(seed)): \(figures.kills) kills (\(figures.killedBeforeReady) before the store was open), "
+            + "\(figures.acknowledged) acknowledged saves checked, \(figures.lost) lost; saves in flight at the "
+            + "kill: \(figures.inFlightApplied) applied, \(figures.inFlightNotApplied) not; "
+            + "\(figures.historyChecked) history checks; verify beside the live writer \(figures.verifyRunsBesideWriter) times, "
+            + "\(items) items"
     }
 
     /// A value shared between the test's threads.
