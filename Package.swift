@@ -80,6 +80,17 @@ let package = Package(
             ],
             exclude: ["Fixtures"]
         ),
+        // Real crashes (issue 14): the child process the kill test starts and kills with SIGKILL.
+        // Built with the tests (`swift build --build-tests`); the test finds it beside its own binary.
+        .executableTarget(
+            name: "LogStoreCrashChild",
+            dependencies: ["LogStore", "LogStoreEngine"],
+            path: "Tests/LogStoreCrashChild"
+        ),
+        .testTarget(
+            name: "LogStoreCrashTests",
+            dependencies: ["LogStore", "LogStoreEngine", "LogStoreTestSupport"]
+        ),
         // The macros' expansions and diagnostics.
         .testTarget(
             name: "LogStoreMacrosTests",

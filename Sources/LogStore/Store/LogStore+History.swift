@@ -121,6 +121,11 @@ extension LogStore: HistoryProviding {
         let previous = historyLowWaterMark
         var compaction = HistoryCompaction(previousLowWaterMark: previous, lowWaterMark: previous)
         if let target, previous.map({ target.token.offset > $0.offset }) ?? true {
+            // The bookmark records that let L move here (an acknowledgement, a removal, a
+            // consumer dropped by retention) may lie after L's record, beyond what the
+            // checkpoint's sync covers: were they lost in a crash, a consumer would come back
+            // with a bookmark behind L, its history deleted (D7).
+            try syncBookmarkRecords()
             try writeLowWaterMarkCheckpoint(target.token, end: target.end)
             compaction.lowWaterMark = target.token
         }
@@ -132,6 +137,14 @@ extension LogStore: HistoryProviding {
             log.startOffset - startBefore
             + UInt64(compaction.deletedSegments.count * FormatConstants.segmentHeaderByteCount)
         return compaction
+    }
+
+    /// Makes every bookmark record written so far durable (nothing to do when none was written
+    /// since open, or the log is durable past the last one).
+    func syncBookmarkRecords() throws(LogStoreError) {
+        let end = inner.withLock { $0.bookmarkRecordEnd }
+        guard end > 0 else { return }
+        do throws(LogError) { try log.sync(through: end) } catch { throw .log(error) }
     }
 
     /// Deletes the segments wholly at or below L (never the last). Opening calls it too, so a
@@ -333,6 +346,7 @@ extension LogStore: HistoryProviding {
                 throw .log(error)
             }
             record.apply(to: &inner.bookmarks)
+            inner.bookmarkRecordEnd = position.endOffset
             return position
         }
     }

@@ -71,6 +71,10 @@ public final class LogStore: DataStore, @unchecked Sendable {
         var lowWaterMarkCheckpointOffset: UInt64?
         /// Registered history consumers, after every written record (D7).
         var bookmarks: [String: CheckpointBookmark] = [:]
+        /// The end of the last bookmark record written since open (0: none): a history deletion
+        /// syncs through it before its checkpoint, so that the acknowledgement or removal that
+        /// let L move is durable before L is (LogStore+History.swift, `compact(to:)`).
+        var bookmarkRecordEnd: UInt64 = 0
 
         var bookmarkList: [CheckpointBookmark] { bookmarks.values.sorted { $0.name < $1.name } }
     }

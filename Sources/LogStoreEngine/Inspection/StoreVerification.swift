@@ -18,7 +18,9 @@ extension Log {
     /// corruption. Damage anywhere else is corruption.
     ///
     /// Takes no lock and changes nothing, so it runs beside a live writer (whose unsynced tail may
-    /// then show as a torn tail). Throws ``LogError/Code/notAStore`` when the directory is missing
+    /// then show as a torn tail). A segment, checkpoint or index file that the writer deletes
+    /// (history compaction, checkpoint pruning) between the listing and its reading is not a
+    /// problem: it is listed in ``VerificationReport/vanishedFiles``. Throws ``LogError/Code/notAStore`` when the directory is missing
     /// or holds no store, ``LogError/Code/newerFormatVersion`` when a file is of a newer format
     /// this code cannot judge. I/O errors while reading a segment are reported as problems.
     public static func verify(directory: String, fileSystem: any FileSystem = PosixFileSystem()) throws(LogError)
@@ -179,6 +181,12 @@ struct StoreVerifier {
                             + "offset in the file name")
                 }
             } catch let error as FileSystemError {
+                // Deleted beside us by a live writer's history compaction (oldest segments first; a
+                // gap in the middle still shows: the segment before it then ends short of the next).
+                if error.code == ErrorCode.notFound, vanished(name) {
+                    report.vanishedFiles.append(name)
+                    continue
+                }
                 add(name, 0, .corruption, "I/O error: \(error); the segment was not checked")
             } catch let error as LogError {
                 throw error
@@ -233,7 +241,12 @@ struct StoreVerifier {
         }
         // A log that starts above 0 had its oldest segments deleted by history compaction, which
         // writes a checkpoint at or after the first kept record first (FORMAT.md §12.5).
-        let checkpoints = names.compactMap(LogFileNames.checkpointOffset)
+        var checkpoints = names.compactMap(LogFileNames.checkpointOffset)
+        if !report.vanishedFiles.isEmpty {
+            // A compaction ran beside us: its checkpoint was written after the listing.
+            let current = (try? LogCore.listDirectory(directory, fileSystem)) ?? []
+            checkpoints += current.compactMap(LogFileNames.checkpointOffset)
+        }
         if let firstBase = results.keys.min(), firstBase > 0, !checkpoints.contains(where: { $0 >= firstBase }) {
             add(
                 LogFileNames.segment(firstBase), 0, .corruption,
@@ -259,6 +272,12 @@ struct StoreVerifier {
             }
             while try reader.next() != nil {}
         } catch {
+            // Pruned beside us by a live writer: it was valid when listed, and a newer one exists.
+            if error.code == .ioError, vanished(name) {
+                report.vanishedFiles.append(name)
+                report.checkpointFiles.removeAll { $0 == name }
+                return
+            }
             // Read errors and newer versions are reported as what they are, but still as problems.
             add(
                 name, error.offset ?? 0, .corruption,
@@ -270,12 +289,18 @@ struct StoreVerifier {
     /// rebuilds it), but it must describe exactly the records of its segment.
     private mutating func checkIndex(_ name: String, baseOffset: UInt64, result: SegmentResult?) {
         guard let result else {
+            // Its segment was deleted beside us by history compaction, which deletes the index too.
+            if report.vanishedFiles.contains(LogFileNames.segment(baseOffset)) { return }
             add(name, 0, .warning, "index file of a segment that does not exist (\(LogFileNames.segment(baseOffset)))")
             return
         }
         let path = LogFileNames.join(directory, name)
         let bytes: [UInt8]
         do { bytes = try LogCore.readWholeFile(path, fileSystem: fileSystem, byteCountMax: 64 * 1024 * 1024) } catch {
+            if vanished(name) {
+                report.vanishedFiles.append(name)
+                return
+            }
             add(name, 0, .warning, "unreadable index: \(error.message)")
             return
         }
@@ -296,6 +321,11 @@ struct StoreVerifier {
                     + "with \(index.entries.count) entries, the records end at \(baseOffset + result.index.endOffset) "
                     + "with \(result.index.entries.count)")
         }
+    }
+
+    /// Whether a listed file is gone now (deleted by a live writer while we read).
+    func vanished(_ name: String) -> Bool {
+        do { return try fileSystem.kind(of: LogFileNames.join(directory, name)) == nil } catch { return false }
     }
 
     mutating func add(

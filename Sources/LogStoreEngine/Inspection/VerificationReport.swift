@@ -77,6 +77,9 @@ public struct VerificationReport: Sendable, Equatable {
     public var checkpointFiles: [String] = []
     /// Files that are not part of the format; left alone and not counted as problems.
     public var unknownFiles: [String] = []
+    /// Segment, checkpoint and index files that were listed but gone when read: a live writer
+    /// deleted them meanwhile (history compaction, checkpoint pruning). Not problems.
+    public var vanishedFiles: [String] = []
 
     public init(directory: String) {
         self.directory = directory

@@ -195,11 +195,12 @@ extension LogCore {
     }
 
     /// Appends a durable-end mark (lock held) and asks for the sync that makes it durable. It
-    /// states D = its own offset: every record before it is durable. It is written even where it
-    /// runs up to 32 bytes past `segmentByteCountMax` (the next record rolls): skipping it would
-    /// leave the segment's last group commit stated durable by nothing until that roll, which may
-    /// never come. A full disk skips it (it is bookkeeping, not data); any other write error is
-    /// fail-stop, as for any record.
+    /// states D = its own offset: every record before it is durable. It goes in the last segment
+    /// even when that takes the segment past `segmentByteCountMax` by its 32 bytes (FORMAT.md
+    /// §5.3): skipped there, the last records of a full segment — an oversized record alone in
+    /// its segment, say — stayed unstated at close, and rot in them was cut as a torn tail (found
+    /// by the simulator, `SimulatorTests`). A full disk skips it (it is bookkeeping, not data);
+    /// any other write error is fail-stop, as for any record.
     private func writeDurableEndMark() {
         state.needsDurableEndMark = false
         let segment = state.segments.last!

@@ -1,0 +1,223 @@
+// The child process of the kill test (Tests/LogStoreCrashTests/KillTests.swift): opens a store,
+// saves from several threads in a loop while a maintenance thread writes checkpoints, deletes
+// history and moves a consumer's bookmark, and reports every acknowledged save on stdout. The
+// parent kills it with SIGKILL at a random moment and checks the store against those reports.
+//
+//     LogStoreCrashChild <directory> <seed> <generation> <savers> <sync|batched|none>
+//
+// Protocol (one line per write(2), each shorter than PIPE_BUF, so lines never interleave):
+//     R                                        the store is open
+//     W <saver> <insert|update|delete> <key> <token>   about to save (at most one per saver in flight)
+//     A <saver> <token> <offset> <check>       that save returned: acknowledged
+//     F <message>                              something failed that must not (the parent fails the test)
+// A saver's next W comes only after its A. `token` is unique per save; an item's values are a
+// function of the token of the save that last wrote it (see `payload(for:)`).
+
+import Foundation
+import LogStore
+import LogStoreEngine
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Must match `KillTests.schema`.
+let crashSchema = Schema([
+    Schema.Entity(
+        "Item",
+        attributes: [.init("key", .string), .init("token", .int), .init("payload", .string)])
+])
+
+/// Must match `KillTests.payload(for:)`: 0 to ~6 KiB, determined by the token.
+func payload(for token: Int64) -> String {
+    var mixed = UInt64(bitPattern: token) &* 0x9E37_79B9_7F4A_7C15
+    mixed ^= mixed >> 29
+    let length = Int(mixed % 6000)
+    let unit = "\(token);"
+    return String(String(repeating: unit, count: length / unit.count + 1).prefix(length))
+}
+
+/// One line to stdout in one write(2).
+func emit(_ line: String) {
+    var bytes = Array((line + "\n").utf8)
+    precondition(bytes.count < 512, "a report line must stay below PIPE_BUF")
+    bytes.withUnsafeMutableBytes { buffer in
+        var done = 0
+        while done < buffer.count {
+            let written = write(1, buffer.baseAddress! + done, buffer.count - done)
+            if written <= 0 { exit(3) }  // the parent is gone
+            done += written
+        }
+    }
+}
+
+struct SplitMix: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// What the savers and the maintenance thread share.
+struct Child: Sendable {
+    let store: LogStore
+    let seed: UInt64
+    let generation: Int64
+    let saverCount: Int
+    let existing: [DefaultSnapshot]
+
+    /// One saver: inserts, updates and deletes its own items, one save at a time, each save's
+    /// changes a function of its token.
+    func runSaver(_ number: Int) {
+        var random = SplitMix(state: seed &+ UInt64(number) &* 0x51_7CC1_B727_220A)
+        var owned: [(key: String, identifier: PersistentIdentifier)] = existing.enumerated().compactMap { index, row in
+            guard index % saverCount == number, case .string(let key)? = row.values["key"] else { return nil }
+            return (key, row.persistentIdentifier)
+        }
+        var counter: Int64 = 0
+        while true {
+            counter += 1
+            let token = generation * 1_000_000_000 + Int64(number) * 10_000_000 + counter
+            let roll = Int.random(in: 0..<10, using: &random)
+            var request = DataStoreSaveChangesRequest<DefaultSnapshot>(editingState: EditingState(author: "saver \(number)"))
+            let operation: String
+            let key: String
+            var ownedIndex: Int?
+            if owned.isEmpty || roll < 5 {
+                operation = "insert"
+                key = "g\(generation)s\(number)n\(counter)"
+                request.inserted = [
+                    DefaultSnapshot(
+                        persistentIdentifier: .temporary(entityName: "Item"),
+                        values: ["key": .string(key), "token": .int(token), "payload": .string(payload(for: token))])
+                ]
+            } else {
+                let index = Int.random(in: 0..<owned.count, using: &random)
+                ownedIndex = index
+                key = owned[index].key
+                if roll < 8 {
+                    operation = "update"
+                    request.updated = [
+                        DefaultSnapshot(
+                            persistentIdentifier: owned[index].identifier,
+                            values: ["key": .string(key), "token": .int(token), "payload": .string(payload(for: token))])
+                    ]
+                } else {
+                    operation = "delete"
+                    request.deleted = [DefaultSnapshot(persistentIdentifier: owned[index].identifier, values: [:])]
+                }
+            }
+            emit("W \(number) \(operation) \(key) \(token)")
+            let result: DataStoreSaveChangesResult<DefaultSnapshot>
+            do { result = try store.save(request) } catch {
+                emit("F save \(token): \(String(describing: error).prefix(400))")
+                exit(1)
+            }
+            guard let saved = result.token else {
+                emit("F save \(token) returned no token")
+                exit(1)
+            }
+            switch operation {
+            case "insert":
+                owned.append((key, result.remappedIdentifiers[request.inserted[0].persistentIdentifier]!))
+            case "delete":
+                owned.remove(at: ownedIndex!)
+            default:
+                break
+            }
+            emit("A \(number) \(token) \(saved.offset) \(saved.check)")
+        }
+    }
+
+    /// Checkpoints, history deletions (all of it, or up to a recent token) and a consumer's bookmark,
+    /// at random moments.
+    func runMaintenance() {
+        var random = SplitMix(state: seed ^ 0xC0FF_EE00)
+        var registered = false
+        while true {
+            usleep(UInt32.random(in: 2_000...40_000, using: &random))
+            do {
+                switch Int.random(in: 0..<10, using: &random) {
+                case 0...3:
+                    try store.checkpoint()
+                case 4...5:
+                    try store.deleteHistory(HistoryDescriptor<DefaultHistoryTransaction>())
+                case 6:
+                    if let token = store.currentToken {
+                        try store.deleteHistory(
+                            HistoryDescriptor<DefaultHistoryTransaction>(predicate: #Predicate { $0.token < token }))
+                    }
+                case 7:
+                    if registered { try store.unregisterHistoryConsumer("mirror") } else {
+                        try store.registerHistoryConsumer("mirror", after: store.currentToken)
+                    }
+                    registered.toggle()
+                default:
+                    if registered, let token = store.currentToken { try store.acknowledgeHistory("mirror", through: token) }
+                }
+            } catch let error as LogStoreError where error.code == .historyTokenExpired {
+                // A deletion passed the token read a moment ago: allowed, try again later.
+            } catch {
+                emit("F maintenance: \(String(describing: error).prefix(400))")
+                exit(1)
+            }
+        }
+    }
+}
+
+/// Parses the arguments, opens the store, starts the threads; never returns (the parent kills it).
+func run() -> Never {
+    let arguments = CommandLine.arguments
+    guard arguments.count == 6, let seed = UInt64(arguments[2]), let generation = Int64(arguments[3]),
+        let saverCount = Int(arguments[4]), saverCount > 0, saverCount < 100
+    else {
+        FileHandle.standardError.write(
+            Data("usage: LogStoreCrashChild <directory> <seed> <generation> <savers> <sync|batched|none>\n".utf8))
+        exit(2)
+    }
+    let durability: Durability
+    switch arguments[5] {
+    case "sync": durability = .synchronous
+    case "batched": durability = .batched(syncIntervalMax: .milliseconds(5))
+    case "none": durability = .none
+    default:
+        FileHandle.standardError.write(Data("unknown durability \(arguments[5])\n".utf8))
+        exit(2)
+    }
+
+    let store: LogStore
+    do {
+        store = try LogStore(
+            LogStoreConfiguration(
+                schema: crashSchema, directory: arguments[1], durability: durability,
+                segmentByteCountMax: 256 * 1024, checkpointIntervalByteCount: 512 * 1024))
+    } catch {
+        emit("F open: \(String(describing: error).prefix(400))")
+        exit(1)
+    }
+
+    // Items already in the store, shared out among the savers by position.
+    let existing = (store.allSnapshots()["Item"] ?? []).sorted {
+        $0.persistentIdentifier.primaryKey.uuidString < $1.persistentIdentifier.primaryKey.uuidString
+    }
+    emit("R")
+    let child = Child(store: store, seed: seed, generation: generation, saverCount: saverCount, existing: existing)
+
+    for number in 0..<saverCount {
+        let thread = Thread { child.runSaver(number) }
+        thread.name = "saver \(number)"
+        thread.start()
+    }
+    let maintenance = Thread { child.runMaintenance() }
+    maintenance.name = "maintenance"
+    maintenance.start()
+    while true { sleep(60) }
+}
+
+run()
