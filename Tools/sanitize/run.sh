@@ -13,7 +13,8 @@
 #
 # Environment: TSAN_OPTIONS / ASAN_OPTIONS are passed through. By default ASan reports leaks off
 # (detect_leaks=0: the Swift runtime's and Foundation's process-lifetime caches are not ours) and
-# both stop at the first report (halt_on_error=1) so a finding fails the run.
+# both stop at the first report (halt_on_error=1) so a finding fails the run. TSan reads
+# Tools/sanitize/tsan-suppressions.txt (one false positive of the tool, explained there).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -29,7 +30,7 @@ done
 [[ ${#sanitizers[@]} -eq 0 ]] && sanitizers=(thread address)
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0:halt_on_error=1}"
-export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1}"
+export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:suppressions=$(pwd)/Tools/sanitize/tsan-suppressions.txt}"
 
 status=0
 for sanitizer in "${sanitizers[@]}"; do
