@@ -18,10 +18,11 @@
 # swiftc directly, instrumented for coverage (edges, comparisons) and AddressSanitizer, and links
 # libFuzzer without its main: logstore-fuzz's own main hands the target to LLVMFuzzerRunDriver.
 # (A SwiftPM build would instrument and rebuild swift-syntax for the macro plugin as well.)
+# LOGSTORE_FUZZ_OUT chooses another output folder than .build-fuzz.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
-out=$root/.build-fuzz
+out=${LOGSTORE_FUZZ_OUT:-$root/.build-fuzz}
 targets=(record transaction schema checkpoint bookmark token directory)
 
 build() {
