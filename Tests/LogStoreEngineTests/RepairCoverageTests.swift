@@ -342,6 +342,7 @@ import Testing
         }
         let report = try Self.repair(fileSystem)
         #expect(report.truncatedAt == nil, "the log itself was fine")
+        #expect(report.repairedAnything, "what the CLI tests before saying 'Nothing to repair'")
         #expect(report.deletedCheckpoints == [name])
         #expect(report.repairNotes.contains { $0.hasPrefix("\(name) set aside") }, "\(report.repairNotes)")
         #expect(Self.keptAside(name, report, fileSystem) == damaged)
@@ -358,7 +359,7 @@ import Testing
         _ = try Self.writeCheckpoint(fileSystem, offset: bases[1], storeID: storeID)
         let report = try Self.repair(fileSystem)
         #expect(report.setAsideDirectory == nil && report.setAsideFiles.isEmpty && report.repairNotes.isEmpty)
-        #expect(!report.droppedAnything && report.truncatedAt == nil)
+        #expect(!report.droppedAnything && report.truncatedAt == nil && !report.repairedAnything)
         #expect(!fileSystem.fileNames(in: storePath).contains { $0.hasPrefix("repair-") })
         #expect(try Self.recordsAfterRepair(fileSystem) == records)
     }

@@ -52,6 +52,14 @@ public struct RecoveryReport: Sendable, Equatable {
 
     public init() {}
 
+    /// True when repair changed anything on disk: what the `logstore repair` command should test
+    /// before saying there was nothing to repair (a checkpoint set aside or a store.meta rebuilt
+    /// leaves ``truncatedAt`` `nil`).
+    public var repairedAnything: Bool {
+        truncatedAt != nil || droppedAnything || rebuiltStoreMeta || !rewrittenSegmentHeaders.isEmpty
+            || setAsideDirectory != nil
+    }
+
     /// True when recovery dropped or deleted anything.
     public var droppedAnything: Bool {
         !droppedRecords.isEmpty || !deletedSegments.isEmpty || !deletedCheckpoints.isEmpty
