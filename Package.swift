@@ -60,6 +60,13 @@ let package = Package(
             ],
             path: "Tools/logstore"
         ),
+        // The libFuzzer targets (issue 14): a plain build replays inputs; Tools/fuzz/run.sh builds
+        // the fuzzing one (coverage, AddressSanitizer, libFuzzer without its main).
+        .executableTarget(
+            name: "logstore-fuzz",
+            dependencies: ["LogStore"],
+            path: "Tools/fuzz/Sources"
+        ),
         // The simulated file system and fault helpers shared by every test target.
         .target(
             name: "LogStoreTestSupport",

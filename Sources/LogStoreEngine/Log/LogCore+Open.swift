@@ -188,6 +188,7 @@ extension LogCore {
             }
         }
         if names.contains(where: { LogFileNames.segmentBaseOffset($0) != nil }) {
+            if options.repairs { return try rebuildMeta(directory, names: names, options: options, report: &report) }
             throw LogError.corruption(
                 LogFileNames.join(directory, FormatConstants.storeMetaFileName), offset: nil,
                 "store.meta is missing but segment files exist")
@@ -211,33 +212,62 @@ extension LogCore {
         return meta
     }
 
-    /// Repair of a damaged store.meta: every field but the creation time is in the segment
-    /// headers, which carry the store's UUID under their own CRC.
+    /// Repair of a damaged or missing store.meta: every field but the creation time is in the
+    /// segment headers, which carry the store's UUID under their own CRC (and so do the checkpoint
+    /// files' headers, asked when no segment header survives). The damaged file is
+    /// copied aside first (``RepairAside``).
     private static func rebuildMeta(
         _ directory: String, names: [String], options: LogOptions,
         report: inout RecoveryReport
     ) throws(LogError) -> StoreMeta {
         let path = LogFileNames.join(directory, FormatConstants.storeMetaFileName)
         var storeIDs: Set<UUID> = []
+        var versions: [UInt32] = []
         for name in names where LogFileNames.segmentBaseOffset(name) != nil {
             let segmentPath = LogFileNames.join(directory, name)
-            guard let handle = try? options.fileSystem.openFile(segmentPath, mode: .readOnly),
-                let bytes = try? handle.read(byteCount: FormatConstants.segmentHeaderByteCount, at: 0),
+            guard let handle = try? options.fileSystem.openFile(segmentPath, mode: .readOnly) else { continue }
+            defer { handle.close() }
+            guard let bytes = try? handle.read(byteCount: FormatConstants.segmentHeaderByteCount, at: 0),
                 case .success(let header) = SegmentHeader.decode(bytes)
             else { continue }
-            handle.close()
             storeIDs.insert(header.storeID)
+            versions.append(header.formatVersion)
         }
+        if storeIDs.isEmpty {
+            for name in names where LogFileNames.checkpointOffset(name) != nil {
+                guard let handle = try? options.fileSystem.openFile(LogFileNames.join(directory, name), mode: .readOnly)
+                else { continue }
+                defer { handle.close() }
+                guard let bytes = try? handle.read(byteCount: FormatConstants.segmentHeaderByteCount, at: 0),
+                    case .success(let header) = RecordFileHeader.decode(bytes, magic: FormatConstants.checkpointMagic)
+                else { continue }
+                storeIDs.insert(header.storeID)
+            }
+        }
+        let missing = !names.contains(FormatConstants.storeMetaFileName)
+        let state = missing ? "missing" : "damaged"
         guard storeIDs.count == 1, let storeID = storeIDs.first else {
-            throw LogError.corruption(
-                path, offset: 0,
-                storeIDs.isEmpty
-                    ? "store.meta is damaged and no segment header survives to rebuild it from"
-                    : "store.meta is damaged and the segments name \(storeIDs.count) different stores")
+            // Nothing left names the store: repair cannot choose its identity (tokens and
+            // checkpoints carry it), so it changes nothing.
+            throw LogError(
+                .corruption,
+                "Corruption in \(path): store.meta is \(state) and "
+                    + (storeIDs.isEmpty
+                        ? "no segment or checkpoint header survives to rebuild it from"
+                        : "the segments name \(storeIDs.count) different stores")
+                    + "; repair cannot rebuild it. Restore store.meta from a backup; nothing was changed.",
+                file: path, offset: 0)
         }
-        // The creation time is lost with the old file: the repair time stands in for it.
+        if !missing { try RepairAside(directory: directory, fileSystem: options.fileSystem).copy(
+            FormatConstants.storeMetaFileName, report: &report) }
+        // The creation time is lost with the old file: the repair time stands in for it. The
+        // version is the oldest segment's (store.meta states the version the store was created with).
         let meta = StoreMeta(
+            formatVersion: versions.min() ?? FormatConstants.formatVersion,
             storeID: storeID, creationTimeMicroseconds: Int64(Date().timeIntervalSince1970 * 1_000_000))
+        report.repairNotes.append(
+            "store.meta \(missing ? "recreated" : "rebuilt") from the headers of the store's files "
+                + "(store \(storeID)); only its creation time is new.")
         try writeFileAtomically(
             directory: directory, name: FormatConstants.storeMetaFileName, bytes: meta.encoded(),
             fileSystem: options.fileSystem)

@@ -8,10 +8,22 @@ extension Recovery {
         var reason: String
     }
 
+    /// The folder that keeps, as they were, the files repair changes or drops.
+    private var aside: RepairAside { RepairAside(directory: directory, fileSystem: options.fileSystem) }
+
     /// Reads every record of every segment and cuts the log at the first bad one: zero-fills the
-    /// rest of that segment, deletes every later segment, every index of the cut segments and
-    /// every checkpoint beyond the new end, and reports all it dropped.
+    /// rest of that segment, sets aside every later segment, every index of the cut segments and
+    /// every checkpoint beyond the new end; then sets aside every checkpoint at or before the end
+    /// whose framing does not check out. Every file changed or dropped is first kept in
+    /// ``RecoveryReport/setAsideDirectory``; the report says all that was dropped.
     mutating func repair(segmentOffsets: [UInt64]) throws(LogError) -> Result {
+        var result = try repairSegments(segmentOffsets: segmentOffsets)
+        try setAsideDamagedCheckpoints(end: result.end, startOffset: result.segments.first!.baseOffset)
+        result.report = report
+        return result
+    }
+
+    private mutating func repairSegments(segmentOffsets: [UInt64]) throws(LogError) -> Result {
         var segments: [SegmentFile] = []
         var cut: Cut?
         for (index, baseOffset) in segmentOffsets.enumerated() {
@@ -22,7 +34,11 @@ extension Recovery {
             } catch  where error.code == .corruption {
                 // A damaged header loses nothing that is not known elsewhere: rewrite it and keep the
                 // records, which check themselves. A valid header of another store or base is not damage.
-                guard try rewriteDamagedHeader(baseOffset: baseOffset),
+                guard
+                    try rewriteDamagedHeader(
+                        baseOffset: baseOffset,
+                        neighbourVersion: neighbourVersion(
+                            of: index, segmentOffsets: segmentOffsets, previous: segments.last)),
                     let reopened = try? openSegment(baseOffset: baseOffset, writable: true)
                 else {
                     cut = Cut(segmentIndex: index, position: nil, reason: error.message)
@@ -46,6 +62,7 @@ extension Recovery {
                         from: endPosition, through: lastNonZero, baseOffset: last.baseOffset,
                         firstReason: "bytes after the last record")
                 report.truncatedAt = last.endOffset
+                try aside.copy(LogFileNames.segment(last.baseOffset), report: &report)
                 try zeroFill(last, from: endPosition, through: lastNonZero)
             } else {
                 do { try last.handle.syncData() } catch { throw LogError.io(error, "Syncing \(last.path)") }
@@ -98,6 +115,7 @@ extension Recovery {
                 report.droppedRecords += try inspector.describeDropped(
                     from: position, through: lastNonZero,
                     baseOffset: segment.baseOffset, firstReason: cut.reason)
+                try aside.copy(LogFileNames.segment(segment.baseOffset), report: &report)
                 try zeroFill(segment, from: position, through: lastNonZero)
             }
             kept = Array(kept[...cut.segmentIndex])
@@ -107,6 +125,7 @@ extension Recovery {
             let path = LogFileNames.join(directory, LogFileNames.segment(baseOffset))
             report.droppedRecords.append(
                 .init(offset: baseOffset, byteCount: fileByteCount(path), reason: cut.reason, file: path))
+            try aside.copy(LogFileNames.segment(baseOffset), report: &report)
             do {
                 // createSegment's rename replaces the damaged file atomically: no moment without it.
                 kept = [
@@ -135,6 +154,7 @@ extension Recovery {
         segmentOffsets: [UInt64], cutSegment: SegmentFile, end: UInt64,
         reason: String
     ) throws(LogError) {
+        let aside = self.aside
         let fileSystem = options.fileSystem
         do {
             for baseOffset in segmentOffsets {
@@ -144,56 +164,156 @@ extension Recovery {
                     .init(
                         offset: baseOffset, byteCount: fileByteCount(path),
                         reason: "segment follows the repair point", file: path))
-                try fileSystem.removeFile(path)
+                try aside.move(name, report: &report)
                 report.deletedSegments.append(name)
             }
-            let names = try fileSystem.contentsOfDirectory(directory)
+            let names = try fileSystem.contentsOfDirectory(directory).sorted()
             for name in names {
                 if let base = LogFileNames.indexBaseOffset(name), base >= cutSegment.baseOffset {
-                    try fileSystem.removeFile(LogFileNames.join(directory, name))
+                    try aside.move(name, report: &report)
                 }
                 if let offset = LogFileNames.checkpointOffset(name), offset > end {
-                    try fileSystem.removeFile(LogFileNames.join(directory, name))
+                    try aside.move(name, report: &report)
                     report.deletedCheckpoints.append(name)
+                    report.repairNotes.append(
+                        "\(name) set aside: it holds the state at offset \(offset), beyond the repaired end at \(end).")
                 }
             }
             try fileSystem.syncDirectory(directory)
-        } catch {
+        } catch let error as FileSystemError {
             throw LogError.io(error, "Deleting what follows the repair point (\(reason))")
+        } catch let error as LogError {
+            throw error
+        } catch {
+            preconditionFailure("unexpected error \(error)")
         }
     }
 
     /// Deletes the checkpoints beyond `end` (a log whose every record checks out, cut earlier).
     private mutating func deleteCheckpoints(beyond end: UInt64) throws(LogError) {
-        let fileSystem = options.fileSystem
+        let beyond: [String]
         do {
-            let beyond = try fileSystem.contentsOfDirectory(directory)
+            beyond = try options.fileSystem.contentsOfDirectory(directory)
                 .filter { LogFileNames.checkpointOffset($0).map { $0 > end } ?? false }.sorted()
-            guard !beyond.isEmpty else { return }
-            for name in beyond { try fileSystem.removeFile(LogFileNames.join(directory, name)) }
-            try fileSystem.syncDirectory(directory)
-            report.deletedCheckpoints += beyond
         } catch {
-            throw LogError.io(error, "Deleting checkpoints beyond the end of the log at \(end)")
+            throw LogError.io(error, "Listing the checkpoints beyond the end of the log at \(end)")
+        }
+        for name in beyond {
+            try aside.move(name, report: &report)
+            report.deletedCheckpoints.append(name)
+            report.repairNotes.append(
+                "\(name) set aside: it lies beyond the end of the log at \(end) (an earlier open cut the log).")
         }
     }
 
-    /// Rewrites the 64-byte header of a segment whose header fails its magic or CRC check.
+    /// Sets aside every checkpoint at or before `end` whose file does not check out as a record file
+    /// of this store at its offset (file header, store, offset, every record's checks, nothing after
+    /// the last record). Its grammar is the model layer's business; the framing catches rot and
+    /// truncation. A checkpoint of a newer format version is left alone.
+    private mutating func setAsideDamagedCheckpoints(end: UInt64, startOffset: UInt64) throws(LogError) {
+        let names: [String]
+        do {
+            names = try options.fileSystem.contentsOfDirectory(directory)
+                .filter { LogFileNames.checkpointOffset($0).map { $0 <= end } ?? false }.sorted()
+        } catch {
+            throw LogError.io(error, "Listing the checkpoints of \(directory)")
+        }
+        var kept: [UInt64] = []
+        var setAside: [String] = []
+        for name in names {
+            let offset = LogFileNames.checkpointOffset(name)!
+            guard let problem = try checkpointProblem(name: name, offset: offset) else {
+                kept.append(offset)
+                continue
+            }
+            try aside.move(name, report: &report)
+            report.deletedCheckpoints.append(name)
+            setAside.append(name)
+            report.repairNotes.append("\(name) set aside: \(problem).")
+        }
+        if !setAside.isEmpty, startOffset > 0, !kept.contains(where: { $0 >= startOffset }) {
+            report.repairNotes.append(
+                "The log starts at offset \(startOffset) (older history was deleted) and no checkpoint that "
+                    + "checks out holds the state before it: the models as of that offset were only in "
+                    + "\(setAside.joined(separator: ", ")). The store cannot open without them; restore one from "
+                    + "a backup, or start a new store.")
+        }
+    }
+
+    /// What is wrong with the checkpoint file `name`, or `nil` when its framing checks out.
+    private func checkpointProblem(name: String, offset: UInt64) throws(LogError) -> String? {
+        let path = LogFileNames.join(directory, name)
+        do {
+            var reader = try RecordFileReader(
+                path: path, magic: FormatConstants.checkpointMagic, fileSystem: options.fileSystem)
+            defer { reader.close() }
+            guard reader.header.storeID == meta.storeID else {
+                return "it is a checkpoint of store \(reader.header.storeID), not of this store \(meta.storeID)"
+            }
+            guard reader.header.value == offset else {
+                return "its file header says offset \(reader.header.value), its name \(offset)"
+            }
+            // Bounded by the file's size: each pass reads one record or ends.
+            while try reader.next() != nil {}
+            return nil
+        } catch where error.code == .corruption {
+            return error.message
+        }
+    }
+
+    /// The format version of the segments next to segment `index`, for a damaged header whose
+    /// version field is itself unreadable: segments of one store go from version 1 to version 2
+    /// and never back, so the previous segment's version, else the next one's, else store.meta's
+    /// (the version the store was created with) is the likeliest.
+    private func neighbourVersion(of index: Int, segmentOffsets: [UInt64], previous: SegmentFile?) -> UInt32 {
+        if let previous { return previous.formatVersion }
+        if index + 1 < segmentOffsets.count {
+            let path = LogFileNames.join(directory, LogFileNames.segment(segmentOffsets[index + 1]))
+            if let handle = try? options.fileSystem.openFile(path, mode: .readOnly) {
+                defer { handle.close() }
+                if let bytes = try? handle.read(byteCount: FormatConstants.segmentHeaderByteCount, at: 0),
+                    case .success(let header) = SegmentHeader.decode(bytes)
+                {
+                    return header.formatVersion
+                }
+            }
+        }
+        return min(meta.formatVersion, FormatConstants.formatVersion)
+    }
+
+    /// Rewrites the 64-byte header of a segment whose header fails its magic or CRC check, with
+    /// the format version the damaged header most likely had (its version field when that names a
+    /// version this code reads, else `neighbourVersion`): the records' layout depends on it.
     /// Returns `false` (and changes nothing) when the header is intact or of a newer version.
-    private mutating func rewriteDamagedHeader(baseOffset: UInt64) throws(LogError) -> Bool {
+    private mutating func rewriteDamagedHeader(baseOffset: UInt64, neighbourVersion: UInt32) throws(LogError) -> Bool {
         let name = LogFileNames.segment(baseOffset)
         let path = LogFileNames.join(directory, name)
+        let bytes: [UInt8]
+        do {
+            let handle = try options.fileSystem.openFile(path, mode: .readOnly)
+            defer { handle.close() }
+            bytes = try handle.read(byteCount: FormatConstants.segmentHeaderByteCount, at: 0)
+        } catch {
+            throw LogError.io(error, "Reading the header of \(path)")
+        }
+        guard case .failure(.damaged(let what)) = SegmentHeader.decode(bytes) else { return false }
+        let stated = SegmentHeader.probableVersion(ofDamaged: bytes)
+        let version = stated ?? neighbourVersion
+        try aside.copy(name, report: &report)
         do {
             let handle = try options.fileSystem.openFile(path, mode: .readWrite)
             defer { handle.close() }
-            let bytes = try handle.read(byteCount: FormatConstants.segmentHeaderByteCount, at: 0)
-            guard case .failure(.damaged) = SegmentHeader.decode(bytes) else { return false }
-            try handle.write(SegmentHeader(storeID: meta.storeID, baseOffset: baseOffset).encoded(), at: 0)
+            try handle.write(
+                SegmentHeader(formatVersion: version, storeID: meta.storeID, baseOffset: baseOffset).encoded(), at: 0)
             try handle.syncData()
         } catch {
             throw LogError.io(error, "Rewriting the header of \(path)")
         }
         report.rewrittenSegmentHeaders.append(name)
+        report.repairNotes.append(
+            "\(name): header rewritten (\(what)) as format version \(version) "
+                + (stated != nil ? "(the version it states)" : "(its version field is unreadable; the neighbours' version)")
+                + "; its records were kept.")
         return true
     }
 

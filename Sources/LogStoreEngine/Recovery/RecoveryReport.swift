@@ -39,8 +39,26 @@ public struct RecoveryReport: Sendable, Equatable {
     /// Segments whose damaged header repair rewrote (every field is known: the store's UUID, the
     /// base offset in the file name, the format version); their records were kept.
     public var rewrittenSegmentHeaders: [String] = []
+    /// Repair only: the folder inside the store directory (`repair-<UTC time>`) holding every file
+    /// repair changed or dropped, as it was before; `nil` when repair changed nothing.
+    public var setAsideDirectory: String?
+    /// Repair only: the names of the files in ``setAsideDirectory`` (copied before a change in
+    /// place, or moved there instead of being deleted). Copying them back undoes the repair.
+    public var setAsideFiles: [String] = []
+    /// Repair only: what repair did and dropped that ``droppedRecords`` does not say, one sentence
+    /// each (a checkpoint set aside and why, a segment header rewritten as version N, store.meta
+    /// rebuilt, what the store can no longer rebuild).
+    public var repairNotes: [String] = []
 
     public init() {}
+
+    /// True when repair changed anything on disk: what the `logstore repair` command should test
+    /// before saying there was nothing to repair (a checkpoint set aside or a store.meta rebuilt
+    /// leaves ``truncatedAt`` `nil`).
+    public var repairedAnything: Bool {
+        truncatedAt != nil || droppedAnything || rebuiltStoreMeta || !rewrittenSegmentHeaders.isEmpty
+            || setAsideDirectory != nil
+    }
 
     /// True when recovery dropped or deleted anything.
     public var droppedAnything: Bool {
