@@ -150,9 +150,13 @@ struct RepairCommand: ParsableCommand {
         for name in report.deletedCheckpoints { lines.append("deleted checkpoint: \(name)") }
         for name in report.rewrittenSegmentHeaders { lines.append("rewrote the segment header of \(name)") }
         if report.rebuiltStoreMeta { lines.append("rebuilt store.meta from the segment headers") }
+        for note in report.repairNotes { lines.append(note) }
+        if let aside = report.setAsideDirectory, !report.setAsideFiles.isEmpty {
+            lines.append("set aside in \(aside): \(report.setAsideFiles.joined(separator: ", "))")
+        }
         if let end = report.truncatedAt {
             lines.append("The log now ends at offset \(Format.grouped(end)).")
-        } else if !report.droppedAnything {
+        } else if !report.repairedAnything {
             lines.append("The open found nothing to cut: every record checks out now.")
         }
         return lines.joined(separator: "\n")
@@ -171,6 +175,9 @@ struct RepairJSON: Encodable {
     var rewrittenSegmentHeaders: [String]
     var rebuiltStoreMeta: Bool
     var truncatedAt: UInt64?
+    var notes: [String]
+    var setAsideDirectory: String?
+    var setAsideFiles: [String]
 
     init(
         directory: String, problems: [VerificationReport.Problem], backup: String?, copied: [String],
@@ -186,5 +193,8 @@ struct RepairJSON: Encodable {
         rewrittenSegmentHeaders = report?.rewrittenSegmentHeaders ?? []
         rebuiltStoreMeta = report?.rebuiltStoreMeta ?? false
         truncatedAt = report?.truncatedAt
+        notes = report?.repairNotes ?? []
+        setAsideDirectory = report?.setAsideDirectory
+        setAsideFiles = report?.setAsideFiles ?? []
     }
 }
