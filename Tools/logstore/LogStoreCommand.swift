@@ -17,6 +17,6 @@ struct LogStoreCommand: ParsableCommand {
             Exit codes: 0 success, 1 verify found corruption, 2 the store could not be read.
             """,
         subcommands: [InspectCommand.self, VerifyCommand.self, ReplayCommand.self, HistoryCommand.self, CompactCommand.self,
-                      RepairCommand.self, DemoCommand.self]
+                      RepairCommand.self, DemoCommand.self, ShipCommand.self]
     )
 }

@@ -1,0 +1,140 @@
+import Foundation
+import Logging
+import LogStorePostgres
+import PostgresNIO
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A real PostgreSQL server for one test: `initdb` into a temporary directory, `pg_ctl start` on
+/// 127.0.0.1 with a free port and a unix socket in that directory, one database; stopped and
+/// deleted by ``stop()``. The server refuses to run as root, so as root every server command runs
+/// as the `postgres` user (`runuser -u postgres --`) on a directory chowned to it.
+///
+/// Missing binaries skip the tests (``isAvailable``) unless `CI` is set: then they fail.
+final class PostgresServer: Sendable {
+    static let binDirectory = ProcessInfo.processInfo.environment["LOGSTORE_PG_BIN"] ?? "/usr/lib/postgresql/15/bin"
+    static var binariesExist: Bool {
+        ["initdb", "pg_ctl", "postgres"].allSatisfy { FileManager.default.isExecutableFile(atPath: "\(binDirectory)/\($0)") }
+    }
+    static var underCI: Bool { ["1", "true", "yes"].contains(ProcessInfo.processInfo.environment["CI"]?.lowercased() ?? "") }
+    /// Run the tests when the binaries exist, or under CI (where their absence is a failure).
+    static var isAvailable: Bool { binariesExist || underCI }
+
+    let directory: String
+    let port: Int
+    let database = "logstore_test"
+    var url: String { "postgres://postgres@127.0.0.1:\(port)/\(database)" }
+
+    /// Starts a server; `durable: false` turns fsync off (tests kill the shipper, never the server).
+    static func start(durable: Bool = false) throws -> PostgresServer {
+        guard binariesExist else {
+            throw ServerError("PostgreSQL server binaries are missing in \(binDirectory) (apt-get install -y postgresql, "
+                + "or set LOGSTORE_PG_BIN); CI is set, so this fails instead of skipping.")
+        }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("logstore-pg-\(UUID().uuidString.prefix(8))").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let server = PostgresServer(directory: directory, port: try freePort())
+        do {
+            if getuid() == 0 { try run("/bin/chown", ["-R", "postgres:postgres", directory]) }
+            try server.runAsServerUser("initdb", ["-D", "\(directory)/data", "-U", "postgres", "--auth=trust", "-E", "UTF8",
+                                                  "--no-sync"])
+            var options = "-p \(server.port) -k \(directory) -c listen_addresses=127.0.0.1 -c max_connections=40"
+            if !durable { options += " -c fsync=off -c full_page_writes=off" }
+            try server.runAsServerUser("pg_ctl", ["-D", "\(directory)/data", "-l", "\(directory)/server.log", "-w", "-t", "60",
+                                                  "-o", options, "start"])
+            try server.runAsServerUser("createdb", ["-h", directory, "-p", String(server.port), "-U", "postgres", server.database])
+        } catch {
+            server.stop()
+            throw error
+        }
+        return server
+    }
+
+    private init(directory: String, port: Int) {
+        self.directory = directory
+        self.port = port
+    }
+
+    /// Stops the server (immediate mode) and deletes its directory.
+    func stop() {
+        try? runAsServerUser("pg_ctl", ["-D", "\(directory)/data", "-m", "immediate", "-w", "stop"])
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// A shipping configuration for this server's database, in the PostgreSQL schema `schema`.
+    func configuration(schema: String = "public") throws -> PostgresShippingConfiguration {
+        var configuration = try PostgresShippingConfiguration(url: url)
+        configuration.schemaName = schema
+        return configuration
+    }
+
+    /// A connection of the test's own, to check what PostgreSQL holds.
+    func connect() async throws -> PostgresConnection {
+        try await PostgresConnection.connect(configuration: try configuration().connection, id: 9_000,
+                                             logger: Logger(label: "test"))
+    }
+
+    private func runAsServerUser(_ tool: String, _ arguments: [String]) throws {
+        let path = "\(Self.binDirectory)/\(tool)"
+        if getuid() == 0 {
+            try Self.run("/usr/sbin/runuser", ["-u", "postgres", "--", path] + arguments)
+        } else {
+            try Self.run(path, arguments)
+        }
+    }
+
+    private static func run(_ executable: String, _ arguments: [String]) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let bytes = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw ServerError("\(executable) \(arguments.joined(separator: " ")) exited with \(process.terminationStatus): "
+                + String(decoding: bytes, as: UTF8.self))
+        }
+    }
+
+    /// A port nothing listens on right now (bind to 0, read it back, close).
+    private static func freePort() throws -> Int {
+        let socketDescriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard socketDescriptor >= 0 else { throw ServerError("socket() failed") }
+        defer { close(socketDescriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
+                bind(socketDescriptor, address, length) == 0 && getsockname(socketDescriptor, address, &length) == 0
+            }
+        }
+        guard bound else { throw ServerError("could not bind a free port") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
+
+struct ServerError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Runs `body` with a fresh server, stopped and deleted afterwards whatever happens.
+func withPostgresServer<T>(durable: Bool = false, _ body: (PostgresServer) async throws -> T) async throws -> T {
+    let server = try PostgresServer.start(durable: durable)
+    do {
+        let result = try await body(server)
+        server.stop()
+        return result
+    } catch {
+        server.stop()
+        throw error
+    }
+}
