@@ -152,7 +152,7 @@ struct PostgresMirror: Sendable {
                 _ = try? await connection.query("ROLLBACK", logger: logger)
                 throw error
             }
-            logger.info("PostgreSQL mirror schema updated", metadata: ["statements": "\(statements.count)"])
+            logger.debug("PostgreSQL mirror schema updated", metadata: ["statements": "\(statements.count)"])
         }
         columns = existing.filter { name, _ in schema.entity(named: name) != nil }
         self.schema = schema

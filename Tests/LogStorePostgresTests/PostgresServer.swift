@@ -85,19 +85,29 @@ final class PostgresServer: Sendable {
         }
     }
 
+    /// posix_spawn and waitpid, not Foundation's `Process`: on Linux it learns of the exit through
+    /// a socket the child inherits, and the server `pg_ctl` starts inherits it too, so
+    /// `waitUntilExit` would wait for the server to stop.
     private static func run(_ executable: String, _ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let bytes = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw ServerError("\(executable) \(arguments.joined(separator: " ")) exited with \(process.terminationStatus): "
-                + String(decoding: bytes, as: UTF8.self))
+        let outputPath = FileManager.default.temporaryDirectory.appendingPathComponent("logstore-pg-\(UUID().uuidString).out").path
+        defer { try? FileManager.default.removeItem(atPath: outputPath) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, executable, &actions, nil, argv, environ)
+        guard spawned == 0 else { throw ServerError("could not start \(executable): error \(spawned)") }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        let exitCode = (status >> 8) & 0xFF
+        guard status & 0x7F == 0, exitCode == 0 else {
+            let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+            throw ServerError("\(executable) \(arguments.joined(separator: " ")) failed (status \(status)): \(text)")
         }
     }
 
