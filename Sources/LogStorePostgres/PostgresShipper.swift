@@ -58,10 +58,23 @@ public actor PostgresShipper {
     /// `progress` is called after every commit.
     @discardableResult
     public func ship(progress report: (@Sendable (ShippingProgress) -> Void)? = nil) async throws -> ShippingProgress {
-        try await prepare()
-        progress.logEndOffset = source.logEndOffset
-        while try await shipNextBatch() { report?(progress) }
-        return progress
+        try await closingOnError {
+            try await prepare()
+            progress.logEndOffset = source.logEndOffset
+            while try await shipNextBatch() { report?(progress) }
+            return progress
+        }
+    }
+
+    /// After any error the connection is closed: the next call reconnects and reads the shipped
+    /// token from PostgreSQL again, the only truth about what was shipped.
+    func closingOnError<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch {
+            await close()
+            throw PostgresShippingError.described(error)
+        }
     }
 
     /// Ships everything, then each new transaction as it is saved, until the task is cancelled
@@ -71,6 +84,11 @@ public actor PostgresShipper {
     public func follow(pollInterval: Duration = .milliseconds(100),
                        progress report: (@Sendable (ShippingProgress) -> Void)? = nil) async throws -> ShippingProgress {
         try await ship(progress: report)
+        return try await closingOnError { try await followAfterShipping(pollInterval: pollInterval, progress: report) }
+    }
+
+    private func followAfterShipping(pollInterval: Duration,
+                                     progress report: (@Sendable (ShippingProgress) -> Void)?) async throws -> ShippingProgress {
         while !Task.isCancelled {
             switch source {
             case let .store(store):
@@ -95,9 +113,11 @@ public actor PostgresShipper {
     /// transaction: what to do after ``PostgresShippingError/Code/historyExpired``.
     @discardableResult
     public func reseed() async throws -> ShippingProgress {
-        try await connectIfNeeded()
-        try await seedFromState(reason: "reseed asked for")
-        return progress
+        try await closingOnError {
+            try await connectIfNeeded()
+            try await seedFromState(reason: "reseed asked for")
+            return progress
+        }
     }
 
     /// Closes the connection to PostgreSQL. The store is not closed (it is the caller's).

@@ -102,6 +102,9 @@ public struct PostgresShippingError: Error, Sendable, CustomStringConvertible {
         /// Another shipper moved PostgreSQL's token first; this one wrote nothing and carries on
         /// from that token.
         case anotherShipper
+        /// PostgreSQL refused or lost the connection; ``underlying`` is postgres-nio's error.
+        /// Nothing of the failed transaction is in PostgreSQL; shipping again resumes.
+        case postgres
     }
 
     public var code: Code
@@ -109,11 +112,33 @@ public struct PostgresShippingError: Error, Sendable, CustomStringConvertible {
     /// For ``Code/historyExpired``: the store's low-water mark; shipping can resume after it once
     /// the state is copied.
     public var resumeToken: HistoryToken?
+    /// For ``Code/postgres``: postgres-nio's error (a `PSQLError`, or a transaction error around one).
+    public var underlying: (any Error)?
 
-    public init(_ code: Code, _ message: String, resumeToken: HistoryToken? = nil) {
+    public init(_ code: Code, _ message: String, resumeToken: HistoryToken? = nil, underlying: (any Error)? = nil) {
         self.code = code
         self.message = message
         self.resumeToken = resumeToken
+        self.underlying = underlying
+    }
+
+    /// `error` as is, or a postgres-nio error with the server's message in a sentence (a
+    /// `PSQLError` describes itself generically so as not to leak data into logs).
+    static func described(_ error: any Error) -> any Error {
+        guard let psql = error as? PSQLError else { return error }
+        var text: String
+        if let info = psql.serverInfo, let message = info[.message] {
+            text = "PostgreSQL refused a statement: \(message) (SQLSTATE \(info[.sqlState] ?? "?"))"
+            if let detail = info[.detail] { text += ": \(detail)" }
+            if info[.sqlState] == "23503" {
+                text += ". The store holds a reference PostgreSQL cannot: ship without foreign keys "
+                    + "(`foreignKeys = false`, `logstore ship --no-foreign-keys`)"
+            }
+        } else {
+            text = "PostgreSQL: \(psql.code)" + (psql.underlying.map { " (\($0))" } ?? "")
+        }
+        return PostgresShippingError(.postgres, text + ". Nothing of the failed transaction was kept; shipping again resumes.",
+                                     underlying: psql)
     }
 
     public var description: String { message }

@@ -70,10 +70,19 @@ final class PostgresServer: Sendable {
         return configuration
     }
 
-    /// A connection of the test's own, to check what PostgreSQL holds.
-    func connect() async throws -> PostgresConnection {
-        try await PostgresConnection.connect(configuration: try configuration().connection, id: 9_000,
-                                             logger: Logger(label: "test"))
+    /// Runs `body` with a connection of the test's own (to check what PostgreSQL holds), closed
+    /// whatever happens (postgres-nio asserts that connections are closed).
+    func withConnection<T>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+        let connection = try await PostgresConnection.connect(configuration: try configuration().connection, id: 9_000,
+                                                              logger: Logger(label: "test"))
+        do {
+            let result = try await body(connection)
+            try await connection.close()
+            return result
+        } catch {
+            try? await connection.close()
+            throw error
+        }
     }
 
     private func runAsServerUser(_ tool: String, _ arguments: [String]) throws {

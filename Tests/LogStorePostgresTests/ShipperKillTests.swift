@@ -31,8 +31,8 @@ struct ShipperKillTests {
             var random = SeededRandom(seed: 70)
             var store: LogStore? = try openStore(directory)
             try workload.save(100, to: store!)
-            let connection = try await server.connect()
-            var kills = 0, iterations = 0, finished = 0
+            try await server.withConnection { connection in
+            var kills = 0, iterations = 0, finished = 0, midStream = 0
             let checkEvery = Self.killCount > 100 ? 25 : 1
             while kills < Self.killCount {
                 iterations += 1
@@ -42,16 +42,22 @@ struct ShipperKillTests {
                 // keeps it open, so the child ships read-only.
                 if store == nil { store = try openStore(directory) }
                 try workload.save(12 + random.next(12), to: store!)
+                let newest = store!.currentToken
                 if iterations % 2 == 1 { try store!.close(); store = nil }
+                let before = try await MirrorCheck.shippedToken(on: connection)
                 let child = try Self.startShip(directory, server: server, extra: ["--transactions-per-commit", "3"])
                 try await Task.sleep(for: .milliseconds(random.next(400)))
-                if child.isRunning {
-                    kill(child.processIdentifier, SIGKILL)
+                let wasRunning = child.isRunning
+                if wasRunning { kill(child.processIdentifier, SIGKILL) }
+                child.waitUntilExit()
+                if wasRunning {
                     kills += 1
+                    // Killed after some commits of its run and before the last one.
+                    let after = try await MirrorCheck.shippedToken(on: connection)
+                    if after != before, after != newest { midStream += 1 }
                 } else {
                     finished += 1
                 }
-                child.waitUntilExit()
                 if kills % checkEvery == 0 {
                     try await Self.checkPrefix(directory, on: connection)
                 }
@@ -67,8 +73,10 @@ struct ShipperKillTests {
             #expect(try await MirrorCheck.shippedToken(on: connection) == history.last?.token)
             #expect(try await MirrorCheck.count("SELECT transactions FROM logstore_shipping", on: connection)
                 == Int64(history.count))
-            print("kill test: \(kills) kills, \(finished) runs finished before their kill, \(history.count) transactions")
-            try await connection.close()
+            print("kill test: \(kills) kills (\(midStream) between two commits of a run), \(finished) runs finished "
+                + "before their kill, \(history.count) transactions")
+            #expect(midStream >= kills / 10, "too few kills landed between commits")
+            }
         }
     }
 

@@ -167,6 +167,10 @@ enum MirrorCheck {
 
     /// The token `logstore_shipping` holds for the store.
     static func shippedToken(on connection: PostgresConnection, schema: String = "public") async throws -> HistoryToken? {
+        let table = PostgresMirror.quoted(schema) + ".logstore_shipping"
+        guard try await count("SELECT count(*) FROM pg_class WHERE oid = to_regclass('\(table)')", on: connection) == 1 else {
+            return nil
+        }
         let rows = try await connection.query(
             "SELECT token::text FROM \(unescaped: PostgresMirror.quoted(schema)).logstore_shipping", logger: testLogger)
         var token: HistoryToken?

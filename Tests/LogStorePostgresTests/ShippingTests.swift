@@ -25,7 +25,7 @@ struct ShippingTests {
             #expect(store.historyConsumers.first { $0.name == "postgres" }?.token == store.currentToken)
             await shipper.close()
 
-            let connection = try await server.connect()
+            try await server.withConnection { connection in
             try await MirrorCheck.tablesEqual(try LogStore.replay(directory: directory), on: connection)
             try await MirrorCheck.changesEqual(try allHistory(directory), on: connection)
             #expect(try await MirrorCheck.shippedToken(on: connection) == store.currentToken)
@@ -33,7 +33,7 @@ struct ShippingTests {
             let again = PostgresShipper(source: .directory(directory), configuration: try server.configuration())
             #expect(try await again.ship().transactions == 0)
             await again.close()
-            try await connection.close()
+            }
             try store.close()
         }
     }
@@ -58,7 +58,7 @@ struct ShippingTests {
             let shipper = PostgresShipper(source: .store(store), configuration: try server.configuration())
             try await shipper.ship()
             await shipper.close()
-            let connection = try await server.connect()
+            try await server.withConnection { connection in
             let tripKey = saved.remappedIdentifiers[trip]!.primaryKey
             let rows = try await connection.query("""
                 SELECT name, start, budget::text, rating, active, photo, tags, code, lodging, items, notes
@@ -102,7 +102,7 @@ struct ShippingTests {
                 }
             }
             #expect(kinds == ["insert", "insert"])
-            try await connection.close()
+            }
             try store.close()
         }
     }
@@ -141,12 +141,12 @@ struct ShippingTests {
             #expect(done.seeds == 1)
             #expect(done.transactions == 0) // the state already holds the saves after the deletion
             await reseeding.close()
-            let connection = try await server.connect()
+            try await server.withConnection { connection in
             try await MirrorCheck.tablesEqual(try LogStore.replay(directory: directory), on: connection)
             #expect(try await MirrorCheck.shippedToken(on: connection) == store.currentToken)
             #expect(try await MirrorCheck.count("SELECT count(*) FROM logstore_changes WHERE kind = 'reseed'", on: connection) == 1)
             #expect(try await MirrorCheck.count("SELECT reseeds FROM logstore_shipping", on: connection) == 1)
-            try await connection.close()
+            }
             try store.close()
         }
     }
@@ -168,14 +168,14 @@ struct ShippingTests {
             let progress = try await shipper.ship()
             #expect(progress.transactions == 60)
             await shipper.close()
-            let connection = try await server.connect()
+            try await server.withConnection { connection in
             #expect(try await MirrorCheck.count("""
                 SELECT count(*) FROM information_schema.columns WHERE table_name = 'Trip' AND column_name = 'country'
                 """, on: connection) == 1)
             #expect(try await MirrorCheck.count("SELECT count(*) FROM \"Review\"", on: connection) > 0)
             try await MirrorCheck.tablesEqual(try LogStore.replay(directory: directory), on: connection)
             try await MirrorCheck.changesEqual(try allHistory(directory), on: connection)
-            try await connection.close()
+            }
             try store.close()
         }
     }
@@ -199,10 +199,10 @@ struct ShippingTests {
             let progress = try await following.value
             #expect(progress.transactions == 55)
             await shipper.close()
-            let connection = try await server.connect()
+            try await server.withConnection { connection in
             try await MirrorCheck.tablesEqual(try LogStore.replay(directory: directory), on: connection)
             try await MirrorCheck.changesEqual(try allHistory(directory), on: connection)
-            try await connection.close()
+            }
             try store.close()
         }
     }
