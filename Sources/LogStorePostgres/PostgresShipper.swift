@@ -28,7 +28,9 @@ import Synchronization
 /// it reads read-only and keeps no bookmark; if history it has not shipped is deleted, it
 /// stops with ``PostgresShippingError/Code/historyExpired`` unless reseeding is allowed.
 public actor PostgresShipper {
+    /// Where the history is read.
     public let source: ShippingSource
+    /// Where and how it is written.
     public let configuration: PostgresShippingConfiguration
     let logger: Logger
     var connection: PostgresConnection?

@@ -107,7 +107,9 @@ public struct PostgresShippingError: Error, Sendable, CustomStringConvertible {
         case postgres
     }
 
+    /// What went wrong.
     public var code: Code
+    /// What happened and what to do, in a sentence or two.
     public var message: String
     /// For ``Code/historyExpired``: the store's low-water mark; shipping can resume after it once
     /// the state is copied.

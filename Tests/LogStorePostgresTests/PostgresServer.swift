@@ -14,7 +14,15 @@ import Glibc
 ///
 /// Missing binaries skip the tests (``isAvailable``) unless `CI` is set: then they fail.
 final class PostgresServer: Sendable {
-    static let binDirectory = ProcessInfo.processInfo.environment["LOGSTORE_PG_BIN"] ?? "/usr/lib/postgresql/15/bin"
+    /// `LOGSTORE_PG_BIN`, else Debian's newest `/usr/lib/postgresql/<version>/bin` (15 on this machine).
+    static let binDirectory: String = {
+        if let directory = ProcessInfo.processInfo.environment["LOGSTORE_PG_BIN"] { return directory }
+        let versions = (try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? []
+        let newest = versions.compactMap(Int.init).sorted().last { version in
+            FileManager.default.isExecutableFile(atPath: "/usr/lib/postgresql/\(version)/bin/initdb")
+        }
+        return "/usr/lib/postgresql/\(newest ?? 15)/bin"
+    }()
     static var binariesExist: Bool {
         ["initdb", "pg_ctl", "postgres"].allSatisfy { FileManager.default.isExecutableFile(atPath: "\(binDirectory)/\($0)") }
     }

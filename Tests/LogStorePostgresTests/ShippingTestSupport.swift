@@ -39,6 +39,8 @@ struct Workload {
     var random: SeededRandom
     var live: [String: [PersistentIdentifier]] = [:]
     var hasReviews = false
+    /// Deletes cost the store a scan for references to nullify; the large measurement store skips them.
+    var deletes = true
 
     init(seed: UInt64) { random = SeededRandom(seed: seed) }
 
@@ -83,10 +85,12 @@ struct Workload {
             if hasReviews { changed["country"] = .string("ES") }
             request.updated.append(DefaultSnapshot(persistentIdentifier: target, values: changed))
         }
-        for entity in ["Item", "Lodging", "Trip"] where random.next(4) == 0 {
-            guard var ids = live[entity], ids.count > 3 else { continue }
-            let victim = ids.remove(at: random.next(ids.count))
-            live[entity] = ids
+        for entity in ["Item", "Lodging", "Trip"] where deletes && random.next(4) == 0 {
+            guard let count = live[entity]?.count, count > 3 else { continue }
+            // Swap-remove in place: no copy of the list per save.
+            let index = random.next(count)
+            live[entity]!.swapAt(index, count - 1)
+            let victim = live[entity]!.removeLast()
             if request.updated.contains(where: { $0.persistentIdentifier == victim }) { continue }
             request.deleted.append(DefaultSnapshot(persistentIdentifier: victim, values: [:]))
         }
