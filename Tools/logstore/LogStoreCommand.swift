@@ -18,7 +18,7 @@ struct LogStoreCommand: ParsableCommand {
             """,
         subcommands: [
             InspectCommand.self, VerifyCommand.self, ReplayCommand.self, HistoryCommand.self, CompactCommand.self,
-            RepairCommand.self, DemoCommand.self,
+            RepairCommand.self, DemoCommand.self, ShipCommand.self,
         ]
     )
 }
