@@ -129,6 +129,16 @@ public actor PostgresShipper {
         registered = false
     }
 
+    /// A shipper dropped without ``close()`` (a caller's error path, a cancelled task) closes its
+    /// connection here: postgres-nio asserts that no connection is deallocated open. The close is
+    /// asynchronous, so the connection is kept alive until its channel has closed.
+    deinit {
+        if let connection, !connection.isClosed {
+            logger.debug("PostgresShipper dropped without close(); closing its connection")
+            connection.close().whenComplete { _ in withExtendedLifetime(connection) {} }
+        }
+    }
+
     // MARK: Steps
 
     /// Connects, creates the shipping tables, reads the shipped token, brings the mirror up to
