@@ -207,6 +207,35 @@ struct ShippingTests {
         }
     }
 
+    /// A shipper dropped without `close()` (a caller's thrown error, a cancelled task) closes its
+    /// connection itself: postgres-nio asserts in debug builds that no connection is deallocated
+    /// open, which would end this test process; and PostgreSQL sees the connection go.
+    @Test func aShipperDroppedWithoutCloseClosesItsConnection() async throws {
+        try await withPostgresServer { server in
+            let directory = temporaryStoreDirectory()
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let store = try openStore(directory)
+            var workload = Workload(seed: 6)
+            try workload.save(3, to: store)
+            try store.close()
+            do {
+                let shipper = PostgresShipper(source: .directory(directory), configuration: try server.configuration())
+                #expect(try await shipper.ship().transactions == 3)
+            }
+            try await server.withConnection { connection in
+                var others: Int64 = -1
+                for _ in 0..<600 {
+                    others = try await MirrorCheck.count("""
+                        SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
+                        """, on: connection)
+                    if others == 0 { break }
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+                #expect(others == 0, "the dropped shipper's connection is still open")
+            }
+        }
+    }
+
     @Test func aSecondStoreIsRefusedInTheSameSchema() async throws {
         try await withPostgresServer { server in
             let first = temporaryStoreDirectory(), second = temporaryStoreDirectory()
