@@ -18,6 +18,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/swiftlang/swift-syntax", from: "603.0.1"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        // `swift package generate-documentation` (Tools/build-docs); a command plugin only, never linked.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         // liblz4 from the system (Debian: liblz4-dev).
@@ -118,7 +120,9 @@ let package = Package(
             dependencies: [
                 "logstore", "LogStore", "LogStoreEngine", "LogStoreTestSupport", "SampleTrips",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ]
+            ],
+            // Golden outputs, read through #filePath (LOGSTORE_UPDATE_GOLDEN=1 rewrites them).
+            exclude: ["Golden"]
         ),
     ],
     swiftLanguageModes: [.v6]

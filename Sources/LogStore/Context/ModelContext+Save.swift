@@ -63,6 +63,7 @@ extension ModelContext {
             // Whole models, as SwiftData's contract has it: a store may replace its copy with
             // the snapshot (LogStore records only the values that differ from its own).
             request.updated.append(DefaultSnapshot(persistentIdentifier: model.persistentModelID, values: encode(model)))
+            request.changedAttributeNames[model.persistentModelID] = Set(values.keys)
         }
         let tracked = Set(changedModels.keys)
         changedModels.removeAll()
@@ -72,6 +73,7 @@ extension ModelContext {
                 let values = encode(model)
                 guard let saved = savedValues[identifier], values != saved else { continue }
                 request.updated.append(DefaultSnapshot(persistentIdentifier: identifier, values: values))
+                request.changedAttributeNames[identifier] = Set(values.keys.filter { saved[$0] != values[$0] })
             }
         }
         request.deleted = deleted.map { DefaultSnapshot(persistentIdentifier: $0.key, values: [:]) }

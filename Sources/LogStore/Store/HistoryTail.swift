@@ -18,15 +18,18 @@ import Synchronization
 /// deletion passes its position, ends when its task is cancelled or the store is closed. In this
 /// version it sees the saves of this process (another process's saves: a later version).
 public struct HistoryTail: AsyncSequence, Sendable {
+    /// The transactions, oldest first.
     public typealias Element = DefaultHistoryTransaction
 
     let store: LogStore
     let token: DefaultHistoryToken?
 
+    /// An iterator that starts after the tail's token.
     public func makeAsyncIterator() -> Iterator {
         Iterator(store: store, token: token)
     }
 
+    /// Reads the tail's transactions one at a time, waiting for new saves at the end.
     public struct Iterator: AsyncIteratorProtocol {
         let store: LogStore
         let token: DefaultHistoryToken?
@@ -38,6 +41,9 @@ public struct HistoryTail: AsyncSequence, Sendable {
             self.token = token
         }
 
+        /// The next transaction, once it is visible; `nil` when the task is cancelled or the store
+        /// closes. Throws ``LogStoreError/historyTokenExpired(resumeToken:)`` when history deletion
+        /// passed the iterator's position.
         public mutating func next() async throws -> DefaultHistoryTransaction? {
             // Bounded per wake-up: each pass yields, throws, ends, or waits for the next save.
             while true {
