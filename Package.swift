@@ -10,11 +10,14 @@ let package = Package(
         .executable(name: "logstore", targets: ["logstore"]),
         // The WWDC24 SampleTrips models, for examples and the benchmarks package.
         .library(name: "SampleTrips", targets: ["SampleTrips"]),
+        // Ships a store's state and history into PostgreSQL, exactly once (issue 16).
+        .library(name: "LogStorePostgres", targets: ["LogStorePostgres"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/swiftlang/swift-syntax", from: "603.0.1"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
         // `swift package generate-documentation` (Tools/build-docs); a command plugin only, never linked.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
@@ -45,6 +48,15 @@ let package = Package(
             name: "LogStore",
             dependencies: ["LogStoreEngine", "LogStoreMacros", .product(name: "Logging", package: "swift-log")]
         ),
+        // Mirrors a store's entities and history into PostgreSQL (postgres-nio).
+        .target(
+            name: "LogStorePostgres",
+            dependencies: [
+                "LogStore", "LogStoreEngine",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // The WWDC24 SampleTrips model, shared by the tool's demo and the tests.
         .target(
             name: "SampleTrips",
@@ -56,6 +68,7 @@ let package = Package(
                 "LogStore",
                 "SampleTrips",
                 "LogStoreEngine",
+                "LogStorePostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tools/logstore"
@@ -111,10 +124,21 @@ let package = Package(
             name: "SwiftDataSpellingTests",
             dependencies: ["LogStore", "LogStoreTestSupport"]
         ),
+        // Shipping into a real PostgreSQL server the tests start themselves (initdb, pg_ctl).
+        .testTarget(
+            name: "LogStorePostgresTests",
+            dependencies: [
+                "LogStorePostgres", "LogStore", "LogStoreEngine", "SampleTrips",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ]
+        ),
         // The `logstore` tool's commands, called as functions (`@testable import logstore`).
         .testTarget(
             name: "LogStoreToolTests",
-            dependencies: ["logstore", "LogStore", "LogStoreEngine", "LogStoreTestSupport", "SampleTrips"],
+            dependencies: [
+                "logstore", "LogStore", "LogStoreEngine", "LogStoreTestSupport", "SampleTrips",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
             // Golden outputs, read through #filePath (LOGSTORE_UPDATE_GOLDEN=1 rewrites them).
             exclude: ["Golden"]
         ),

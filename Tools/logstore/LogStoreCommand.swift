@@ -22,6 +22,7 @@ struct LogStoreCommand: ParsableCommand {
         subcommands: [
             InspectCommand.self, VerifyCommand.self, ReplayCommand.self, HistoryCommand.self, DumpCommand.self,
             ExportCommand.self, ImportCommand.self, CompactCommand.self, RepairCommand.self, DemoCommand.self,
+            ShipCommand.self,
         ]
     )
 }
