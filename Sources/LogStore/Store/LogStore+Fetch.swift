@@ -31,6 +31,7 @@ extension LogStore {
 
     /// The published snapshot of one model, or `nil`.
     public func snapshot(for persistentIdentifier: PersistentIdentifier) -> DefaultSnapshot? {
+        try? followOtherProcess()
         refreshAfterLogFailure()
         return inner.withLock { $0.published.row(persistentIdentifier) }.map {
             DefaultSnapshot(persistentIdentifier: persistentIdentifier, values: $0.values)
@@ -39,6 +40,7 @@ extension LogStore {
 
     /// Every published model of every entity, keyed by entity name, in insertion order.
     public func allSnapshots() -> [String: [DefaultSnapshot]] {
+        try? followOtherProcess()
         refreshAfterLogFailure()
         let state = inner.withLock { $0.published }
         var result: [String: [DefaultSnapshot]] = [:]
@@ -59,6 +61,7 @@ extension LogStore {
     private func publishedState(for entityName: String) throws -> FoldState {
         try checkOpen()
         guard schema.entity(named: entityName) != nil else { throw LogStoreError.unknownEntity(entityName) }
+        try followOtherProcess()
         refreshAfterLogFailure()
         return inner.withLock { $0.published }
     }

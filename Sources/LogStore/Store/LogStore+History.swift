@@ -38,6 +38,7 @@ extension LogStore: HistoryProviding {
         -> HistoryReader.Fetched<DefaultHistoryTransaction>
     {
         try checkOpen()
+        try followOtherProcess()
         refreshAfterLogFailure()
         do {
             return try historyReader().fetch(descriptor) { $0 }

@@ -43,6 +43,11 @@ public final class LogStore: DataStore, @unchecked Sendable {
     let retentionSchedule = RetentionSchedule()
     /// Wakes live history tails after saves (History/HistoryTail.swift).
     let tailSignal = TailSignal()
+    /// Opened read-only (`allowsSave: false`): no lock, no writes; it follows the process that
+    /// writes the store (Store/LogStore+Processes.swift).
+    public let isReadOnly: Bool
+    /// A read-only store's watch on the writer's publications (inotify, or a 10 ms look).
+    let changeWatcher = Mutex<ChangeWatcher?>(nil)
 
     struct Inner: @unchecked Sendable {
         // @unchecked: only touched inside the Mutex.
@@ -66,6 +71,8 @@ public final class LogStore: DataStore, @unchecked Sendable {
         var lowWaterMarkCheckpointOffset: UInt64?
         /// Registered history consumers, after every written record (D7).
         var bookmarks: [String: CheckpointBookmark] = [:]
+        /// A read-only store: the log offset up to which `published` folds the log.
+        var foldedEnd: UInt64 = 0
 
         var bookmarkList: [CheckpointBookmark] { bookmarks.values.sorted { $0.name < $1.name } }
     }
@@ -81,7 +88,13 @@ public final class LogStore: DataStore, @unchecked Sendable {
     /// it stores, for tools without the model types (history, compaction): saves are then refused.
     public init(_ configuration: LogStoreConfiguration, migrationPlan: (any SchemaMigrationPlan.Type)? = nil) throws {
         let log: Log
-        do { log = try Log.open(directory: configuration.directory, options: configuration.logOptions) } catch {
+        let isReadOnly = !configuration.allowsSave
+        do {
+            log =
+                isReadOnly
+                ? try Log.openReadOnly(directory: configuration.directory, options: configuration.logOptions)
+                : try Log.open(directory: configuration.directory, options: configuration.logOptions)
+        } catch {
             throw LogStoreError.log(error)
         }
         do {
@@ -111,6 +124,12 @@ public final class LogStore: DataStore, @unchecked Sendable {
                         + "schema and the store stores none yet (open it once with its models)")
             }
             if configuration.schema != nil, let extended = try table.extended(toCover: schema) {
+                guard !isReadOnly else {
+                    throw LogStoreError.schemaMismatch(
+                        entity: "", attribute: nil,
+                        reason: "the store was opened read-only (allowsSave is false) and the models in code add "
+                            + "to its stored schema; open it once for writing to record the additions")
+                }
                 table = extended
                 try Self.append(table.encoded(), type: .schema, to: log)
             }
@@ -128,6 +147,7 @@ public final class LogStore: DataStore, @unchecked Sendable {
             self.schema = schema
             self.identifier = log.storeID.uuidString
             self.log = log
+            self.isReadOnly = isReadOnly
             self.checkpoints = CheckpointState(loaded: loaded, replayedRecordCount: replayed.recordCount)
             self.inner = SleepingMutex(
                 level: .storeState,
@@ -137,13 +157,17 @@ public final class LogStore: DataStore, @unchecked Sendable {
                     lastTimestampMicroseconds: replayed.lastTimestampMicroseconds,
                     lowWaterMark: loaded.lowWaterMark,
                     lowWaterMarkCheckpointOffset: loaded.lowWaterMarkCheckpointOffset,
-                    bookmarks: replayed.bookmarks))
+                    bookmarks: replayed.bookmarks, foldedEnd: log.visibleEnd))
         } catch {
             try? log.close()
             throw error
         }
-        // A compaction cut short (a crash, a full disk) left segments wholly at or below L: finish it.
-        finishCompaction()
+        if isReadOnly {
+            startFollowing()
+        } else {
+            // A compaction cut short (a crash, a full disk) left segments wholly at or below L: finish it.
+            finishCompaction()
+        }
     }
 
     deinit {
@@ -162,6 +186,7 @@ public final class LogStore: DataStore, @unchecked Sendable {
     /// Syncs and closes the log. Further calls throw.
     public func close() throws {
         inner.withLock { $0.closed = true }
+        changeWatcher.withLock { $0 }?.cancel()
         tailSignal.close()
         checkpoints.close()  // cancels a running checkpoint and waits for it
         // A running compaction or retention pass (its checkpoint just failed, or it is deleting
@@ -175,6 +200,7 @@ public final class LogStore: DataStore, @unchecked Sendable {
 
     /// The token of the newest visible transaction, or `nil` when there is none yet.
     public var currentToken: DefaultHistoryToken? {
+        try? followOtherProcess()
         refreshAfterLogFailure()
         return inner.withLock { $0.publishedToken }
     }

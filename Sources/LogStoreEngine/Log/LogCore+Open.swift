@@ -45,6 +45,7 @@ extension LogCore {
                 lock: lock, segments: segments, end: recovered.end,
                 needsDurableEndMark: recovered.end > last.baseOffset && recovered.lastRecordType != .durableEndMark)
             core.state.pendingIndexWrites = indexesToWrite
+            try core.startPublishing(repaired: options.repairs)
             core.startSyncer()
             return core
         } catch {
@@ -84,11 +85,14 @@ extension LogCore {
         case .regular, .other:
             throw LogError(.notAStore, "\(directory) is a file, not a store directory.", file: directory)
         }
-        let names = try listDirectory(directory, fileSystem)
-        guard names.contains(FormatConstants.storeMetaFileName) else {
+        guard try listDirectory(directory, fileSystem).contains(FormatConstants.storeMetaFileName) else {
             throw LogError(.notAStore, "\(directory) is not a LogStore store: it has no store.meta.", file: directory)
         }
         let meta = try readMeta(directory, fileSystem: fileSystem)
+        // Before listing the segments: every record before the end a live writer published is
+        // then in the files listed (D11).
+        let shared = readSharedEnd(directory: directory, fileSystem: fileSystem, storeID: meta.storeID)
+        let names = try listDirectory(directory, fileSystem)
         let segmentOffsets = names.compactMap(LogFileNames.segmentBaseOffset).sorted()
         guard !segmentOffsets.isEmpty else {
             throw LogError(
@@ -98,13 +102,17 @@ extension LogCore {
         }
         var report = RecoveryReport()
         report.unknownFiles = unknownFiles(names)
-        let recovered = try Recovery(
-            directory: directory, meta: meta, options: options, writable: false,
-            report: report
-        ).run(segmentOffsets: segmentOffsets)
-        return LogCore(
+        var recovery = Recovery(directory: directory, meta: meta, options: options, writable: false, report: report)
+        recovery.publishedEnd = shared?.1?.visibleEnd
+        let recovered = try recovery.run(segmentOffsets: segmentOffsets)
+        let end = followedEnd(
+            shared?.1, recoveredEnd: recovered.end, lastSegmentBase: recovered.segments.last!.baseOffset)
+        let core = LogCore(
             directory: directory, options: options, meta: meta, report: recovered.report,
-            lock: nil, segments: recovered.segments, end: recovered.end)
+            lock: nil, segments: recovered.segments, end: end)
+        core.state.coordination = shared?.0
+        core.state.shared = shared?.1
+        return core
     }
 
     /// Creates the directory when allowed and checks it is one.
@@ -321,7 +329,8 @@ extension LogCore {
     private static func unknownFiles(_ names: [String]) -> [String] {
         names.filter { name in
             name != FormatConstants.storeMetaFileName && name != FormatConstants.lockFileName
-                && LogFileNames.segmentBaseOffset(name) == nil && LogFileNames.indexBaseOffset(name) == nil
+                && name != FormatConstants.coordinationFileName && LogFileNames.segmentBaseOffset(name) == nil
+                && LogFileNames.indexBaseOffset(name) == nil
                 && LogFileNames.checkpointOffset(name) == nil && !LogFileNames.isTemporary(name)
         }.sorted()
     }

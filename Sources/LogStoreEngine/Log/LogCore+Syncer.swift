@@ -10,6 +10,10 @@ extension LogCore {
                 performSync(through: target)
                 continue
             }
+            if sharedPublishDelayNanoseconds == 0 {
+                publishSharedLocked()
+                continue
+            }
             if isDurableEndMarkDue {
                 writeDurableEndMark()
                 continue
@@ -64,6 +68,9 @@ extension LogCore {
             let untilSync = interval.nanoseconds > elapsed ? interval.nanoseconds - elapsed : 0
             timeout = min(timeout ?? untilSync, untilSync)
         }
+        if let untilPublish = sharedPublishDelayNanoseconds {
+            timeout = min(timeout ?? untilPublish, untilPublish)
+        }
         if state.preallocationRetryNanoseconds > 0 {
             let now = monotonicNanoseconds()
             let untilRetry = state.preallocationRetryNanoseconds > now ? state.preallocationRetryNanoseconds - now : 0
@@ -95,6 +102,7 @@ extension LogCore {
             precondition(target <= state.writtenEnd || state.failure != nil, "a sync past the written end")
             state.durableEnd = max(state.durableEnd, target)
             checkInvariants()
+            publishSharedLocked()
             state.lastSyncNanoseconds = monotonicNanoseconds()
             state.statistics.syncCount += 1
             resumeAsyncWaiters()
@@ -135,6 +143,7 @@ extension LogCore {
         state.writtenEnd = state.durableEnd
         state.failure = failure
         checkInvariants()
+        publishFailureLocked()
         resumeAsyncWaiters()
         conditionLock.broadcastWaiters()
     }

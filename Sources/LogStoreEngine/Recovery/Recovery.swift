@@ -21,6 +21,9 @@ struct Recovery {
     /// The offsets of the checkpoint files in the directory (their names): a checkpoint at X was
     /// written after an `fdatasync` through X, so X is a durable end the store states.
     let checkpointOffsets: [UInt64]
+    /// A read-only open beside a live writer: the visible end the writer published before the
+    /// directory was listed (FORMAT.md §10.1). Every record before it is in the files.
+    var publishedEnd: UInt64? = nil
     var report: RecoveryReport
 
     struct Result {
@@ -167,24 +170,43 @@ struct Recovery {
     private mutating func recoverLastSegment(_ segment: SegmentFile) throws(LogError) -> UInt64 {
         var scanner = SegmentScanner(segment: segment)
         var badReason = ""
-        scan: while true {
-            switch try scanner.next(decodesPayload: true) {
-            case .record(let record):
-                segment.note(record)
-                lastRecordType = record.type
-            case .end:
-                break scan
-            case .bad(let reason, _):
-                badReason = reason
-                break scan
-            case .unsupported(let reason):
-                // A checksummed header this version refuses is not a torn write.
-                throw LogError.corruption(segment.path, offset: scanner.offset, reason)
+        var lastNonZero: UInt64?
+        var rescans = 0
+        // Bounded: a pass ends the scan, or reads at least one more record towards the published
+        // end (or, without one, is the single second look).
+        rescan: while true {
+            scan: while true {
+                switch try scanner.next(decodesPayload: true) {
+                case .record(let record):
+                    segment.note(record)
+                    lastRecordType = record.type
+                case .end:
+                    break scan
+                case .bad(let reason, _):
+                    badReason = reason
+                    break scan
+                case .unsupported(let reason):
+                    // A checksummed header this version refuses is not a torn write.
+                    throw LogError.corruption(segment.path, offset: scanner.offset, reason)
+                }
             }
+            lastNonZero = try TailInspector(segment: segment).lastNonZeroPosition(from: scanner.position)
+            // Beside a live writer (a read-only open takes no lock) the scanner's buffer may predate
+            // an append that the look at the rest of the file then saw: read again, with a fresh
+            // buffer, before calling it a tail — as `verify` does.
+            guard !writable, lastNonZero != nil,
+                publishedEnd.map({ scanner.offset < $0 }) ?? (rescans == 0)
+            else { break rescan }
+            rescans += 1
+            var fresh = SegmentScanner(segment: segment, position: scanner.position)
+            guard case .record(let record) = try fresh.next(decodesPayload: true) else { break rescan }
+            segment.note(record)
+            lastRecordType = record.type
+            badReason = ""
+            scanner = fresh
         }
         let end = scanner.offset
         let tailPosition = scanner.position
-        let lastNonZero = try TailInspector(segment: segment).lastNonZeroPosition(from: tailPosition)
         guard let lastNonZero else {
             // Only zeros follow: a clean end (zeros are preallocation, not data).
             try syncLastSegment(segment)
@@ -192,6 +214,8 @@ struct Recovery {
         }
         // Bytes from `tailPosition` on are not records.
         guard writable else {
+            // Past the end a live writer published lie its unpublished writes, not a tail.
+            if let publishedEnd, end >= publishedEnd { return end }
             // A read-only open changes nothing: the bad tail is the end, and the report says so.
             report.unreadTail = .init(
                 offset: end, byteCount: lastNonZero + 1 - tailPosition,

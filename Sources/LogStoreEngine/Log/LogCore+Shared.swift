@@ -1,0 +1,196 @@
+import Foundation
+
+/// Several processes, one store (DECISIONS.md D11, as built: one writing process, any number of
+/// read-only ones). The writer publishes its visible end in the coordination file; a read-only
+/// open follows it: one `pread` tells whether anything is new, and only then are the new records
+/// read and checked.
+extension LogCore {
+    /// In the non-synchronous modes the visible end moves at every write: it is published at most
+    /// once per millisecond (the syncer publishes the last move of a burst), so a reader learns of a
+    /// write within about a millisecond and the writer pays one `pwrite` per millisecond, not per
+    /// record.
+    static let sharedPublishIntervalNanoseconds: UInt64 = 1_000_000
+
+    // MARK: The writer
+
+    /// Opens the coordination file of a writer that just recovered the log to `end` (lock held by
+    /// the caller's exclusive ownership of the new core) and publishes that end. The epoch carries
+    /// on when the old slot is this store's and does not claim more than recovery found: readers
+    /// that followed the previous writer then go on. Otherwise (a repair, a damaged or foreign
+    /// slot, or a slot past the recovered end) it moves, and those readers must reopen.
+    func startPublishing(repaired: Bool) throws(LogError) {
+        let coordination = try CoordinationFile.openForWriting(directory: directory, fileSystem: fileSystem)
+        let previous = coordination.read()
+        let end = state.durableEnd
+        let keepsEpoch =
+            !repaired && previous.map { $0.storeID == meta.storeID && $0.visibleEnd <= end && !$0.isFailed } ?? false
+        let epoch = keepsEpoch ? previous!.epoch : (previous?.epoch ?? UInt64.random(in: 1..<(1 << 62))) &+ 1
+        state.coordination = coordination
+        state.shared = SharedEnd(
+            storeID: meta.storeID, epoch: epoch, changeCounter: previous?.changeCounter ?? 0,
+            lastSegmentBaseOffset: state.segments.last!.baseOffset, visibleEnd: end)
+        publishSharedLocked(force: true)
+    }
+
+    /// Writes the slot (lock held) when the visible end, the last segment or the failure moved
+    /// since the last publication (or when forced).
+    func publishSharedLocked(force: Bool = false) {
+        guard let coordination = state.coordination, var slot = state.shared, !state.isReadOnly else { return }
+        let end = visibleEndLocked
+        let base = min(state.segments.last!.baseOffset, end)
+        let failed = state.failure != nil
+        state.sharedPublishPending = false
+        guard force || slot.visibleEnd != end || slot.lastSegmentBaseOffset != base || slot.isFailed != failed else {
+            return
+        }
+        slot.visibleEnd = end
+        slot.lastSegmentBaseOffset = base
+        slot.isFailed = failed
+        slot.changeCounter &+= 1
+        coordination.write(slot)
+        state.shared = slot
+        state.lastSharedPublishNanoseconds = monotonicNanoseconds()
+    }
+
+    /// After a write in a non-synchronous mode (lock held): publish now, or leave it to the syncer
+    /// when the last publication was less than a millisecond ago.
+    func publishWrittenEndLocked(now: UInt64) {
+        guard state.coordination != nil else { return }
+        if now &- state.lastSharedPublishNanoseconds >= Self.sharedPublishIntervalNanoseconds {
+            publishSharedLocked()
+        } else if !state.sharedPublishPending {
+            state.sharedPublishPending = true
+            conditionLock.signalSyncer()
+        }
+    }
+
+    /// Nanoseconds until a pending publication is due (0: now), or `nil` when none is pending.
+    var sharedPublishDelayNanoseconds: UInt64? {
+        guard state.sharedPublishPending else { return nil }
+        let elapsed = monotonicNanoseconds() &- state.lastSharedPublishNanoseconds
+        return elapsed >= Self.sharedPublishIntervalNanoseconds ? 0 : Self.sharedPublishIntervalNanoseconds - elapsed
+    }
+
+    /// A fail-stop cut the log back (lock held). In synchronous mode readers saw only durable
+    /// records, which the cut keeps; otherwise they may have seen some it removed: the epoch moves
+    /// and they must reopen.
+    func publishFailureLocked() {
+        if options.durability != .synchronous, var slot = state.shared {
+            slot.epoch &+= 1
+            state.shared = slot
+        }
+        publishSharedLocked(force: true)
+    }
+
+    // MARK: A read-only open
+
+    /// At a read-only open, before the directory is listed: the slot a live writer published. Every
+    /// record before its visible end was written (and, in synchronous mode, synced) before it was
+    /// published, so the scan that follows finds them all.
+    static func readSharedEnd(directory: String, fileSystem: any FileSystem, storeID: UUID)
+        -> (CoordinationFile, SharedEnd?)?
+    {
+        guard let coordination = CoordinationFile.openForReading(directory: directory, fileSystem: fileSystem) else {
+            return nil
+        }
+        return (coordination, coordination.read().flatMap { $0.storeID == storeID ? $0 : nil })
+    }
+
+    /// The end a read-only open shows: the published visible end when the slot is consistent with
+    /// what recovery read (records past it are a live writer's unpublished writes, or what a dead
+    /// one left unsynced), else what recovery read.
+    static func followedEnd(_ slot: SharedEnd?, recoveredEnd: UInt64, lastSegmentBase: UInt64) -> UInt64 {
+        guard let slot, slot.visibleEnd <= recoveredEnd, slot.visibleEnd >= lastSegmentBase else { return recoveredEnd }
+        return slot.visibleEnd
+    }
+
+    /// A read-only log: reads the coordination slot and, when the writer published a visible end
+    /// past this log's, opens the segments it rolled to, checks every new record (CRCs, offsets)
+    /// and moves the visible end there. Returns whether it moved. When nothing is new this is one
+    /// `pread` of 72 bytes.
+    ///
+    /// Throws ``LogError/Code/reopenRequired`` when the writer's epoch moved (a repair, or a cut-back
+    /// in a non-synchronous mode: records this log showed may be gone), and
+    /// ``LogError/Code/corruption`` when a record before the published end does not check out.
+    func followShared() throws(LogError) -> Bool {
+        conditionLock.lock()
+        defer { conditionLock.unlock() }
+        guard directoryLock == nil, !state.isClosed else { return false }
+        if state.coordination == nil {
+            state.coordination = CoordinationFile.openForReading(directory: directory, fileSystem: fileSystem)
+        }
+        guard let coordination = state.coordination, let slot = coordination.read(), slot.storeID == meta.storeID
+        else { return false }
+        if let followed = state.shared, followed.epoch != slot.epoch {
+            throw LogError(
+                .reopenRequired,
+                "The store at \(directory) was repaired, or cut back after a failed sync, by the process "
+                    + "writing it: records this read-only open showed may be gone. Open it again.",
+                file: CoordinationFile.path(in: directory))
+        }
+        defer { state.shared = slot }
+        guard slot.visibleEnd > state.durableEnd else { return false }
+        try openSegments(through: slot.lastSegmentBaseOffset)
+        try checkRecords(through: slot.visibleEnd)
+        state.writtenEnd = slot.visibleEnd
+        state.durableEnd = slot.visibleEnd
+        state.syncRequestedEnd = slot.visibleEnd
+        checkInvariants()
+        return true
+    }
+
+    /// Opens (read-only, header checked) the segments the writer rolled to, up to `lastBase`.
+    private func openSegments(through lastBase: UInt64) throws(LogError) {
+        let known = state.segments.last!.baseOffset
+        guard lastBase > known else { return }
+        let bases = try Self.listDirectory(directory, fileSystem).compactMap(LogFileNames.segmentBaseOffset)
+            .filter { $0 > known && $0 <= lastBase }.sorted()
+        guard bases.last == lastBase else {
+            throw LogError.corruption(
+                LogFileNames.join(directory, LogFileNames.segment(lastBase)), offset: lastBase,
+                "the writer published segment \(LogFileNames.segment(lastBase)) as its last, but it is not in the "
+                    + "directory")
+        }
+        let recovery = Recovery(
+            directory: directory, meta: meta, options: options, writable: false, report: RecoveryReport())
+        for base in bases {
+            state.segments.append(try recovery.openSegment(baseOffset: base, writable: false))
+        }
+    }
+
+    /// Reads and checks every record from the visible end to `target`, noting each in its
+    /// segment's index; they must end exactly at `target`.
+    private func checkRecords(through target: UInt64) throws(LogError) {
+        var offset = state.durableEnd
+        // Bounded: every pass moves `offset` past a record or throws.
+        while offset < target {
+            let segment = state.segments.last { $0.baseOffset <= offset }!
+            var scanner = SegmentScanner(
+                segment: segment,
+                position: SegmentScanner.filePosition(logicalOffset: offset, baseOffset: segment.baseOffset))
+            scan: while offset < target {
+                switch try scanner.next(decodesPayload: false) {
+                case .record(let record):
+                    segment.note(record)
+                    offset = record.endOffset
+                    guard offset <= target else {
+                        throw LogError.corruption(
+                            segment.path, offset: record.offset,
+                            "the record at offset \(record.offset) ends at \(offset), past the end the writer "
+                                + "published (\(target))")
+                    }
+                case .end where state.segments.contains(where: { $0.baseOffset == offset && $0 !== segment }):
+                    break scan  // the next segment starts here
+                case .end:
+                    throw LogError.corruption(
+                        segment.path, offset: offset,
+                        "no record at offset \(offset), before the end the writer published (\(target))")
+                case .bad(let reason, _), .unsupported(let reason):
+                    throw LogError.corruption(
+                        segment.path, offset: offset,
+                        "\(reason), before the end the writer published (\(target))")
+                }
+            }
+        }
+    }
+}

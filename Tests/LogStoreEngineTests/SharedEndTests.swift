@@ -1,0 +1,130 @@
+import Foundation
+import LogStoreTestSupport
+import Testing
+
+@testable import LogStoreEngine
+
+/// The coordination file and a read-only log following a writer (D11 as built). Here the writer
+/// and the reader are two opens on one simulated file system, which is what two processes share;
+/// the tests with real processes are in LogStoreTests/ProcessesTests.swift.
+@Suite struct SharedEndTests {
+    @Test func theSlotRoundTripsAndAnyDamagedByteIsRefused() {
+        let slot = SharedEnd(
+            storeID: UUID(), epoch: 7, changeCounter: 3, lastSegmentBaseOffset: 100, visibleEnd: 4242, isFailed: true)
+        let bytes = slot.encoded()
+        #expect(bytes.count == SharedEnd.byteCount)
+        #expect(SharedEnd.decode(bytes) == slot)
+        for index in bytes.indices {
+            var damaged = bytes
+            damaged[index] ^= 0x10
+            #expect(SharedEnd.decode(damaged) == nil, "byte \(index)")
+        }
+        #expect(SharedEnd.decode([UInt8](repeating: 0, count: SharedEnd.byteCount)) == nil)
+    }
+
+    @Test func aReadOnlyLogFollowsTheWriterAcrossRollsAndShowsOnlyDurableRecords() throws {
+        let fileSystem = SimulatedFileSystem()
+        let writer = try Log.open(directory: storePath, options: simulatedOptions(fileSystem, segmentByteCountMax: 2048))
+        try writer.append(Array("first".utf8))
+        let reader = try Log.openReadOnly(directory: storePath, fileSystem: fileSystem)
+        #expect(try readAll(reader).map(\.payload) == [Array("first".utf8)])
+        #expect(try reader.refresh() == false)
+        for number in 0..<40 { try writer.append(Array("record \(number) ".utf8) + [UInt8](repeating: 5, count: 80)) }
+        #expect(writer.segmentBaseOffsets.count > 2)
+        #expect(try reader.refresh())
+        #expect(reader.visibleEnd == writer.visibleEnd)
+        #expect(reader.segmentBaseOffsets == writer.segmentBaseOffsets)
+        #expect(try readAll(reader).map(\.payload) == (try readAll(writer)).map(\.payload))
+        #expect(try readAll(reader).count == 41)
+        // Written but not synced: not published, not shown.
+        let inFlight = try writer.write(Array("in flight".utf8))
+        #expect(try reader.refresh() == false)
+        #expect(reader.visibleEnd == inFlight.offset)
+        try writer.waitUntilDurable(inFlight)
+        #expect(try reader.refresh())
+        #expect(try readAll(reader).last?.payload == Array("in flight".utf8))
+        #expect(logError { try reader.append([1]) }?.code == .readOnly)
+        try writer.close()
+        try reader.close()
+    }
+
+    @Test func aReadOnlyOpenShowsThePublishedEndNotTheUnsyncedTail() throws {
+        let fileSystem = SimulatedFileSystem()
+        let writer = try Log.open(directory: storePath, options: simulatedOptions(fileSystem))
+        let durable = try writer.append(Array("durable".utf8))
+        _ = try writer.write(Array("not yet".utf8))
+        let reader = try Log.openReadOnly(directory: storePath, fileSystem: fileSystem)
+        #expect(reader.visibleEnd == durable.endOffset)
+        #expect(try readAll(reader).map(\.payload) == [Array("durable".utf8)])
+        #expect(reader.recoveryReport.unreadTail == nil)
+        try writer.close()
+        try reader.close()
+    }
+
+    @Test func aWriterThatReopensKeepsTheEpochAndTheReaderGoesOn() throws {
+        let fileSystem = SimulatedFileSystem()
+        try {
+            let writer = try Log.open(directory: storePath, options: simulatedOptions(fileSystem))
+            try writer.append(Array("one".utf8))
+            try writer.close()
+        }()
+        let reader = try Log.openReadOnly(directory: storePath, fileSystem: fileSystem)
+        let writer = try Log.open(directory: storePath, options: simulatedOptions(fileSystem))
+        try writer.append(Array("two".utf8))
+        #expect(try reader.refresh())
+        #expect(try readAll(reader).map(\.payload) == [Array("one".utf8), Array("two".utf8)])
+        try writer.close()
+        try reader.close()
+    }
+
+    @Test func aRepairMovesTheEpochAndTheReaderMustReopen() throws {
+        let fileSystem = SimulatedFileSystem()
+        try {
+            let writer = try Log.open(directory: storePath, options: simulatedOptions(fileSystem))
+            try writer.append(Array("one".utf8))
+            try writer.close()
+        }()
+        let reader = try Log.openReadOnly(directory: storePath, fileSystem: fileSystem)
+        var options = simulatedOptions(fileSystem)
+        options.repairs = true
+        let writer = try Log.open(directory: storePath, options: options)
+        try writer.append(Array("two".utf8))
+        let error = logError { try reader.refresh() }
+        #expect(error?.code == .reopenRequired)
+        #expect(error?.message.contains("Open it again") == true)
+        try writer.close()
+        try reader.close()
+    }
+
+    @Test func aRecordThatDoesNotCheckOutBeforeThePublishedEndIsCorruption() throws {
+        let fileSystem = SimulatedFileSystem()
+        let writer = try Log.open(directory: storePath, options: simulatedOptions(fileSystem))
+        try writer.append(Array("one".utf8))
+        let reader = try Log.openReadOnly(directory: storePath, fileSystem: fileSystem)
+        let second = try writer.append([UInt8](repeating: 7, count: 200))
+        let position = SegmentScanner.filePosition(logicalOffset: second.offset, baseOffset: 0)
+        try fileSystem.corruptByte(at: Int(position) + FormatConstants.recordHeaderByteCount, in: segmentPath(0), mask: 0x01)
+        let error = logError { try reader.refresh() }
+        #expect(error?.code == .corruption)
+        #expect(error?.offset == second.offset)
+        #expect(reader.visibleEnd == second.offset)
+        try writer.close()
+        try reader.close()
+    }
+
+    @Test func aFailedSyncPublishesTheFailureWithoutMovingTheEpochInSynchronousMode() throws {
+        let fileSystem = SimulatedFileSystem()
+        let writer = try Log.open(directory: storePath, options: simulatedOptions(fileSystem))
+        try writer.append(Array("one".utf8))
+        let reader = try Log.openReadOnly(directory: storePath, fileSystem: fileSystem)
+        fileSystem.failSync()
+        #expect(logError { try writer.append(Array("two".utf8)) }?.code == .syncFailed)
+        let slot = try #require(CoordinationFile.openForReading(directory: storePath, fileSystem: fileSystem)?.read())
+        #expect(slot.isFailed)
+        // The reader only ever saw durable records, which the cut-back keeps: it goes on.
+        #expect(try reader.refresh() == false)
+        #expect(try readAll(reader).map(\.payload) == [Array("one".utf8)])
+        try? writer.close()
+        try reader.close()
+    }
+}

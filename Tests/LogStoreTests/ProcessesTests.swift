@@ -1,0 +1,231 @@
+import Foundation
+import LogStore
+import LogStoreEngine
+import LogStoreTestSupport
+import SampleTrips
+import Synchronization
+import Testing
+
+/// Several processes, one store (issue 12, D11 as built): a second, real process
+/// (`LogStoreProcessHelper`, Tests/ProcessHelper) writes the store while this one reads it.
+@Suite struct ProcessesTests {
+    @Test func aReadOnlyContainerOpensBesideTheWritingProcessAndSeesItsSaves() throws {
+        let temporary = TemporaryDirectory("processes")
+        defer { temporary.remove() }
+        let directory = temporary.appending("Trips.store")
+        let widget = try HelperProcess("write", directory, "widget")
+        defer { widget.stop() }
+        try widget.expect("open")
+        let first = try widget.save(3)
+
+        let url = URL(fileURLWithPath: directory)
+        // The writing process holds the store: a second writer is refused, and the message names
+        // what exists instead.
+        let refusal = #expect(throws: LogStoreError.self) {
+            _ = try ModelContainer(for: Trip.self, configurations: ModelConfiguration(url: url))
+        }
+        #expect(refusal?.code == .locked)
+        #expect(refusal.map { "\($0)".contains("allowsSave: false") } == true)
+
+        let app = try ModelContainer(for: Trip.self, configurations: ModelConfiguration(url: url, allowsSave: false))
+        let store = try #require(app.dataStore(as: LogStore.self))
+        #expect(store.isReadOnly)
+        let context = ModelContext(app)
+        #expect(try context.fetchCount(FetchDescriptor<Trip>()) == 3)
+        let saved = try #require(store.currentToken)
+        #expect(saved.offset == first.last)
+
+        // Saves in the other process are seen by the next fetch here, with nothing in between.
+        let second = try widget.save(2)
+        #expect(try context.fetchCount(FetchDescriptor<Trip>()) == 5)
+        let history = try context.fetchHistory(
+            HistoryDescriptor<DefaultHistoryTransaction>(
+                predicate: #Predicate { $0.token > saved && $0.author == "widget" }))
+        #expect(history.map(\.token.offset) == second)
+        #expect(history.allSatisfy { $0.processIdentifier != LogStore.processIdentifier })
+
+        // A read-only container refuses saves.
+        context.insert(Trip(name: "Here", destination: "Nowhere"))
+        let readOnly = #expect(throws: LogStoreError.self) { try context.save() }
+        #expect(readOnly?.code == .readOnly)
+        context.rollback()
+
+        // The writer closes and another process opens the store for writing: the reader goes on.
+        try widget.quit()
+        let next = try HelperProcess("write", directory, "widget")
+        defer { next.stop() }
+        try next.expect("open")
+        let third = try next.save(1)
+        #expect(try context.fetchCount(FetchDescriptor<Trip>()) == 6)
+        #expect(store.currentToken?.offset == third.last)
+        try next.quit()
+        try app.dataStore(as: LogStore.self)?.close()
+    }
+
+    @Test func remoteChangesAndTheLiveTailYieldTheOtherProcessesSaves() async throws {
+        let temporary = TemporaryDirectory("processes")
+        defer { temporary.remove() }
+        let directory = temporary.appending("Trips.store")
+        let widget = try HelperProcess("write", directory, "widget")
+        defer { widget.stop() }
+        try widget.expect("open")
+        _ = try widget.save(1)
+
+        let store = try LogStore(
+            LogStoreConfiguration(schema: Schema([Trip.self]), url: URL(fileURLWithPath: directory), allowsSave: false))
+        defer { try? store.close() }
+        #if os(Linux)
+            #expect(store.changeWatchMechanism == .inotify)
+        #endif
+        let start = try #require(store.currentToken)
+        let count = 5
+        // Nothing here fetches while the other process saves: only the change watcher can wake these.
+        let changes = Task {
+            var tokens: [UInt64] = []
+            for try await token in store.remoteChanges() {
+                tokens.append(token.offset)
+                if tokens.count == count { break }
+            }
+            return tokens
+        }
+        let tail = Task {
+            var offsets: [UInt64] = []
+            for try await transaction in store.historyTail(after: start) {
+                offsets.append(transaction.token.offset)
+                if offsets.count == count { break }
+            }
+            return offsets
+        }
+        // A guard against a hang, not a timing assertion: cancelled tasks end early and fail below.
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(120))
+            changes.cancel()
+            tail.cancel()
+        }
+        defer { watchdog.cancel() }
+        // Let both iterators reach their first wait, so the saves below arrive as news.
+        try await Task.sleep(for: .milliseconds(200))
+        let saved = try widget.save(count)
+        #expect(try await changes.value == saved)
+        #expect(try await tail.value == saved)
+        try widget.quit()
+    }
+
+    @Test func aReadOnlyOpenRacingAWriterNeverReportsAnUnreadTail() throws {
+        let temporary = TemporaryDirectory("processes")
+        defer { temporary.remove() }
+        let directory = temporary.appending("Trips.store")
+        let writer = try HelperProcess("stream", directory, "stream")
+        defer { writer.stop() }
+        try writer.expect("open")
+        var previousEnd: UInt64 = 0
+        var opens = 0
+        // Until the writer has rolled nothing and written for a while: each open races its appends.
+        while opens < 40 {
+            let log = try Log.openReadOnly(directory: directory)
+            #expect(log.recoveryReport.unreadTail == nil, "open \(opens): \(String(describing: log.recoveryReport.unreadTail))")
+            #expect(log.recoveryReport.droppedRecords.isEmpty)
+            #expect(log.visibleEnd >= previousEnd)
+            previousEnd = log.visibleEnd
+            var records = try log.records(from: log.startOffset)
+            var count = 0
+            while try records.next() != nil { count += 1 }
+            try log.close()
+            opens += 1
+        }
+        #expect(previousEnd > 0)
+    }
+}
+
+/// `LogStoreProcessHelper`, started with `arguments`, driven through its standard input and read
+/// line by line from its standard output.
+final class HelperProcess: Sendable {
+    private let process: Process
+    private let input: Pipe
+    private final class Lines: Sendable {
+        let state = Mutex<(buffer: [UInt8], lines: [String], ended: Bool)>(([], [], false))
+    }
+    private let lines = Lines()
+    private let arrived = DispatchSemaphore(value: 0)
+
+    init(_ arguments: String...) throws {
+        let executable = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+            .appendingPathComponent("LogStoreProcessHelper")
+        process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        input = Pipe()
+        let output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        let lines = self.lines
+        let arrived = self.arrived
+        output.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            lines.state.withLock { state in
+                if data.isEmpty { state.ended = true }
+                state.buffer += data
+                while let newline = state.buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                    state.lines.append(String(decoding: state.buffer[..<newline], as: UTF8.self))
+                    state.buffer.removeSubrange(...newline)
+                }
+            }
+            arrived.signal()
+            if data.isEmpty { handle.readabilityHandler = nil }
+        }
+        try process.run()
+    }
+
+    /// The next line, or a thrown error when the process ends first or says nothing for a minute
+    /// (a guard against a hang, not a timing assertion).
+    func nextLine() throws -> String {
+        while true {
+            let (line, ended) = lines.state.withLock { state -> (String?, Bool) in
+                state.lines.isEmpty ? (nil, state.ended) : (state.lines.removeFirst(), state.ended)
+            }
+            if let line { return line }
+            if ended { throw HelperError(message: "the helper process ended") }
+            if arrived.wait(timeout: .now() + 60) == .timedOut {
+                throw HelperError(message: "the helper process said nothing for 60 s")
+            }
+        }
+    }
+
+    func expect(_ expected: String) throws {
+        let line = try nextLine()
+        guard line == expected else { throw HelperError(message: "expected \"\(expected)\", got \"\(line)\"") }
+    }
+
+    func send(_ line: String) {
+        input.fileHandleForWriting.write(Data((line + "\n").utf8))
+    }
+
+    /// Asks for `count` saves and returns their offsets, each acknowledged (durable) there.
+    func save(_ count: Int) throws -> [UInt64] {
+        send("save \(count)")
+        return try (0..<count).map { _ in
+            let line = try nextLine()
+            guard line.hasPrefix("saved "), let offset = UInt64(line.dropFirst(6)) else {
+                throw HelperError(message: "expected \"saved <offset>\", got \"\(line)\"")
+            }
+            return offset
+        }
+    }
+
+    func quit() throws {
+        send("quit")
+        try expect("closed")
+        process.waitUntilExit()
+    }
+
+    /// Ends the process (SIGKILL) if it still runs.
+    func stop() {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+    }
+
+    struct HelperError: Error, CustomStringConvertible {
+        var message: String
+        var description: String { message }
+    }
+}
