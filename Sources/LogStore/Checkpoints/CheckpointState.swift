@@ -52,23 +52,50 @@ final class CheckpointState: @unchecked Sendable {
     /// Claims the writer's role for an automatic checkpoint when one is due and none is running.
     func beginAutomatic(endOffset: UInt64, interval: UInt64) -> Bool {
         locked {
-            guard !isWriting, !isClosing, endOffset >= lastAttemptOffset,
-                endOffset - lastAttemptOffset >= interval
-            else { return false }
-            isWriting = true
-            lastAttemptOffset = endOffset
+            guard !isWriting else { return false }
+            return claimIfDue(endOffset: endOffset, interval: interval)
+        }
+    }
+
+    /// Ends an automatic checkpoint and, when it succeeded and the saves made while it was
+    /// written made another one due, keeps the writer's role for that one (returns `true`): a due
+    /// checkpoint is never left for a next save that may not come. One step under the lock, so
+    /// ``waitUntilIdle()`` does not return in between.
+    func endAutomatic(wrote offset: UInt64?, error: (any Error)?, endOffset: UInt64, interval: UInt64)
+        -> Bool
+    {
+        let next: Bool = locked {
+            record(wrote: offset, error: error)
+            isWriting = false
+            guard offset != nil, claimIfDue(endOffset: endOffset, interval: interval) else { return false }
             return true
         }
+        if !next { condition.broadcast() }
+        return next
+    }
+
+    /// Claims the role (lock held) when an interval of log was written since the last attempt.
+    private func claimIfDue(endOffset: UInt64, interval: UInt64) -> Bool {
+        guard !isClosing, endOffset >= lastAttemptOffset, endOffset - lastAttemptOffset >= interval else {
+            return false
+        }
+        isWriting = true
+        lastAttemptOffset = endOffset
+        return true
+    }
+
+    private func record(wrote offset: UInt64?, error: (any Error)?) {
+        if let offset {
+            newestOffset = max(newestOffset ?? offset, offset)
+            writtenCount += 1
+        }
+        if let error { lastError = error }
     }
 
     func end(wrote offset: UInt64?, error: (any Error)?) {
         locked {
             isWriting = false
-            if let offset {
-                newestOffset = max(newestOffset ?? offset, offset)
-                writtenCount += 1
-            }
-            if let error { lastError = error }
+            record(wrote: offset, error: error)
         }
         condition.broadcast()
     }

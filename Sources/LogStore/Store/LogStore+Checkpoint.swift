@@ -51,10 +51,17 @@ extension LogStore {
         guard interval > 0, checkpoints.beginAutomatic(endOffset: endOffset, interval: interval) else { return }
         // A Thread, not a Task: encoding and fsync block, and the cooperative pool is small (D2).
         let thread = Thread { [self] in
-            var written: UInt64?
-            var failure: (any Error)?
-            do { written = try writeCheckpoint() } catch { failure = error }
-            checkpoints.end(wrote: written, error: failure)
+            // Saves that come while one is written start none; if they made the next one due,
+            // it follows at once rather than at a next save, which may never come.
+            repeat {
+                var written: UInt64?
+                var failure: (any Error)?
+                do { written = try writeCheckpoint() } catch { failure = error }
+                guard
+                    checkpoints.endAutomatic(
+                        wrote: written, error: failure, endOffset: log.writtenEnd, interval: interval)
+                else { break }
+            } while true
         }
         thread.name = "LogStore checkpoint"
         thread.start()

@@ -163,6 +163,9 @@ public struct LogStatistics: Sendable, Equatable {
     public var byteCount: UInt64 = 0
     /// Durable-end marks the log appended (FORMAT.md §6.6); not counted in ``appendCount``.
     public var markCount: UInt64 = 0
+    /// Times the syncer thread woke from a wait (a diagnostic: an idle log wakes it about once per
+    /// ``LogOptions/durableEndMarkDelay`` at most, never in a loop).
+    public var syncerWakeCount: UInt64 = 0
 
     /// Records written per completed sync.
     public var appendsPerSync: Double { syncCount == 0 ? 0 : Double(appendCount) / Double(syncCount) }

@@ -40,6 +40,7 @@ extension LogCore {
                 continue
             }
             conditionLock.waitSyncer(timeoutNanoseconds: sleepNanoseconds())
+            state.statistics.syncerWakeCount += 1
         }
     }
 
@@ -57,11 +58,17 @@ extension LogCore {
         return monotonicNanoseconds() - state.lastSyncNanoseconds >= interval.nanoseconds
     }
 
-    private func sleepNanoseconds() -> UInt64? {
+    func sleepNanoseconds() -> UInt64? {
         var timeout: UInt64?
-        if state.needsDurableEndMark, let delay = options.durableEndMarkDelay?.nanoseconds {
+        if state.needsDurableEndMark, state.failure == nil, !state.isFailing, !state.isReadOnly,
+            let delay = options.durableEndMarkDelay?.nanoseconds
+        {
+            // Not due (else it would have been written): either its time has not come, or it is
+            // overdue but blocked (unsynced bytes in `.none` mode, a sync, roll or zero-fill under
+            // way). Blocked, look again after another delay instead of spinning on a zero timeout;
+            // whatever unblocks it (a sync, a roll, close) wakes the syncer or comes with a write.
             let elapsed = monotonicNanoseconds() - state.lastWriteNanoseconds
-            timeout = delay > elapsed ? delay - elapsed : 0
+            timeout = delay > elapsed ? delay - elapsed : delay
         }
         if case .batched(let interval) = options.durability, state.writtenEnd > state.durableEnd {
             let elapsed = monotonicNanoseconds() - state.lastSyncNanoseconds
@@ -71,9 +78,10 @@ extension LogCore {
         if let untilPublish = sharedPublishDelayNanoseconds {
             timeout = min(timeout ?? untilPublish, untilPublish)
         }
-        if state.preallocationRetryNanoseconds > 0 {
-            let now = monotonicNanoseconds()
-            let untilRetry = state.preallocationRetryNanoseconds > now ? state.preallocationRetryNanoseconds - now : 0
+        let now = monotonicNanoseconds()
+        if state.preallocationRetryNanoseconds > now {
+            // A failed zero-fill waits this long before it is tried again (reset on success).
+            let untilRetry = state.preallocationRetryNanoseconds - now
             timeout = min(timeout ?? untilRetry, untilRetry)
         }
         return timeout
@@ -121,7 +129,12 @@ extension LogCore {
     /// before anyone learns of the failure, then refuse appends until reopened. A failed sync is
     /// never retried: the kernel may have dropped the dirty pages and would report success.
     func failStop(_ failure: LogError) {
-        guard state.failure == nil, !state.isFailing else { return }
+        guard state.failure == nil, !state.isFailing else {
+            // Another thread is failing the log and may be waiting for the sync this caller just
+            // finished (`syncInProgress` went false without a broadcast): wake it.
+            conditionLock.broadcastWaiters()
+            return
+        }
         state.isFailing = true
         // A leader's fdatasync may be running: let it finish first. What it covers is durable, so
         // the cut-back starts from the true durable end, and no second sync ever runs beside it.
@@ -178,19 +191,16 @@ extension LogCore {
     }
 
     /// Appends a durable-end mark (lock held) and asks for the sync that makes it durable. It
-    /// states D = its own offset: every record before it is durable. Where the segment has no room
-    /// left, nothing is written: the roll that comes next makes the segment durable anyway. A
-    /// full disk skips it (it is bookkeeping, not data); any other write error is fail-stop, as
-    /// for any record.
+    /// states D = its own offset: every record before it is durable. It is written even where it
+    /// runs up to 32 bytes past `segmentByteCountMax` (the next record rolls): skipping it would
+    /// leave the segment's last group commit stated durable by nothing until that roll, which may
+    /// never come. A full disk skips it (it is bookkeeping, not data); any other write error is
+    /// fail-stop, as for any record.
     private func writeDurableEndMark() {
         state.needsDurableEndMark = false
         let segment = state.segments.last!
         let offset = state.writtenEnd
         let position = SegmentScanner.filePosition(logicalOffset: offset, baseOffset: segment.baseOffset)
-        let byteCount = UInt64(FormatConstants.recordHeaderByteCount)
-        guard position == UInt64(FormatConstants.segmentHeaderByteCount)
-            || position + byteCount <= options.segmentByteCountMax
-        else { return }
         precondition(state.durableEnd == offset && state.zeroFillStart == nil, "a mark only over a durable log")
         var record: PreparedRecord
         do {
@@ -257,6 +267,7 @@ extension LogCore {
         checkInvariants()
         if succeeded {
             state.preallocatedPosition = start + count
+            state.preallocationRetryNanoseconds = 0
         } else {
             state.preallocationRetryNanoseconds = monotonicNanoseconds() + 1_000_000_000
         }
