@@ -229,3 +229,68 @@ final class HelperProcess: Sendable {
         var description: String { message }
     }
 }
+
+/// Figures for issue 12's closing note, on real files with a real second process. Not an
+/// assertion, a measurement: runs only with `LOGSTORE_MEASURE=1` and prints its figures. Best in a
+/// release build:
+///
+///     LOGSTORE_MEASURE=1 swift test -c release -Xswiftc -enable-testing --filter ProcessesMeasureTests
+@Suite struct ProcessesMeasureTests {
+    @Test(.enabled(if: CheckpointMeasureTests.isEnabled))
+    func remoteChangeLatencyAndTheCostOfLearningNothingIsNew() async throws {
+        let temporary = TemporaryDirectory("processes-measure")
+        defer { temporary.remove() }
+        let directory = temporary.appending("Trips.store")
+        let widget = try HelperProcess("write", directory, "widget")
+        defer { widget.stop() }
+        try widget.expect("open")
+        _ = try widget.save(1)
+        let store = try LogStore(
+            LogStoreConfiguration(schema: Schema([Trip.self]), url: URL(fileURLWithPath: directory), allowsSave: false))
+        defer { try? store.close() }
+
+        // Latency: from the save's timestamp in the other process (taken before its write and
+        // fdatasync) to the token arriving here; one save at a time.
+        var changes = store.remoteChanges().makeAsyncIterator()
+        var latencies: [Double] = []
+        for _ in 0..<300 {
+            widget.send("save 1")
+            guard let token = try await changes.next() else { break }
+            let arrived = Date().timeIntervalSince1970
+            _ = try widget.nextLine()
+            let transaction = try store.fetchHistory(
+                HistoryDescriptor<DefaultHistoryTransaction>(predicate: #Predicate { $0.token == token }))
+            latencies.append((arrived - transaction[0].timestamp.timeIntervalSince1970) * 1000)
+        }
+        latencies.sort()
+        let p50 = latencies[latencies.count / 2], p99 = latencies[latencies.count * 99 / 100]
+        print("remote change latency (save timestamp → token in the other process, fdatasync included), "
+              + "\(latencies.count) saves: p50 \(String(format: "%.2f", p50)) ms, p99 \(String(format: "%.2f", p99)) ms, "
+              + "max \(String(format: "%.2f", latencies.last!)) ms; watcher \(String(describing: store.changeWatchMechanism))")
+
+        // Learning that nothing is new: the log's check (one pread of the coordination file), and
+        // a store fetch of the current token (the check plus the store's lock).
+        let log = try Log.openReadOnly(directory: directory)
+        defer { try? log.close() }
+        let clock = ContinuousClock()
+        let count = 200_000
+        var start = clock.now
+        for _ in 0..<count { _ = try log.refresh() }
+        let perRefresh = CheckpointMeasureTests.seconds(clock.now - start) / Double(count) * 1e9
+        start = clock.now
+        for _ in 0..<count { _ = store.currentToken }
+        let perToken = CheckpointMeasureTests.seconds(clock.now - start) / Double(count) * 1e9
+        print("nothing new: Log.refresh \(String(format: "%.0f", perRefresh)) ns, "
+              + "LogStore.currentToken \(String(format: "%.0f", perToken)) ns per call")
+
+        // Catch-up cost per foreign transaction, in the engine: 2000 saves there, then one
+        // refresh here reads and checks their records (the store's fold then decodes them).
+        _ = try widget.save(2000)
+        start = clock.now
+        #expect(try log.refresh())
+        let check = CheckpointMeasureTests.seconds(clock.now - start)
+        print("catch-up: 2000 foreign transactions checked by one Log.refresh in \(String(format: "%.1f", check * 1000)) ms "
+              + "(\(String(format: "%.2f", check / 2000 * 1e6)) µs each)")
+        try widget.quit()
+    }
+}
