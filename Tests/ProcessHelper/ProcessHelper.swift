@@ -8,11 +8,12 @@ import SampleTrips
 ///
 ///     LogStoreProcessHelper write <directory> <author>
 ///         opens the store for writing, prints "open", then reads commands from standard input:
-///         "save <n>" saves n trips (one save each) and prints "saved <offset>" for each;
+///         "save <n>" saves n trips (one save each) and prints "saved <offset> at <µs since 1970>"
+///         for each, the time taken when the save returned;
 ///         "quit" closes the store, prints "closed" and exits.
 ///     LogStoreProcessHelper stream <directory> <author>
-///         opens the store for writing and saves trips without pause until killed; prints "open"
-///         before the first save.
+///         opens the store for writing and saves trips without pause until killed (or orphaned);
+///         prints "open" before the first save and "saved <offset>" after each.
 @main
 struct ProcessHelper {
     static func main() throws {
@@ -37,14 +38,18 @@ struct ProcessHelper {
         if arguments[1] == "stream" {
             // Until killed, or until the test that started it is gone.
             let parent = getppid()
-            while getppid() == parent { _ = try saveOne() }
+            while getppid() == parent { say("saved \(try saveOne())") }
             return
         }
         while let line = readLine() {
             let words = line.split(separator: " ")
             switch words.first {
             case "save":
-                for _ in 0..<(Int(words.dropFirst().first ?? "1") ?? 1) { say("saved \(try saveOne())") }
+                for _ in 0..<(Int(words.dropFirst().first ?? "1") ?? 1) {
+                    let offset = try saveOne()
+                    // When the save returned, for the measurement of remote-change latency.
+                    say("saved \(offset) at \(Int64(Date().timeIntervalSince1970 * 1_000_000))")
+                }
             case "quit":
                 try store.close()
                 say("closed")

@@ -209,7 +209,9 @@ public final class LogStore: DataStore, @unchecked Sendable {
     /// saves were published at write, so the published state may hold saves the log no longer
     /// has: fold the log again (once) so that everything sees exactly what the log holds.
     func refreshAfterLogFailure() {
-        guard log.isReadOnly, !inner.withLock({ $0.refoldedAfterFailure }) else { return }
+        // A store opened read-only never failed a sync: its log is read-only from the start, and a
+        // refold here would race the fold of the writer's new records (followOtherProcess).
+        guard !isReadOnly, log.isReadOnly, !inner.withLock({ $0.refoldedAfterFailure }) else { return }
         // From the newest checkpoint: after history deletion the log alone does not hold the state.
         let replayed = try? reader.fold(through: nil, endingAt: log.visibleEnd).result
         inner.withLock { inner in

@@ -37,16 +37,22 @@ final class CoordinationFile: Sendable {
     /// it is read fails its CRC: read again (a few times; the writer's `pwrite` of 72 bytes into
     /// the page cache takes microseconds).
     func read() -> SharedEnd? {
-        var bytes = [UInt8](repeating: 0, count: SharedEnd.byteCount)
         for _ in 0..<8 {
-            guard let count = try? handle.read(into: &bytes, range: 0..<bytes.count, at: 0),
-                count == SharedEnd.byteCount
-            else { return nil }
+            guard let bytes = readBytes() else { return nil }
             if let slot = SharedEnd.decode(bytes) { return slot }
             // An all-zero slot is a file just created: nothing published yet.
             if bytes.allSatisfy({ $0 == 0 }) { return nil }
         }
         return nil
+    }
+
+    /// The slot's bytes as they are now, undecoded (a reader compares them with the slot it
+    /// followed last: the common "nothing new" answer is one `pread` and a 72-byte compare).
+    func readBytes() -> [UInt8]? {
+        var bytes = [UInt8](repeating: 0, count: SharedEnd.byteCount)
+        guard let count = try? handle.read(into: &bytes, range: 0..<bytes.count, at: 0), count == SharedEnd.byteCount
+        else { return nil }
+        return bytes
     }
 
     /// Rewrites the slot. A failure costs the readers only their view of new records (they keep

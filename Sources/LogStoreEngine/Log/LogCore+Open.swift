@@ -112,6 +112,7 @@ extension LogCore {
             lock: nil, segments: recovered.segments, end: end)
         core.state.coordination = shared?.0
         core.state.shared = shared?.1
+        core.state.sharedBytes = shared?.1?.encoded() ?? []
         return core
     }
 

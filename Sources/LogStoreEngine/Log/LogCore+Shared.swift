@@ -119,7 +119,8 @@ extension LogCore {
         if state.coordination == nil {
             state.coordination = CoordinationFile.openForReading(directory: directory, fileSystem: fileSystem)
         }
-        guard let coordination = state.coordination, let slot = coordination.read(), slot.storeID == meta.storeID
+        guard let coordination = state.coordination, let bytes = coordination.readBytes(),
+            !Self.sameBytes(bytes, state.sharedBytes), let slot = coordination.read(), slot.storeID == meta.storeID
         else { return false }
         if let followed = state.shared, followed.epoch != slot.epoch {
             throw LogError(
@@ -128,15 +129,28 @@ extension LogCore {
                     + "writing it: records this read-only open showed may be gone. Open it again.",
                 file: CoordinationFile.path(in: directory))
         }
-        defer { state.shared = slot }
-        guard slot.visibleEnd > state.durableEnd else { return false }
+        // Remembered only once followed: after an error the next call reads and throws again.
+        func remember() {
+            state.shared = slot
+            state.sharedBytes = slot.encoded()
+        }
+        guard slot.visibleEnd > state.durableEnd else {
+            remember()
+            return false
+        }
         try openSegments(through: slot.lastSegmentBaseOffset)
         try checkRecords(through: slot.visibleEnd)
+        remember()
         state.writtenEnd = slot.visibleEnd
         state.durableEnd = slot.visibleEnd
         state.syncRequestedEnd = slot.visibleEnd
         checkInvariants()
         return true
+    }
+
+    private static func sameBytes(_ lhs: [UInt8], _ rhs: [UInt8]) -> Bool {
+        lhs.count == rhs.count
+            && lhs.withUnsafeBytes { left in rhs.withUnsafeBytes { memcmp(left.baseAddress!, $0.baseAddress!, left.count) == 0 } }
     }
 
     /// Opens (read-only, header checked) the segments the writer rolled to, up to `lastBase`.

@@ -61,6 +61,8 @@ final class LogCore: @unchecked Sendable {
         var coordination: CoordinationFile?
         /// The slot the writer last published, or the one a reader last followed.
         var shared: SharedEnd?
+        /// A reader: the bytes of `shared`, compared with the file's before anything is decoded.
+        var sharedBytes: [UInt8] = []
         /// Writer, non-synchronous modes: the visible end moved since the last publication, which
         /// waits until ``LogCore/sharedPublishIntervalNanoseconds`` has passed since the one before.
         var sharedPublishPending = false
