@@ -145,6 +145,58 @@ import Testing
         try store.close()
     }
 
+    @Test func aReadOnlyContainerOpensBesideAWritingOneInTheSameProcess() throws {
+        let temporary = TemporaryDirectory("processes")
+        defer { temporary.remove() }
+        let url = URL(fileURLWithPath: temporary.appending("Trips.store"))
+        let writer = try ModelContainer(for: Trip.self, configurations: ModelConfiguration(url: url))
+        let writing = ModelContext(writer)
+        writing.insert(Trip(name: "Lisbon", destination: "Portugal"))
+        try writing.save()
+        let reader = try ModelContainer(for: Trip.self, configurations: ModelConfiguration(url: url, allowsSave: false))
+        #expect(try ModelContext(reader).fetchCount(FetchDescriptor<Trip>()) == 1)
+        writing.insert(Trip(name: "Porto", destination: "Portugal"))
+        try writing.save()
+        #expect(try ModelContext(reader).fetch(FetchDescriptor<Trip>(sortBy: [SortDescriptor(\.name)])).map(\.name)
+            == ["Lisbon", "Porto"])
+        // A second writing container in this process is still refused (D11's shared open store is
+        // not built).
+        let second = #expect(throws: LogStoreError.self) {
+            _ = try ModelContainer(for: Trip.self, configurations: ModelConfiguration(url: url))
+        }
+        #expect(second?.code == .alreadyOpenInProcess)
+        try reader.dataStore(as: LogStore.self)?.close()
+        try writer.dataStore(as: LogStore.self)?.close()
+    }
+
+    @Test func aReadOnlyStoreLearnsOfTheWritersHistoryDeletion() throws {
+        let temporary = TemporaryDirectory("processes")
+        defer { temporary.remove() }
+        let url = URL(fileURLWithPath: temporary.appending("Trips.store"))
+        let writer = try ModelContainer(for: Trip.self, configurations: ModelConfiguration(url: url))
+        let writing = ModelContext(writer)
+        for name in ["Lisbon", "Porto", "Faro"] {
+            writing.insert(Trip(name: name, destination: "Portugal"))
+            try writing.save()
+        }
+        let reader = try ModelContainer(for: Trip.self, configurations: ModelConfiguration(url: url, allowsSave: false))
+        let reading = ModelContext(reader)
+        let all = try reading.fetchHistory(HistoryDescriptor<DefaultHistoryTransaction>())
+        #expect(all.count == 3)
+        let first = all[0].token, second = all[1].token
+        try writing.deleteHistory(HistoryDescriptor<DefaultHistoryTransaction>(predicate: #Predicate { $0.token <= second }))
+        // The next call here sees L moved: what is at or below it is gone, older bounds expire.
+        #expect(try reading.fetchHistory(HistoryDescriptor<DefaultHistoryTransaction>()).map(\.token) == [all[2].token])
+        let expired = #expect(throws: LogStoreError.self) {
+            _ = try reading.fetchHistory(
+                HistoryDescriptor<DefaultHistoryTransaction>(predicate: #Predicate { $0.token > first }))
+        }
+        #expect(expired?.code == .historyTokenExpired)
+        #expect(try reading.fetchCount(FetchDescriptor<Trip>()) == 3)
+        try reader.dataStore(as: LogStore.self)?.close()
+        try writer.dataStore(as: LogStore.self)?.close()
+    }
+
     @Test func aReadOnlyOpenRacingAWriterNeverReportsAnUnreadTail() throws {
         let temporary = TemporaryDirectory("processes")
         defer { temporary.remove() }
@@ -328,14 +380,14 @@ final class HelperProcess: Sendable {
         for _ in 0..<count { _ = store.currentToken }
         let perToken = CheckpointMeasureTests.seconds(clock.now - start) / Double(count) * 1e9
         let file = try PosixFileSystem().openFile(directory + "/coordination", mode: .readOnly)
-        var bytes = [UInt8](repeating: 0, count: 72)
+        var bytes = [UInt8](repeating: 0, count: SharedEnd.byteCount)
         start = clock.now
-        for _ in 0..<count { _ = try file.read(into: &bytes, range: 0..<72, at: 0) }
+        for _ in 0..<count { _ = try file.read(into: &bytes, range: 0..<SharedEnd.byteCount, at: 0) }
         let perPread = CheckpointMeasureTests.seconds(clock.now - start) / Double(count) * 1e9
         file.close()
         print("nothing new: Log.refresh \(String(format: "%.0f", perRefresh)) ns, "
               + "LogStore.currentToken \(String(format: "%.0f", perToken)) ns per call; "
-              + "a bare 72-byte pread of the same file \(String(format: "%.0f", perPread)) ns")
+              + "a bare 80-byte pread of the same file \(String(format: "%.0f", perPread)) ns")
 
         // Catch-up cost per foreign transaction, in the engine: 2000 saves there, then one
         // refresh here reads and checks their records (the store's fold then decodes them).

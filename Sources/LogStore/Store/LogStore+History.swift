@@ -123,6 +123,8 @@ extension LogStore: HistoryProviding {
         if let target, previous.map({ target.token.offset > $0.offset }) ?? true {
             try writeLowWaterMarkCheckpoint(target.token, end: target.end)
             compaction.lowWaterMark = target.token
+            // Read-only processes reload L from the checkpoint just written.
+            log.publishMaintenance()
         }
         // Live tails behind the new L must throw historyTokenExpired now, not at the next save.
         tailSignal.signal()

@@ -15,11 +15,17 @@ extension LogStore {
         guard isReadOnly else { return }
         let moved = try inner.withLock { inner throws(LogStoreError) -> Bool in
             guard !inner.closed else { return false }
-            do throws(LogError) {
-                guard try log.refresh() else { return false }
-            } catch {
-                throw .log(error)
+            let moved: Bool
+            do throws(LogError) { moved = try log.refresh() } catch { throw .log(error) }
+            let maintenance = log.followedMaintenanceCounter
+            if maintenance != inner.loadedMaintenanceCounter {
+                // The writer moved L: reload it from the checkpoints (D6: at or below it, nothing
+                // is visible, and older token bounds expire).
+                inner.lowWaterMark = try reader.lowWaterMark()
+                inner.loadedMaintenanceCounter = maintenance
+                guard moved else { return true }
             }
+            guard moved else { return false }
             var start = Replay.Result()
             start.table = inner.table
             start.state = inner.published

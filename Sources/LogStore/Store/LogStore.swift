@@ -73,6 +73,8 @@ public final class LogStore: DataStore, @unchecked Sendable {
         var bookmarks: [String: CheckpointBookmark] = [:]
         /// A read-only store: the log offset up to which `published` folds the log.
         var foldedEnd: UInt64 = 0
+        /// A read-only store: the writer's maintenance counter when L was last loaded.
+        var loadedMaintenanceCounter: UInt64 = 0
 
         var bookmarkList: [CheckpointBookmark] { bookmarks.values.sorted { $0.name < $1.name } }
     }
@@ -157,7 +159,8 @@ public final class LogStore: DataStore, @unchecked Sendable {
                     lastTimestampMicroseconds: replayed.lastTimestampMicroseconds,
                     lowWaterMark: loaded.lowWaterMark,
                     lowWaterMarkCheckpointOffset: loaded.lowWaterMarkCheckpointOffset,
-                    bookmarks: replayed.bookmarks, foldedEnd: log.visibleEnd))
+                    bookmarks: replayed.bookmarks, foldedEnd: log.visibleEnd,
+                    loadedMaintenanceCounter: log.followedMaintenanceCounter))
         } catch {
             try? log.close()
             throw error

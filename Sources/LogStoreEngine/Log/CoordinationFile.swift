@@ -34,7 +34,7 @@ final class CoordinationFile: Sendable {
     }
 
     /// The slot, or `nil` when the file holds none that checks out. A slot being rewritten while
-    /// it is read fails its CRC: read again (a few times; the writer's `pwrite` of 72 bytes into
+    /// it is read fails its CRC: read again (a few times; the writer's `pwrite` of 80 bytes into
     /// the page cache takes microseconds).
     func read() -> SharedEnd? {
         for _ in 0..<8 {
@@ -47,7 +47,7 @@ final class CoordinationFile: Sendable {
     }
 
     /// The slot's bytes as they are now, undecoded (a reader compares them with the slot it
-    /// followed last: the common "nothing new" answer is one `pread` and a 72-byte compare).
+    /// followed last: the common "nothing new" answer is one `pread` and an 80-byte compare).
     func readBytes() -> [UInt8]? {
         var bytes = [UInt8](repeating: 0, count: SharedEnd.byteCount)
         guard let count = try? handle.read(into: &bytes, range: 0..<bytes.count, at: 0), count == SharedEnd.byteCount

@@ -193,6 +193,16 @@ extension Log {
         try core.followShared()
     }
 
+    /// The writer moved something readers keep apart from the records (the history low-water
+    /// mark, recorded in a checkpoint): bumps the coordination file's maintenance counter, so
+    /// read-only processes reload it (``followedMaintenanceCounter``). Does nothing read-only.
+    public func publishMaintenance() {
+        core.publishMaintenance()
+    }
+
+    /// A read-only log: the writer's maintenance counter as of the last ``refresh()`` (or the open).
+    public var followedMaintenanceCounter: UInt64 { core.followedMaintenanceCounter }
+
     /// Calls `onChange` on a thread of its own whenever the writing process may have published
     /// new records (inotify on Linux, a look every 10 ms elsewhere or on a simulated file system);
     /// `onChange` typically calls ``refresh()``. Keep the watcher: releasing it, or calling

@@ -28,8 +28,23 @@ extension LogCore {
         state.coordination = coordination
         state.shared = SharedEnd(
             storeID: meta.storeID, epoch: epoch, changeCounter: previous?.changeCounter ?? 0,
-            lastSegmentBaseOffset: state.segments.last!.baseOffset, visibleEnd: end)
+            lastSegmentBaseOffset: state.segments.last!.baseOffset, visibleEnd: end,
+            maintenanceCounter: previous?.maintenanceCounter ?? 0)
         publishSharedLocked(force: true)
+    }
+
+    /// The writer moved the history low-water mark (a checkpoint records it): readers reload it.
+    func publishMaintenance() {
+        conditionLock.withLock {
+            guard directoryLock != nil, state.shared != nil else { return }
+            state.shared!.maintenanceCounter &+= 1
+            publishSharedLocked(force: true)
+        }
+    }
+
+    /// A reader: the maintenance counter of the slot it followed last.
+    var followedMaintenanceCounter: UInt64 {
+        conditionLock.withLock { state.shared?.maintenanceCounter ?? 0 }
     }
 
     /// Writes the slot (lock held) when the visible end, the last segment or the failure moved
@@ -107,7 +122,7 @@ extension LogCore {
     /// A read-only log: reads the coordination slot and, when the writer published a visible end
     /// past this log's, opens the segments it rolled to, checks every new record (CRCs, offsets)
     /// and moves the visible end there. Returns whether it moved. When nothing is new this is one
-    /// `pread` of 72 bytes.
+    /// `pread` of 80 bytes.
     ///
     /// Throws ``LogError/Code/reopenRequired`` when the writer's epoch moved (a repair, or a cut-back
     /// in a non-synchronous mode: records this log showed may be gone), and
@@ -185,7 +200,8 @@ extension LogCore {
             scan: while offset < target {
                 switch try scanner.next(decodesPayload: false) {
                 case .record(let record):
-                    segment.note(record)
+                    // A read-only open noted records up to the end it showed; never note twice.
+                    if record.offset >= segment.endOffset { segment.note(record) }
                     offset = record.endOffset
                     guard offset <= target else {
                         throw LogError.corruption(

@@ -178,8 +178,7 @@ struct Recovery {
             scan: while true {
                 switch try scanner.next(decodesPayload: true) {
                 case .record(let record):
-                    segment.note(record)
-                    lastRecordType = record.type
+                    noteInLastSegment(record, segment)
                 case .end:
                     break scan
                 case .bad(let reason, _):
@@ -200,8 +199,7 @@ struct Recovery {
             rescans += 1
             var fresh = SegmentScanner(segment: segment, position: scanner.position)
             guard case .record(let record) = try fresh.next(decodesPayload: true) else { break rescan }
-            segment.note(record)
-            lastRecordType = record.type
+            noteInLastSegment(record, segment)
             badReason = ""
             scanner = fresh
         }
@@ -263,6 +261,14 @@ struct Recovery {
         report.truncatedAt = end
         try zeroFill(segment, from: tailPosition, through: lastNonZero)
         return end
+    }
+
+    /// Notes a record of the last segment in its index. Beside a live writer, only those before
+    /// the end it published: the open shows no more, and following it later notes the rest in order.
+    private mutating func noteInLastSegment(_ record: LogRecord, _ segment: SegmentFile) {
+        guard publishedEnd.map({ record.endOffset <= $0 }) ?? true else { return }
+        segment.note(record)
+        lastRecordType = record.type
     }
 
     /// Zero-fills `[from, through]` and syncs: the torn bytes are gone before any append.
