@@ -15,6 +15,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/swiftlang/swift-syntax", from: "603.0.1"),
+        // `swift package generate-documentation` (Tools/build-docs); a command plugin only, never linked.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         // liblz4 from the system (Debian: liblz4-dev).
@@ -100,7 +102,9 @@ let package = Package(
         // The `logstore` tool's commands, called as functions (`@testable import logstore`).
         .testTarget(
             name: "LogStoreToolTests",
-            dependencies: ["logstore", "LogStore", "LogStoreEngine", "LogStoreTestSupport", "SampleTrips"]
+            dependencies: ["logstore", "LogStore", "LogStoreEngine", "LogStoreTestSupport", "SampleTrips"],
+            // Golden outputs, read through #filePath (LOGSTORE_UPDATE_GOLDEN=1 rewrites them).
+            exclude: ["Golden"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -85,7 +85,9 @@ public struct ModelMacro: MemberMacro, MemberAttributeMacro, ExtensionMacro {
 struct ModelDescription {
     struct Property {
         var name: String
-        /// `, options: [...], deleteRule: ..., inverse: ..., originalName: ...` as written.
+        /// `, options: [...], deleteRule: ..., inverse: ..., originalName: ...` as written, and
+        /// `, defaultValue: <initial value>` when the declaration has one (SwiftData's schema
+        /// default: what stored models without a value get when the attribute is added or made required).
         var arguments: String
     }
 
@@ -155,6 +157,7 @@ struct ModelDescription {
             }
             if !options.isEmpty { arguments = ", options: [\(options.joined(separator: ", "))]" + arguments }
         }
+        if let initialValue = stored.initialValue { arguments += ", defaultValue: \(initialValue)" }
         persisted.append(Property(name: stored.name, arguments: arguments))
     }
 
@@ -194,6 +197,8 @@ struct ModelDescription {
 struct StoredProperty {
     var name: String
     var hasType: Bool
+    /// The initializer expression, as written (`0` in `var count: Int = 0`).
+    var initialValue: String?
 
     init?(_ variable: VariableDeclSyntax) {
         guard variable.bindingSpecifier.tokenKind == .keyword(.var), variable.bindings.count == 1,
@@ -212,6 +217,7 @@ struct StoredProperty {
         }
         name = identifier.identifier.text
         hasType = binding.typeAnnotation != nil
+        initialValue = binding.initializer?.value.trimmedDescription
     }
 }
 

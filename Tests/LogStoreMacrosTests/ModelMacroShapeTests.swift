@@ -168,7 +168,7 @@ final class ModelMacroShapeTests: XCTestCase {
                     ._persisted("name", \\Trip.name),
                     ._persisted("start", \\Trip.start),
                     ._persisted("code", \\Trip.code, options: [.unique]),
-                    ._persisted("items", \\Trip.items, deleteRule: .cascade, inverse: \\Item.trip),
+                    ._persisted("items", \\Trip.items, deleteRule: .cascade, inverse: \\Item.trip, defaultValue: []),
                 ]
             """ + tail("Trip", unique: #"[["name", "start"], ["code"]]"#, emptyInit: """
                     _name = _PersistedSlot()

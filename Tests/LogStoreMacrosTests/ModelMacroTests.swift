@@ -61,7 +61,7 @@ final class ModelMacroTests: XCTestCase {
 
                 static let schemaProperties: [ModelProperty<Item>] = [
                     ._persisted("title", \\Item.title),
-                    ._persisted("count", \\Item.count),
+                    ._persisted("count", \\Item.count, defaultValue: 0),
                 ]
 
                 static let uniquenessConstraints: [[String]] = []

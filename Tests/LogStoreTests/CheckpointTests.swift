@@ -512,7 +512,7 @@ import Testing
     /// (rows decoded and not).
     @Test func chunksAndSplitRowsRoundTrip() throws {
         let schema = Schema(sampleTripsModels.map { $0.schemaEntity })
-        let table = try #require(try SchemaTable().extended(toCover: schema))
+        let table = try #require(try SchemaTable().extended(toCover: schema)?.table)
         let store = UUID()
         var state = FoldState()
         var random = Random(state: 21)

@@ -35,14 +35,14 @@ import Testing
                 toCover: Schema([
                     Schema.Entity("A", attributes: [.init("x", .int)]),
                     Schema.Entity("B", attributes: [.init("y", .int)]),
-                ])))
+                ]))?.table)
         table.entities[1].id = table.entities[0].id
         #expect(throws: ByteReaderError.self) { _ = try SchemaTable.decode(table.encoded()) }
         var attributes = try #require(
             try SchemaTable().extended(
                 toCover: Schema([
                     Schema.Entity("A", attributes: [.init("x", .int), .init("y", .int)])
-                ])))
+                ]))?.table)
         attributes.entities[0].attributes[1].id = attributes.entities[0].attributes[0].id
         #expect(throws: ByteReaderError.self) { _ = try SchemaTable.decode(attributes.encoded()) }
     }

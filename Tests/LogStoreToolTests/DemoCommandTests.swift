@@ -4,9 +4,10 @@ import Testing
 
 @testable import logstore
 
-/// `logstore demo`: twice in the same directory, with the history part each time.
+/// `logstore demo`: twice in the same directory, with the history part each time, leaving the
+/// round's last transactions in history.
 @Suite struct DemoCommandTests {
-    @Test func theDemoRunsTwiceInTheSameDirectory() throws {
+    @Test func theDemoRunsTwiceInTheSameDirectoryAndLeavesHistoryToLookAt() throws {
         let store = TemporaryStore()
         for round in 1...2 {
             var lines: [String] = []
@@ -31,11 +32,21 @@ import Testing
                         && $0.contains("retained after \(mark.jsonString)")
                 })
             #expect(lines.last == "Run the demo again to add round \(round + 1).")
-            // The widget's transaction is L: the history left after it is empty, and the token expired.
-            #expect(try HistoryCommand.fetch(directory: store.directory, after: nil, author: nil, limit: nil).isEmpty)
+            // What `logstore history` shows on the demo store: the round's update (the widget)
+            // and delete (the app, with its cascade), after L.
+            let history = try HistoryCommand.fetch(directory: store.directory, after: nil, author: nil, limit: nil)
+            #expect(history.map(\.author) == ["widget", "app"])
+            #expect(history.allSatisfy { $0.token > mark })
+            #expect(history[0].changes.count == 1)
+            #expect(history[1].changes.count == 4)  // the trip, its two items, its accommodation
             #expect(throws: CommandFailure.self) {
                 try HistoryCommand.fetch(directory: store.directory, after: .token(token), author: nil, limit: nil)
             }
+            // The upsert's destination survived the booking of a stay on the same trip.
+            let state = try LogStore.replay(directory: store.directory)
+            let reykjavik = try #require(
+                state.entity(named: "Trip")?.rows.first { $0.values["name"] == .string("Reykjavík #\(round)") })
+            #expect(reykjavik.values["destination"] == .string("Iceland (Ring Road)"))
         }
     }
 }

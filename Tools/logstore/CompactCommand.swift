@@ -16,12 +16,14 @@ struct CompactCommand: ParsableCommand {
             512K, 64M, 2G — binary units) or --keep-age DURATION (keep what is younger: 90s, 30m, 12h, \
             7d). The newest deleted transaction becomes the low-water mark; whole segment files at or \
             below it are deleted, never the one being written. Registered history consumers hold the \
-            deletion back at their bookmark unless --force is given. The state (the models) never changes.
+            deletion back at their bookmark unless --force is given. The state (the models) never changes. \
+            When another process has the store open for writing, it refuses (exit code 3) and names it.
+
+            \(ToolExit.helpText)
             """
     )
 
-    @Argument(help: "The store directory.")
-    var directory: String
+    @OptionGroup var store: StoreOptions
 
     @Option(
         help: ArgumentHelp("Delete history through this position (token <= POS).", valueName: "POS"),
@@ -40,9 +42,6 @@ struct CompactCommand: ParsableCommand {
 
     @Flag(help: "Delete past the bookmarks of registered history consumers.")
     var force = false
-
-    @Flag(help: "Print JSON instead of text.")
-    var json = false
 
     /// What to delete.
     enum Mode: Equatable {
@@ -68,8 +67,14 @@ struct CompactCommand: ParsableCommand {
 
     func run() throws {
         guard let mode else { throw ValidationError("Give exactly one of --through, --keep-bytes and --keep-age.") }
-        let report = try reportingFailures { try Self.compact(directory: directory, mode: mode, force: force) }
-        if json {
+        let directory = store.directory
+        let progress = ProgressBar.start("compact")
+        defer { progress.finish() }
+        let report = try reportingFailures(directory: directory) {
+            try Self.compact(directory: directory, mode: mode, force: force)
+        }
+        progress.finish()
+        if store.json {
             try printJSON(report)
         } else {
             print(report.text)

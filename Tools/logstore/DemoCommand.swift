@@ -16,16 +16,32 @@ struct DemoCommand: ParsableCommand {
             bucket list items and living accommodations, fetches them with a #Predicate and a \
             SortDescriptor, confirms an accommodation from a second context, re-inserts a trip with the \
             same unique name and dates (an upsert: the existing trip is updated), and deletes a trip \
-            (its bucket list items and accommodation go with it). Each run adds another round. \
-            Afterwards, try `logstore replay <dir>`, `logstore inspect <dir>` and `logstore verify <dir>`.
+            (its bucket list items and accommodation go with it). Each run adds another round.
+
+            Order of a round: insert, upsert, then the history part (the app keeps its token, books a \
+            stay, the widget confirms it, the app fetches the widget's changes after its token, history \
+            is deleted through them and the saved token expires), then fetch, update and delete — so \
+            `logstore history <dir>` afterwards lists this round's update and delete. Afterwards, try \
+            `logstore replay <dir>`, `logstore inspect <dir>`, `logstore dump <dir>` and \
+            `logstore verify <dir>`. With --json, the tour's lines are printed as one JSON array of \
+            strings. When another process has the store open for writing, it refuses (exit code 3) and \
+            names it.
+
+            \(ToolExit.helpText)
             """
     )
 
-    @Argument(help: "The store directory (created when missing).")
-    var directory: String
+    @OptionGroup var store: StoreOptions
 
     func run() throws {
-        try reportingErrors { try TripsTour(directory: directory).run { print($0) } }
+        let directory = store.directory
+        var lines: [String] = []
+        try reportingErrors(directory: directory) {
+            try TripsTour(directory: directory).run { line in
+                if store.json { lines.append(line) } else { print(line) }
+            }
+        }
+        if store.json { try printJSON(lines) }
     }
 }
 
@@ -62,28 +78,10 @@ struct TripsTour {
         let stayCount = trips.filter { $0.livingAccommodation != nil }.count
         say(meter.step("insert", "3 trips, \(itemCount) bucket list items, \(stayCount) accommodations", author: app))
 
-        // 2. Fetch: this round's trips, by a #Predicate on dates, sorted by start date.
         let thisRound = FetchDescriptor<Trip>(
             predicate: #Predicate { $0.startDate >= start && $0.startDate < end },
             sortBy: [SortDescriptor(\.startDate)])
-        say(
-            "fetch   #Predicate { $0.startDate >= \(Self.day(start)) && $0.startDate < \(Self.day(end)) }, "
-                + "SortDescriptor(\\.startDate):")
-        for trip in try app.fetch(thisRound) { say("          " + Self.line(trip)) }
-
-        // 3. Update from another context: the widget confirms the Kyoto accommodation.
-        let widget = ModelContext(container)
-        widget.author = "widget"
-        let kyotoName = names.kyoto
-        let kyoto = try widget.fetch(FetchDescriptor<Trip>(predicate: #Predicate { $0.name == kyotoName })).first!
-        kyoto.livingAccommodation?.isConfirmed = true
-        try widget.save()
-        say(
-            meter.step(
-                "update", "\(kyoto.livingAccommodation?.placeName ?? "-") confirmed (isConfirmed = true)",
-                author: widget))
-
-        // 4. Upsert: inserting a trip with the same name and dates updates the existing one.
+        // 2. Upsert: inserting a trip with the same name and dates updates the existing one.
         let importer = ModelContext(container)
         importer.author = "import"
         let original = trips[2]
@@ -100,7 +98,31 @@ struct TripsTour {
                 + (again.persistentModelID == original.persistentModelID ? " (same identifier)" : "")
                 + ": destination \"\(again.destination)\", fetchCount \(countBefore) → \(countAfter)")
 
-        // 5. Delete: the cascade rules remove the trip's bucket list items and accommodation.
+        // 3. History: the app keeps a token; the widget's changes after it; then history deletion
+        // through them, so the saved token expires. What follows stays in history to look at.
+        try historyTour(store: store, container: container, app: app, reykjavik: trips[2], meter: &meter, say: say)
+
+        say("")
+        // 4. Fetch: this round's trips, by a #Predicate on dates, sorted by start date.
+        say(
+            "fetch   #Predicate { $0.startDate >= \(Self.day(start)) && $0.startDate < \(Self.day(end)) }, "
+                + "SortDescriptor(\\.startDate):")
+        // From a fresh context: `app` still holds its own, older copies of what other contexts saved.
+        for trip in try ModelContext(container).fetch(thisRound) { say("          " + Self.line(trip)) }
+
+        // 5. Update from another context: the widget confirms the Kyoto accommodation.
+        let widget = ModelContext(container)
+        widget.author = "widget"
+        let kyotoName = names.kyoto
+        let kyoto = try widget.fetch(FetchDescriptor<Trip>(predicate: #Predicate { $0.name == kyotoName })).first!
+        kyoto.livingAccommodation?.isConfirmed = true
+        try widget.save()
+        say(
+            meter.step(
+                "update", "\(kyoto.livingAccommodation?.placeName ?? "-") confirmed (isConfirmed = true)",
+                author: widget))
+
+        // 6. Delete: the cascade rules remove the trip's bucket list items and accommodation.
         let lisbon = trips[0]
         let itemsBefore = try app.fetchCount(FetchDescriptor<BucketListItem>())
         let staysBefore = try app.fetchCount(FetchDescriptor<LivingAccommodation>())
@@ -113,9 +135,6 @@ struct TripsTour {
                 "delete",
                 "\(names.lisbon) + cascade: \(itemsGone) items, \(staysGone) accommodation"
                     + (staysGone == 1 ? "" : "s"), author: app))
-
-        // 6. History: the app keeps a token; the widget's changes after it; then history deletion.
-        try historyTour(store: store, container: container, app: app, reykjavik: trips[2], meter: &meter, say: say)
 
         let syncCount = store.logStatistics.syncCount
         try store.close()
@@ -135,12 +154,18 @@ struct TripsTour {
         let saved = try JSONDecoder().decode(DefaultHistoryToken.self, from: savedJSON)
         say("history the app saves its token: \(saved.json)")
 
-        reykjavik.livingAccommodation = LivingAccommodation(address: "Laugavegur 11", placeName: "Hótel Borg")
-        try app.save()
-        say(meter.step("book", "Hótel Borg for \(reykjavik.name) (unconfirmed)", author: app))
+        // The booking goes through a fresh context of the app: `app` still holds Reykjavík as it
+        // inserted it, before the upsert, and a save sends whole models, so saving a change to
+        // its stale copy would write the old destination back over the upsert's.
+        let booking = ModelContext(container)
+        booking.author = "app"
+        let name = reykjavik.name
+        let trip = try booking.fetch(FetchDescriptor<Trip>(predicate: #Predicate { $0.name == name })).first!
+        trip.livingAccommodation = LivingAccommodation(address: "Laugavegur 11", placeName: "Hótel Borg")
+        try booking.save()
+        say(meter.step("book", "Hótel Borg for \(reykjavik.name) (unconfirmed)", author: booking))
         let widget = ModelContext(container)
         widget.author = "widget"
-        let name = reykjavik.name
         let stay = try widget.fetch(FetchDescriptor<Trip>(predicate: #Predicate { $0.name == name })).first?
             .livingAccommodation
         stay?.isConfirmed = true
@@ -231,7 +256,8 @@ struct TripsTour {
         say("  logstore replay \(directory)    # the models, folded from the log; --json for scripts")
         say("  logstore inspect \(directory)   # segments, records, bytes")
         say("  logstore verify \(directory)    # check every record")
-        say("  logstore history \(directory)   # the transactions after the low-water mark")
+        say("  logstore history \(directory)   # this round's update and delete, after the low-water mark")
+        say("  logstore dump \(directory)      # every record as stored, transactions decoded")
         say("Run the demo again to add round \(round + 1).")
     }
 

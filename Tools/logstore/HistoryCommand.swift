@@ -17,12 +17,20 @@ struct HistoryCommand: ParsableCommand {
             one object per transaction, {"token", "transactionIdentifier", "author", "timestamp", \
             "processIdentifier", "changes": [{"kind", "entity", "id", "values" | "tombstone"}]}, values \
             in AttributeValue's typed JSON form. A position in deleted history fails (exit code 2) with \
-            the token to resume after.
+            the token to resume after. When the log cannot be read to its end the listing says so (as JSON, \
+            a last line {"cutShort": {"offset", "byteCount", "file", "reason"}}); exit code 1 when that is damage.
+
+            --follow keeps running after the last transaction and prints each new one as any \
+            process saves it, like `tail -f`: it polls the log's end about every 100 ms (the live \
+            tail of an open store sees only its own process's saves; this reads the files). It stops \
+            after --limit transactions, or on Ctrl-C. If history deletion passes its position while \
+            it follows, it says so on standard error and goes on after the new low-water mark.
+
+            \(ToolExit.helpText)
             """
     )
 
-    @Argument(help: "The store directory.")
-    var directory: String
+    @OptionGroup var store: StoreOptions
 
     @Option(
         help: ArgumentHelp("List the transactions after this position (token > POS).", valueName: "POS"),
@@ -35,29 +43,92 @@ struct HistoryCommand: ParsableCommand {
     @Option(help: "List at most this many transactions.")
     var limit: Int?
 
-    @Flag(help: "Print JSON lines (the default when standard output is not a terminal).")
-    var json = false
+    @Flag(help: "Keep running and print new transactions as any process saves them (stops after --limit).")
+    var follow = false
 
     func validate() throws {
         if let limit, limit < 0 { throw ValidationError("--limit must be 0 or more, not \(limit).") }
     }
 
     func run() throws {
-        let transactions = try reportingFailures {
+        let directory = store.directory
+        let asJSON = store.printsJSON(whenPiped: true)
+        if follow {
+            try reportingFailures(directory: directory) {
+                try Self.follow(directory: directory, after: after, author: author, limit: limit) { transaction in
+                    let lines = try asJSON ? Self.jsonLines([transaction]) : Self.textLines(transaction)
+                    for line in lines { print(line) }
+                    fflush(nil)
+                    return true
+                }
+            }
+            return
+        }
+        let transactions = try reportingFailures(directory: directory) {
             try Self.fetch(directory: directory, after: after, author: author, limit: limit)
         }
         let lines =
-            json || isatty(STDOUT_FILENO) == 0
+            asJSON
             ? try reportingFailures { try Self.jsonLines(transactions) }
             : Self.text(transactions, directory: directory, after: after, author: author)
         for line in lines { print(line) }
+        // Read again after the listing: bytes the read stopped at are in the files' tail still.
+        let tail = (try? Log.openReadOnly(directory: directory)).flatMap { log in
+            defer { try? log.close() }
+            return log.recoveryReport.unreadTail
+        }
+        if let tail {
+            print(
+                asJSON
+                    ? try jsonText(CutShortLine(cutShort: CutShortJSON(tail)!), pretty: false)
+                    : "CUT SHORT: the log could not be read past offset \(tail.offset); later transactions are not listed.")
+        }
+        try finishRead(unreadTail: tail, directory: directory)
+    }
+
+    /// How long `--follow` waits before looking at the log's end again.
+    static let followInterval: Duration = .milliseconds(100)
+
+    /// The transactions after `after` (by `author`), then each new one as any process saves it:
+    /// polls the files every ``followInterval``. Stops after `limit` transactions, or when `emit`
+    /// returns `false`. History deleted past its position: a warning, then on after L.
+    static func follow(
+        directory: String, after: HistoryPosition?, author: String?, limit: Int?,
+        emit: (DefaultHistoryTransaction) throws -> Bool
+    ) throws {
+        var last: HistoryPosition? = after
+        var emitted = 0
+        if limit == 0 { return }
+        while true {
+            let batch: [DefaultHistoryTransaction]
+            do {
+                // The author is tested here, not in the predicate, so the position moves past
+                // every transaction read, matching or not.
+                batch = try fetch(directory: directory, after: last, author: nil, limit: nil, allExpiry: true)
+            } catch let error as LogStoreError where error.code == .historyTokenExpired {
+                let resume = error.resumeToken!
+                printError(
+                    "logstore: warning: history up to \(last?.text ?? "the start") was deleted while following; going on "
+                        + "after \(resume.json) (the transactions in between are gone).")
+                last = .token(resume)
+                continue
+            }
+            for transaction in batch {
+                last = .token(transaction.token)
+                if let author, transaction.author != author { continue }
+                guard try emit(transaction) else { return }
+                emitted += 1
+                if let limit, emitted >= limit { return }
+            }
+            if batch.isEmpty { Thread.sleep(forTimeInterval: Format.seconds(followInterval)) }
+        }
     }
 
     /// The transactions the options select, read-only. A position in deleted history becomes a
     /// ``CommandFailure`` naming the resume token.
-    static func fetch(directory: String, after: HistoryPosition?, author: String?, limit: Int?) throws
-        -> [DefaultHistoryTransaction]
-    {
+    static func fetch(
+        directory: String, after: HistoryPosition?, author: String?, limit: Int?, allExpiry: Bool = false
+    ) throws -> [DefaultHistoryTransaction] {
         do {
             var descriptor = HistoryDescriptor<DefaultHistoryTransaction>()
             switch (try after?.resolve(in: directory), author) {
@@ -68,7 +139,7 @@ struct HistoryCommand: ParsableCommand {
             }
             descriptor.fetchLimit = limit
             return try LogStore.fetchHistory(directory: directory, descriptor)
-        } catch let error as LogStoreError where error.code == .historyTokenExpired {
+        } catch let error as LogStoreError where error.code == .historyTokenExpired && !allExpiry {
             throw CommandFailure(
                 message: expiredSentence(
                     directory: directory, position: after,
@@ -105,32 +176,37 @@ struct HistoryCommand: ParsableCommand {
             return ["No history transactions\(scope) in \(directory)."]
         }
         var lines: [String] = []
-        for transaction in transactions {
-            let count = transaction.changes.count
-            lines.append(
-                "token@\(transaction.transactionIdentifier)  \(iso8601Microseconds(transaction.timestamp))  "
-                    + "\(transaction.author ?? "(no author)")  \(count) change\(count == 1 ? "" : "s")  "
-                    + "process \(transaction.processIdentifier)")
-            var rows: [[String]] = []
-            for change in transaction.changes {
-                let identifier = change.changedPersistentIdentifier
-                let (kind, values): (String, [String: AttributeValue]) =
-                    switch change {
-                    case .insert(let insert): ("insert", insert.values)
-                    case .update(let update): ("update", update.values)
-                    case .delete(let delete): ("delete", delete.tombstoneValues)
-                    }
-                let shown = values.sorted { $0.key < $1.key }.map { "\($0.key)=\(ReplayText.cell($0.value))" }
-                rows.append([
-                    kind, "\(identifier.entityName)/\(ReplayText.shortID(identifier.primaryKey))",
-                    shown.joined(separator: ", "),
-                ])
-            }
-            if !rows.isEmpty { lines.append(ReplayText.table(rows, indent: "    ")) }
-        }
+        for transaction in transactions { lines += textLines(transaction) }
         lines.append(
             "\(transactions.count) transaction\(transactions.count == 1 ? "" : "s"); the last one's token: "
                 + last.token.json)
+        return lines
+    }
+
+    /// One transaction: a line for it, an indented line per change.
+    static func textLines(_ transaction: DefaultHistoryTransaction) -> [String] {
+        var lines: [String] = []
+        let count = transaction.changes.count
+        lines.append(
+            "token@\(transaction.transactionIdentifier)  \(iso8601Microseconds(transaction.timestamp))  "
+                + "\(transaction.author ?? "(no author)")  \(count) change\(count == 1 ? "" : "s")  "
+                + "process \(transaction.processIdentifier)")
+        var rows: [[String]] = []
+        for change in transaction.changes {
+            let identifier = change.changedPersistentIdentifier
+            let (kind, values): (String, [String: AttributeValue]) =
+                switch change {
+                case .insert(let insert): ("insert", insert.values)
+                case .update(let update): ("update", update.values)
+                case .delete(let delete): ("delete", delete.tombstoneValues)
+                }
+            let shown = values.sorted { $0.key < $1.key }.map { "\($0.key)=\(ReplayText.cell($0.value))" }
+            rows.append([
+                kind, "\(identifier.entityName)/\(ReplayText.shortID(identifier.primaryKey))",
+                shown.joined(separator: ", "),
+            ])
+        }
+        if !rows.isEmpty { lines.append(ReplayText.table(rows, indent: "    ")) }
         return lines
     }
 }

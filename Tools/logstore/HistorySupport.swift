@@ -3,30 +3,6 @@ import Foundation
 import LogStore
 import LogStoreEngine
 
-/// A failure a command reports as one sentence on standard error, with its exit code.
-struct CommandFailure: Error, Equatable, CustomStringConvertible {
-    var message: String
-    var exitCode: ExitCode = storeErrorExitCode
-
-    var description: String { message }
-}
-
-/// Runs `body`; a ``CommandFailure`` becomes its sentence on standard error and its exit code,
-/// any other error its one-sentence description and exit code 2.
-func reportingFailures<Result>(_ body: () throws -> Result) throws(ExitCode) -> Result {
-    do {
-        return try body()
-    } catch let failure as CommandFailure {
-        printError("logstore: \(failure.message)")
-        throw failure.exitCode
-    } catch let exit as ExitCode {
-        throw exit
-    } catch {
-        printError("logstore: \(error)")
-        throw storeErrorExitCode
-    }
-}
-
 extension DefaultHistoryToken {
     /// The D6 JSON form, keys in its order: `{"v":1,"store":"<UUID>","offset":"<decimal>","check":<u32>}`.
     var json: String { jsonString }

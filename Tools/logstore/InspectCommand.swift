@@ -1,32 +1,37 @@
 import ArgumentParser
 import Foundation
+import LogStore
 import LogStoreEngine
 
 /// `logstore inspect <dir> [--json]`: the store's identity and a table of its segments.
 struct InspectCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "inspect",
-        abstract: "Show a store's identity, its segments (records, raw and stored bytes) and any unknown files.",
-        discussion: "Opens the store read-only: takes no lock, changes nothing, runs beside a live writer."
+        abstract:
+            "Show a store's identity, segments (records, raw and stored bytes), checkpoints, history low-water mark, consumers and writer.",
+        discussion: """
+            Opens the store read-only: takes no lock, changes nothing, runs beside a live writer. The \
+            writer is the process holding the store's LOCK file, found in /proc/locks.
+
+            \(ToolExit.helpText)
+            """
     )
 
-    @Argument(help: "The store directory.")
-    var directory: String
-
-    @Flag(help: "Print JSON instead of text.")
-    var json = false
+    @OptionGroup var store: StoreOptions
 
     func run() throws {
-        let inspection = try reportingStoreErrors { () throws(LogError) in try Log.inspect(directory: directory) }
-        if json {
-            try printJSON(InspectionJSON(inspection))
+        let directory = store.directory
+        let inspection = try reportingFailures { try Log.inspect(directory: directory) }
+        let model = try reportingFailures { try ModelLayerFacts.read(directory: directory) }
+        if store.json {
+            try printJSON(InspectionJSON(inspection, model: model))
         } else {
-            print(Self.text(inspection))
+            print(Self.text(inspection, model: model))
         }
-        warnAboutUnreadTail(inspection.unreadTail, directory: directory)
+        try finishRead(unreadTail: inspection.unreadTail, directory: directory)
     }
 
-    static func text(_ inspection: StoreInspection) -> String {
+    static func text(_ inspection: StoreInspection, model: ModelLayerFacts) -> String {
         var lines = [
             "Store    \(inspection.directory)",
             "ID       \(inspection.storeID)",
@@ -66,6 +71,28 @@ struct InspectCommand: ParsableCommand {
             "Index files: \(inspection.indexFiles.count)   Checkpoints: \(inspection.checkpointFiles.count)   "
                 + "Temporary files: \(list(inspection.temporaryFiles))")
         lines.append("Unknown files: \(list(inspection.unknownFiles))")
+        lines.append("")
+        lines.append(
+            "Checkpoints    "
+                + (inspection.checkpointFiles.isEmpty ? "none" : inspection.checkpointFiles.joined(separator: ", ")))
+        lines.append(
+            "Low-water mark "
+                + (model.lowWaterMark.map { "token@\($0.offset) (history at or before it is deleted)" }
+                    ?? "none (no history deleted)"))
+        if model.consumers.isEmpty {
+            lines.append("Consumers      none registered")
+        } else {
+            for (index, consumer) in model.consumers.enumerated() {
+                lines.append(
+                    (index == 0 ? "Consumers      " : "               ") + "\(consumer.name): "
+                        + (consumer.token.map { "processed through token@\($0.offset)" } ?? "nothing processed yet")
+                        + ", last active \(iso8601Microseconds(consumer.lastActivity))")
+            }
+        }
+        lines.append("Writer         " + (model.writer ?? "none (no process holds the writer's lock)"))
+        if inspection.unreadTail != nil {
+            lines.append("CUT SHORT: the log could not be read to its end; the counts above stop there.")
+        }
         return lines.joined(separator: "\n")
     }
 
@@ -102,8 +129,26 @@ struct InspectionJSON: Encodable {
     var checkpointFiles: [String]
     var temporaryFiles: [String]
     var unknownFiles: [String]
+    var lowWaterMark: DefaultHistoryToken?
+    var consumers: [ConsumerJSON]
+    /// The process holding the writer's lock, or `null`.
+    var writer: String?
+    /// Where the read stopped before the log's end, or `null` when it read everything.
+    var cutShort: CutShortJSON?
 
-    init(_ inspection: StoreInspection) {
+    struct ConsumerJSON: Encodable {
+        var name: String
+        var token: DefaultHistoryToken?
+        var lastActivity: String
+    }
+
+    init(_ inspection: StoreInspection, model: ModelLayerFacts) {
+        lowWaterMark = model.lowWaterMark
+        consumers = model.consumers.map {
+            ConsumerJSON(name: $0.name, token: $0.token, lastActivity: iso8601Microseconds($0.lastActivity))
+        }
+        writer = model.writer
+        cutShort = CutShortJSON(inspection.unreadTail)
         directory = inspection.directory
         storeID = inspection.storeID.uuidString
         formatVersion = inspection.formatVersion
@@ -124,5 +169,20 @@ struct InspectionJSON: Encodable {
         checkpointFiles = inspection.checkpointFiles
         temporaryFiles = inspection.temporaryFiles
         unknownFiles = inspection.unknownFiles
+    }
+}
+
+/// What `inspect` shows beyond the log: L, the registered consumers, the writer's process.
+struct ModelLayerFacts {
+    var lowWaterMark: DefaultHistoryToken?
+    var consumers: [ConsumerBookmark]
+    var writer: String?
+
+    /// Read without the lock; a store without models has no L and no consumers.
+    static func read(directory: String) throws -> ModelLayerFacts {
+        let lowWaterMark = try LogStore.historyLowWaterMark(directory: directory)
+        let consumers = try LogStore.replay(directory: directory).consumers
+        return ModelLayerFacts(
+            lowWaterMark: lowWaterMark, consumers: consumers, writer: LockHolder.find(directory: directory))
     }
 }

@@ -1,24 +1,27 @@
 import ArgumentParser
 
-/// `logstore`: inspect, verify, replay and try out a LogStore store directory.
+/// `logstore`: an operator's instrument for LogStore store directories.
 ///
-/// Exit codes: 0 success; 1 `verify` found corruption; 2 the store could not be read (missing,
-/// not a store, newer format, locked…), with one sentence on standard error; 64 a usage error.
+/// Exit codes (``ToolExit``): 0 ok; 1 damage found; 2 the store could not be read; 3 busy (another
+/// process holds the writer's lock); 4 not a store or a newer format; 64 usage.
 @main
 struct LogStoreCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "logstore",
-        abstract: "Inspect, verify, replay and try out LogStore store directories.",
+        abstract: "Inspect, verify, replay, dump, export, import, compact and repair LogStore stores.",
         discussion: """
             A store is a directory holding store.meta, segment files named by their 20-digit base \
-            offset, their index files and a LOCK file. `inspect`, `verify`, `replay` and `history` take no \
-            lock and change nothing, so they run beside a live writer.
+            offset, their index files, checkpoints and a LOCK file. The read commands (inspect, \
+            verify, replay, history, dump, export) take no lock and change nothing, so they run beside \
+            a live writer and see a consistent prefix of its log. The write commands (compact, repair, \
+            import, demo) take the writer's lock; when another process holds it they refuse, naming \
+            that process.
 
-            Exit codes: 0 success, 1 verify found corruption, 2 the store could not be read.
+            \(ToolExit.helpText)
             """,
         subcommands: [
-            InspectCommand.self, VerifyCommand.self, ReplayCommand.self, HistoryCommand.self, CompactCommand.self,
-            RepairCommand.self, DemoCommand.self,
+            InspectCommand.self, VerifyCommand.self, ReplayCommand.self, HistoryCommand.self, DumpCommand.self,
+            ExportCommand.self, ImportCommand.self, CompactCommand.self, RepairCommand.self, DemoCommand.self,
         ]
     )
 }

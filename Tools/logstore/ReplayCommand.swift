@@ -22,15 +22,18 @@ struct ReplayCommand: ParsableCommand {
             at that position (inclusive), folding from the newest checkpoint at or before it. The \
             position is a history token's JSON form {"v":1,"store":"<UUID>","offset":"<decimal>","check":<u32>} \
             (its store and check are verified) or a bare log offset; it must start a transaction \
-            record within the log, else the command says why and exits with code 2.
+            record within the log, else the command says why and exits with code 2. --entity NAME \
+            shows only that entity.
+
+            When the log cannot be read to its end (a torn tail, an append in flight, damage), the \
+            state shown stops there: a warning says so on standard error and the JSON has \
+            "cutShort": {"offset", "byteCount", "file", "reason"} (null when the whole log was read).
+
+            \(ToolExit.helpText)
             """
     )
 
-    @Argument(help: "The store directory.")
-    var directory: String
-
-    @Flag(help: "Print JSON (the default when standard output is not a terminal).")
-    var json = false
+    @OptionGroup var store: StoreOptions
 
     @Option(
         help: ArgumentHelp(
@@ -38,18 +41,45 @@ struct ReplayCommand: ParsableCommand {
                 + "a history token's JSON form or a bare log offset.", valueName: "position"))
     var until: String?
 
+    @Option(help: ArgumentHelp("Show only this entity's models.", valueName: "NAME"))
+    var entity: String?
+
     func run() throws {
-        let state = try reportingErrors { try Self.state(directory: directory, until: until) }
+        let directory = store.directory
+        let progress = ProgressBar.start("replay")
+        defer { progress.finish() }
+        var state = try reportingErrors(directory: directory) { try Self.state(directory: directory, until: until) }
+        progress.finish()
         guard state.schemaVersion != nil else {
             printError("logstore: " + Self.noSchemaSentence(directory))
             throw storeErrorExitCode
         }
-        if json || isatty(STDOUT_FILENO) == 0 {
+        if let entity {
+            state = try reportingFailures { try Self.only(entity, in: state) }
+        }
+        if store.printsJSON(whenPiped: true) {
             try printJSON(ReplayJSON(state))
         } else {
             print(Self.text(state))
+            if state.unreadTail != nil {
+                print("CUT SHORT: the log could not be read to its end; the models above are those before offset "
+                    + "\(state.unreadTail!.offset).")
+            }
         }
-        warnAboutUnreadTail(state.unreadTail, directory: directory)
+        try finishRead(unreadTail: state.unreadTail, directory: directory)
+    }
+
+    /// `state` with only the entity `name`; a usage error naming the entities when it has none.
+    static func only(_ name: String, in state: StoreState) throws -> StoreState {
+        guard let entity = state.entity(named: name) else {
+            throw CommandFailure(
+                message: "The store has no entity \(name); its entities are "
+                    + state.entities.map(\.name).joined(separator: ", ") + ".",
+                exitCode: ToolExit.usage)
+        }
+        var only = state
+        only.entities = [entity]
+        return only
     }
 
     /// What the command shows: the whole log folded, or the state as of `--until`.
@@ -58,16 +88,12 @@ struct ReplayCommand: ParsableCommand {
     {
         guard let until else { return try LogStore.replay(directory: directory, fileSystem: fileSystem) }
         guard let position = HistoryPosition(parsing: until) else {
-            throw ValidationFailure(
-                description: "--until takes a history token's JSON form "
-                    + #"({"v":1,"store":"<UUID>","offset":"<decimal>","check":<u32>}) or a bare log offset, not \#(until)."#
-            )
+            throw CommandFailure(
+                message: "--until takes a history token's JSON form "
+                    + #"({"v":1,"store":"<UUID>","offset":"<decimal>","check":<u32>}) or a bare log offset, not \#(until)."#,
+                exitCode: ToolExit.usage)
         }
         return try LogStore.replay(directory: directory, fileSystem: fileSystem, until: position)
-    }
-
-    struct ValidationFailure: Error, CustomStringConvertible {
-        var description: String
     }
 
     /// Why a store without a schema record has no models, in one sentence.
@@ -199,8 +225,28 @@ struct ReplayJSON: Encodable {
     /// Attribute names per entity, in the stored schema's order.
     var attributes: [String: [String]]
     var entities: [String: [Model]]
+    /// Where the fold stopped before the log's end, or null when it read the whole log.
+    var cutShort: CutShortJSON?
+
+    private enum CodingKeys: String, CodingKey {
+        case store, storeID, schemaVersion, transactions, lastToken, checkpoint, attributes, entities, cutShort
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(store, forKey: .store)
+        try container.encode(storeID, forKey: .storeID)
+        try container.encode(schemaVersion, forKey: .schemaVersion)
+        try container.encode(transactions, forKey: .transactions)
+        try container.encode(lastToken, forKey: .lastToken)
+        try container.encode(checkpoint, forKey: .checkpoint)
+        try container.encode(attributes, forKey: .attributes)
+        try container.encode(entities, forKey: .entities)
+        try container.encode(cutShort, forKey: .cutShort)  // null: the whole log was read
+    }
 
     init(_ state: StoreState) {
+        cutShort = CutShortJSON(state.unreadTail)
         store = state.directory
         storeID = state.storeIdentifier.uuidString
         schemaVersion = state.schemaVersion

@@ -11,19 +11,22 @@ struct VerifyCommand: ParsableCommand {
             Read-only: takes no lock and changes nothing. Does not stop at the first damage: after a \
             bad record it finds the next good one and goes on. Exit code 0 when there is no \
             corruption (warnings, such as a torn tail the next open cuts, are printed but pass), 1 when \
-            there is, 2 when the store cannot be read at all.
+            there is, 2 when the store cannot be read at all. A progress bar shows on standard error \
+            when it is a terminal and the check takes longer than a second.
+
+            \(ToolExit.helpText)
             """
     )
 
-    @Argument(help: "The store directory.")
-    var directory: String
-
-    @Flag(help: "Print JSON instead of text.")
-    var json = false
+    @OptionGroup var store: StoreOptions
 
     func run() throws {
+        let directory = store.directory
+        let progress = ProgressBar.start("verify")
+        defer { progress.finish() }
         let report = try reportingStoreErrors { () throws(LogError) in try Log.verify(directory: directory) }
-        if json {
+        progress.finish()
+        if store.json {
             try printJSON(VerificationJSON(report))
         } else {
             print(Self.text(report))

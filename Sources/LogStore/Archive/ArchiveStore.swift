@@ -10,7 +10,7 @@ import Synchronization
 /// let container = try ModelContainer(for: sampleTripsModels, configuration: configuration)
 /// ```
 ///
-/// Saves have LogStore's semantics because they run LogStore's resolver (``SaveResolver``) over
+/// Saves have LogStore's semantics because they run LogStore's resolver (`SaveResolver`) over
 /// the file's state: permanent identifiers are random UUIDs, references among the save's
 /// inserts are rewritten, a unique collision upserts, delete rules and value checks apply, and a
 /// refused save throws ``LogStoreError`` and leaves the file untouched. There is no history: the
@@ -22,12 +22,15 @@ import Synchronization
 /// always either the old or the new state. Saves are serialized per file within a process; two
 /// processes must not write one archive at the same time.
 public final class ArchiveStore: DataStore, Sendable {
+    /// The snapshot type it exchanges with contexts.
     public typealias Snapshot = DefaultSnapshot
 
     /// The version of the file layout this code writes and reads.
     public static let formatVersion = 1
 
+    /// The configuration it was opened with.
     public let configuration: ArchiveStoreConfiguration
+    /// The schema it works with (the configuration's).
     public let schema: Schema
     /// The store's UUID, kept in the file; permanent identifiers carry it.
     public let identifier: String
@@ -95,10 +98,12 @@ public final class ArchiveStore: DataStore, Sendable {
         try stateForFetch(of: T.entityName).fetchResult(request, storeIdentifier: identifier)
     }
 
+    /// How many models of the entity the request selects.
     public func fetchCount<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> Int {
         try stateForFetch(of: T.entityName).fetchCount(request)
     }
 
+    /// The identifiers of the models the request selects, in fetch order.
     public func fetchIdentifiers<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws
         -> [PersistentIdentifier]
     {
@@ -128,7 +133,7 @@ public final class ArchiveStore: DataStore, Sendable {
 
     // MARK: Save
 
-    /// Reads the file, resolves the request against it (``SaveResolver``, as LogStore), applies
+    /// Reads the file, resolves the request against it (`SaveResolver`, as LogStore), applies
     /// the changes and writes the whole file back. A save that changes nothing writes nothing.
     public func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) throws -> DataStoreSaveChangesResult<
         DefaultSnapshot

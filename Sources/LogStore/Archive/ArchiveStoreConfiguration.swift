@@ -8,9 +8,12 @@ import LogStoreEngine
 /// let container = try ModelContainer(for: Trip.self, BucketListItem.self, configurations: configuration)
 /// ```
 public struct ArchiveStoreConfiguration: DataStoreConfiguration, Sendable {
+    /// The store this configuration opens.
     public typealias Store = ArchiveStore
 
+    /// The configuration's name (`"default"` unless given).
     public var name: String
+    /// The schema to open with; ``ModelContainer`` sets it from its model types.
     public var schema: Schema?
     /// The JSON file holding the whole store (its directory is created when missing).
     public var fileURL: URL
@@ -25,6 +28,7 @@ public struct ArchiveStoreConfiguration: DataStoreConfiguration, Sendable {
     /// Not part of the configuration's identity (`==`, `hash`).
     public var fileSystem: any FileSystem = PosixFileSystem()
 
+    /// An archive in the file at `fileURL`.
     public init(name: String = "default", schema: Schema? = nil, fileURL: URL, isDurable: Bool = true) {
         self.name = name
         self.schema = schema
@@ -32,6 +36,7 @@ public struct ArchiveStoreConfiguration: DataStoreConfiguration, Sendable {
         self.isDurable = isDurable
     }
 
+    /// An archive in the file at `path`.
     public init(name: String = "default", schema: Schema? = nil, path: String, isDurable: Bool = true) {
         self.init(name: name, schema: schema, fileURL: URL(fileURLWithPath: path), isDurable: isDurable)
     }
@@ -39,11 +44,13 @@ public struct ArchiveStoreConfiguration: DataStoreConfiguration, Sendable {
     /// The file's path.
     public var path: String { fileURL.standardizedFileURL.path }
 
+    /// Equal when every option but the file system is equal.
     public static func == (lhs: Self, rhs: Self) -> Bool {
         lhs.name == rhs.name && lhs.schema == rhs.schema && lhs.fileURL == rhs.fileURL && lhs.isDurable == rhs.isDurable
             && lhs.uniqueCollisionPolicy == rhs.uniqueCollisionPolicy
     }
 
+    /// Hashes the name, file, durability and collision policy.
     public func hash(into hasher: inout Hasher) {
         hasher.combine(name)
         hasher.combine(fileURL)

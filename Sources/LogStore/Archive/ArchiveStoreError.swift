@@ -21,6 +21,7 @@ public enum ArchiveStoreError: Error, Sendable, Equatable, CustomStringConvertib
     /// The state could not be encoded as JSON.
     case encodingFailed(reason: String)
 
+    /// A sentence saying what failed, on which file, and why.
     public var description: String {
         switch self {
         case .io(let operation, let path, let code):

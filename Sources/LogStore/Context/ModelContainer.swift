@@ -9,6 +9,7 @@ import Foundation
 /// ```
 public final class ModelContainer: @unchecked Sendable {
     // @unchecked: immutable after init; the store does its own locking.
+    /// The schema of the container's model types (and of those their relationships reach).
     public let schema: Schema
     let store: any ModelStore
     let modelTypes: [String: any PersistentModel.Type]
@@ -30,8 +31,48 @@ public final class ModelContainer: @unchecked Sendable {
         try self.init(for: types, configuration: configurations)
     }
 
-    public init<Configuration: DataStoreConfiguration>(
+    /// Opens the store the configuration describes, for these model types and those their
+    /// relationships reach; the configuration's schema is replaced by theirs. Without a migration
+    /// plan: additions and `originalName` renames are still recorded. Throws what the store's open
+    /// throws: a ``LogStoreError`` (``LogStoreError/Code/locked``,
+    /// ``LogStoreError/Code/schemaMismatch``, ``LogStoreError/Code/corruption``…) for a
+    /// ``LogStoreConfiguration``.
+    public convenience init<Configuration: DataStoreConfiguration>(
         for types: [any PersistentModel.Type], configuration: Configuration
+    ) throws where Configuration.Store.Snapshot == DefaultSnapshot {
+        try self.init(for: types, migrationPlan: nil, configuration: configuration)
+    }
+
+    /// SwiftData's `ModelContainer(for: Trip.self, migrationPlan: TripsMigrationPlan.self,
+    /// configurations: configuration)`: opens the store and, when the store records an older
+    /// version of the plan's schemas, runs the plan's stages up to the version of these types
+    /// (``SchemaMigrationPlan``).
+    public convenience init<Configuration: DataStoreConfiguration>(
+        for types: any PersistentModel.Type..., migrationPlan: (any SchemaMigrationPlan.Type)?,
+        configurations: Configuration
+    ) throws where Configuration.Store.Snapshot == DefaultSnapshot {
+        try self.init(for: types, migrationPlan: migrationPlan, configuration: configurations)
+    }
+
+    /// SwiftData's `ModelContainer(for: schema, migrationPlan: plan, configurations: configuration)`;
+    /// the schema is usually `Schema(versionedSchema: TripsSchemaV3.self)`.
+    public convenience init<Configuration: DataStoreConfiguration>(
+        for schema: Schema, migrationPlan: (any SchemaMigrationPlan.Type)?, configurations: Configuration...
+    ) throws where Configuration.Store.Snapshot == DefaultSnapshot {
+        guard let configuration = configurations.first, configurations.count == 1 else {
+            throw LogStoreError.unsupportedFeature(
+                "A ModelContainer opens exactly one configuration (got "
+                    + "\(configurations.count)); open one container per store.")
+        }
+        try self.init(for: try Self.types(of: schema), migrationPlan: migrationPlan, configuration: configuration)
+    }
+
+    /// Opens the store the configuration describes for these model types (the configuration's
+    /// own schema, if any, is replaced by theirs), handing the plan to the store's
+    /// `init(_:migrationPlan:)`.
+    public init<Configuration: DataStoreConfiguration>(
+        for types: [any PersistentModel.Type], migrationPlan: (any SchemaMigrationPlan.Type)?,
+        configuration: Configuration
     ) throws where Configuration.Store.Snapshot == DefaultSnapshot {
         let modelTypes = ModelTypes(types)
         let schema = Schema(modelTypes.all.map { $0.schemaEntity })
@@ -39,11 +80,18 @@ public final class ModelContainer: @unchecked Sendable {
         configuration.schema = schema
         self.schema = schema
         self.modelTypes = modelTypes.byEntityName
-        self.store = StoreBox(try Configuration.Store(configuration, migrationPlan: nil))
+        self.store = StoreBox(try Configuration.Store(configuration, migrationPlan: migrationPlan))
+    }
+
+    /// A container over a store made elsewhere (a migration stage's staged models).
+    init(schema: Schema, modelTypes: [String: any PersistentModel.Type], store: any ModelStore) {
+        self.schema = schema
+        self.modelTypes = modelTypes
+        self.store = store
     }
 
     /// SwiftData's `ModelContainer(for: schema, configurations: [configuration])`: the schema's
-    /// entities must be those of model types (``Schema/init(_:)-([any PersistentModel.Type])``).
+    /// entities must be those of model types (``Schema/init(_:)-([PersistentModel.])``).
     public convenience init<Configuration: DataStoreConfiguration>(
         for schema: Schema, configurations: [Configuration]
     ) throws where Configuration.Store.Snapshot == DefaultSnapshot {
@@ -65,7 +113,12 @@ public final class ModelContainer: @unchecked Sendable {
     private convenience init<Configuration: DataStoreConfiguration>(
         for schema: Schema, configuration: Configuration
     ) throws where Configuration.Store.Snapshot == DefaultSnapshot {
-        let types = try schema.entities.map { entity throws -> any PersistentModel.Type in
+        try self.init(for: try Self.types(of: schema), configuration: configuration)
+    }
+
+    /// The model types of a schema built from types.
+    private static func types(of schema: Schema) throws -> [any PersistentModel.Type] {
+        try schema.entities.map { entity throws -> any PersistentModel.Type in
             guard let type = schema.modelTypes[entity.name] else {
                 throw LogStoreError.unsupportedFeature(
                     "The schema's entity \(entity.name) has no model type: build the "
@@ -73,7 +126,6 @@ public final class ModelContainer: @unchecked Sendable {
             }
             return type
         }
-        try self.init(for: types, configuration: configuration)
     }
 
     /// The store behind the container, for store-specific calls (checkpoints, history, close).
@@ -97,7 +149,7 @@ public final class ModelContainer: @unchecked Sendable {
     /// Saves what the main context has not saved yet (SwiftData's autosave, which would otherwise
     /// run on the main actor's next turn), then closes the store: its log is synced and closed and
     /// its directory lock released. Afterwards every fetch, history fetch and save through a
-    /// context of this container throws ``LogError/Code/closed``. Closing twice is harmless. A
+    /// context of this container throws `LogError.Code.closed`. Closing twice is harmless. A
     /// custom ``DataStore`` without a close of its own is left as it is.
     ///
     /// Main-actor isolated, like ``mainContext``, whose unsaved changes only the main actor may

@@ -19,7 +19,8 @@ extension ModelContext {
             result = try container.store.fetch(DataStoreFetchRequest(descriptor: descriptor))
         } catch let error as DataStoreError where error == .preferInMemoryFilter || error == .preferInMemorySort {
             evaluatesHere = true
-            result = try container.store.fetch(DataStoreFetchRequest(descriptor: FetchDescriptor<T>()))
+            // Narrowed by the saved values only when no unsaved change of `T` takes part.
+            result = try fetchCandidates(descriptor, narrowed: !mustFilterHere)
         }
         // A store is code the context does not control: whatever it returns, the context hands
         // back only models of the entity asked for, and never more than the limit.
@@ -36,6 +37,23 @@ extension ModelContext {
         let start = min(models.count, max(0, descriptor.fetchOffset ?? 0))
         let end = descriptor.fetchLimit.map { min(models.count, start + max(0, $0)) } ?? models.count
         return Array(models[start..<end])
+    }
+
+    /// What the context evaluates a declined descriptor over: with `narrowed`, the rows whose
+    /// saved values match the predicate's `&&` terms the store recognises (LogStore filters by
+    /// those and returns a superset); otherwise, or when the store declines that too, every row
+    /// of the entity.
+    private func fetchCandidates<T: PersistentModel>(_ descriptor: FetchDescriptor<T>, narrowed: Bool) throws
+        -> DataStoreFetchResult<T, DefaultSnapshot>
+    {
+        if narrowed, descriptor.predicate != nil {
+            var candidates = FetchDescriptor<T>(predicate: descriptor.predicate)
+            candidates.candidatesOnly = true
+            do {
+                return try container.store.fetch(DataStoreFetchRequest(descriptor: candidates))
+            } catch let error as DataStoreError where error == .preferInMemoryFilter || error == .preferInMemorySort {}
+        }
+        return try container.store.fetch(DataStoreFetchRequest(descriptor: FetchDescriptor<T>()))
     }
 
     /// Whether unsaved inserts, deletes or changes of `T` take part in the fetch, so the store's

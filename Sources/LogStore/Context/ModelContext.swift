@@ -13,6 +13,7 @@ import Foundation
 /// Changes are found at save time by comparing each registered instance's values with those
 /// last saved or fetched (DECISIONS.md D9).
 public final class ModelContext {
+    /// The container whose store this context reads and saves.
     public let container: ModelContainer
     /// Recorded as the author of this context's transactions.
     public var author: String?
@@ -32,10 +33,10 @@ public final class ModelContext {
     /// registered: then saves compare every registered model's values with its saved ones.
     var hasUntrackedModels = false
 
-    /// Whether changes are saved without a call to ``save()``: on the main actor's next turn
+    /// Whether changes are saved without a call to ``save()-7kswr``: on the main actor's next turn
     /// after an insert, a delete or (for models that track their changes) a property change.
     /// On for ``ModelContainer/mainContext``, off for contexts you make. Autosave errors are
-    /// kept in ``lastAutosaveError``; call ``save()`` yourself where you must know.
+    /// kept in ``lastAutosaveError``; call ``save()-7kswr`` yourself where you must know.
     public var autosaveEnabled = false
     /// The error of the last autosave that failed, if any (cleared by a successful save).
     public private(set) var lastAutosaveError: (any Error)?
@@ -44,6 +45,8 @@ public final class ModelContext {
     /// An autosave is scheduled and has not run yet.
     private var autosaveScheduled = false
 
+    /// A new context on the container's store, with no registered models, no author and autosave
+    /// off.
     public init(_ container: ModelContainer) {
         self.container = container
     }
@@ -70,7 +73,7 @@ public final class ModelContext {
         }
     }
 
-    /// Registers a new model; it is saved with the next ``save()``. Related unsaved models are
+    /// Registers a new model; it is saved with the next ``save()-7kswr``. Related unsaved models are
     /// inserted with it at save time.
     public func insert<T: PersistentModel>(_ model: T) {
         let identifier = model.persistentModelID

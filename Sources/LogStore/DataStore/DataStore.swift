@@ -9,28 +9,45 @@ public protocol DataStoreConfiguration: Hashable {
     /// The WWDC24 beta's name of ``Store`` (`typealias StoreType = JSONStore` in the session's
     /// code); new code declares `Store`.
     associatedtype StoreType: DataStore = Store
+    /// The configuration's name (`"default"` unless given).
     var name: String { get }
+    /// The schema the store opens with. ``ModelContainer`` sets it to the schema of its model
+    /// types; `nil` asks a store that records its schema to use the stored one.
     var schema: Schema? { get set }
 }
 
 /// The plug-in point behind a ``ModelContext`` (SwiftData's `DataStore`): fetch snapshots, save
 /// changes. ``LogStore`` and ``ArchiveStore`` conform; the same context code runs on either.
 public protocol DataStore: AnyObject {
+    /// The configuration type that opens this store.
     associatedtype Configuration: DataStoreConfiguration where Configuration.Store == Self
+    /// The snapshot type the store exchanges with a context (``DefaultSnapshot`` for a
+    /// ``ModelContainer``).
     associatedtype Snapshot: DataStoreSnapshot
 
+    /// The configuration the store was opened with.
     var configuration: Configuration { get }
     /// The identifier permanent ``PersistentIdentifier``s of this store carry.
     var identifier: String { get }
+    /// The schema the store works with.
     var schema: Schema { get }
 
+    /// Opens (or creates) the store the configuration describes. ``ModelContainer`` passes no
+    /// migration plan (see ``SchemaMigrationPlan``).
     init(_ configuration: Configuration, migrationPlan: (any SchemaMigrationPlan.Type)?) throws
 
+    /// The snapshots of the request's entity that its descriptor selects, sorted and windowed —
+    /// or ``DataStoreError/preferInMemoryFilter`` / ``DataStoreError/preferInMemorySort`` for a
+    /// predicate or sort the store leaves to the context.
     func fetch<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> DataStoreFetchResult<T, Snapshot>
+    /// How many models the request selects.
     func fetchCount<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> Int
+    /// The identifiers of the models the request selects, in fetch order.
     func fetchIdentifiers<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> [PersistentIdentifier]
+    /// Applies one save's inserts, updates and deletes (see ``DataStoreSaveChangesRequest`` for the
+    /// contract) and says what it did.
     func save(_ request: DataStoreSaveChangesRequest<Snapshot>) throws -> DataStoreSaveChangesResult<Snapshot>
-    /// `save` for `async` callers (``ModelContext/save()-3r2ie``): a store that waits for the disk
+    /// `save` for `async` callers (``ModelContext/save()-6j8k0``): a store that waits for the disk
     /// should suspend instead of blocking a thread of the cooperative pool. The default calls the
     /// synchronous ``save(_:)``.
     func save(_ request: DataStoreSaveChangesRequest<Snapshot>) async throws -> DataStoreSaveChangesResult<Snapshot>
@@ -44,16 +61,20 @@ public protocol DataStore: AnyObject {
 }
 
 extension DataStore {
+    /// Counts the snapshots of ``fetch(_:)``.
     public func fetchCount<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> Int {
         try fetch(request).fetchedSnapshots.count
     }
 
+    /// The identifiers of the snapshots of ``fetch(_:)``.
     public func fetchIdentifiers<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws
         -> [PersistentIdentifier]
     {
         try fetch(request).fetchedSnapshots.map(\.persistentIdentifier)
     }
 
+    /// Calls the synchronous ``save(_:)`` (a store that waits for the disk should implement this
+    /// itself and suspend).
     public func save(_ request: DataStoreSaveChangesRequest<Snapshot>) async throws -> DataStoreSaveChangesResult<
         Snapshot
     > {
@@ -72,6 +93,8 @@ extension DataStore {
         try save(request)
     }
 
+    /// Fetches the whole entity and keeps the snapshots of `identifiers` that are still stored, in
+    /// the order given.
     public func fetch<T: PersistentModel>(_ identifiers: [PersistentIdentifier], of type: T.Type) throws
         -> DataStoreFetchResult<T, Snapshot>
     {
@@ -83,16 +106,15 @@ extension DataStore {
     }
 }
 
-/// Placeholder for SwiftData's migration plans: LogStore migrates by additive schema records
-/// (DECISIONS.md D5); no plan is needed or used.
-public protocol SchemaMigrationPlan {}
-
 /// A fetch handed to a store.
 public struct DataStoreFetchRequest<T: PersistentModel>: @unchecked Sendable {
     // @unchecked: carries a FetchDescriptor (see there).
+    /// What to fetch.
     public var descriptor: FetchDescriptor<T>
+    /// The entity to fetch from: `T`'s ``PersistentModel/entityName``.
     public var entityName: String { T.entityName }
 
+    /// A request for what `descriptor` selects.
     public init(descriptor: FetchDescriptor<T>) {
         self.descriptor = descriptor
     }
@@ -101,11 +123,14 @@ public struct DataStoreFetchRequest<T: PersistentModel>: @unchecked Sendable {
 /// What a store fetched.
 public struct DataStoreFetchResult<T: PersistentModel, Snapshot: DataStoreSnapshot>: @unchecked Sendable {
     // @unchecked: carries a FetchDescriptor (see there).
+    /// The descriptor of the request answered.
     public var descriptor: FetchDescriptor<T>
+    /// The selected models' snapshots, in fetch order.
     public var fetchedSnapshots: [Snapshot]
     /// Snapshots of models the fetched ones refer to, keyed by identifier.
     public var relatedSnapshots: [PersistentIdentifier: Snapshot]
 
+    /// A result with the fetched snapshots and, optionally, those of the models they refer to.
     public init(
         descriptor: FetchDescriptor<T>, fetchedSnapshots: [Snapshot],
         relatedSnapshots: [PersistentIdentifier: Snapshot] = [:]
@@ -130,12 +155,16 @@ public struct DataStoreFetchResult<T: PersistentModel, Snapshot: DataStoreSnapsh
 /// A store returns from `fetch` snapshots of the requested entity (the context drops any
 /// other), at most `fetchLimit` of them unless it declined the predicate or sort.
 public struct DataStoreSaveChangesRequest<Snapshot: DataStoreSnapshot>: Sendable {
+    /// New models, with temporary identifiers.
     public var inserted: [Snapshot]
+    /// Changed models, whole, with permanent identifiers.
     public var updated: [Snapshot]
+    /// Models to delete.
     public var deleted: [Snapshot]
     /// The editing state: who saves.
     public var editingState: EditingState
 
+    /// A save of these changes by the editing state's author.
     public init(
         editingState: EditingState = EditingState(), inserted: [Snapshot] = [], updated: [Snapshot] = [],
         deleted: [Snapshot] = []
@@ -149,8 +178,10 @@ public struct DataStoreSaveChangesRequest<Snapshot: DataStoreSnapshot>: Sendable
 
 /// Who is saving (SwiftData's `EditingState`).
 public struct EditingState: Sendable, Hashable {
+    /// The saving context's ``ModelContext/author``, recorded with the transaction in history.
     public var author: String?
 
+    /// An editing state with this author (none by default).
     public init(author: String? = nil) {
         self.author = author
     }
@@ -158,6 +189,7 @@ public struct EditingState: Sendable, Hashable {
 
 /// What a save did.
 public struct DataStoreSaveChangesResult<Snapshot: DataStoreSnapshot>: Sendable {
+    /// The ``DataStore/identifier`` of the store that saved.
     public var storeIdentifier: String
     /// Temporary identifier → permanent identifier, for every insert.
     public var remappedIdentifiers: [PersistentIdentifier: PersistentIdentifier]
@@ -168,6 +200,7 @@ public struct DataStoreSaveChangesResult<Snapshot: DataStoreSnapshot>: Sendable 
     /// for stores without history).
     public var token: DefaultHistoryToken?
 
+    /// A result with every part given (only the store's identifier is required).
     public init(
         storeIdentifier: String, remappedIdentifiers: [PersistentIdentifier: PersistentIdentifier] = [:],
         snapshotsToReregister: [PersistentIdentifier: Snapshot] = [:], token: DefaultHistoryToken? = nil
@@ -203,8 +236,12 @@ public struct DataStoreSaveChangesResult<Snapshot: DataStoreSnapshot>: Sendable 
 /// and `preferInMemorySort` ask the context to evaluate the predicate or sort itself (then the
 /// store is asked again without them, and the context also applies limit and offset).
 public enum DataStoreError: Error, Sendable, Equatable {
+    /// The store does not do this at all (for example ``DataStore/erase()`` by default).
     case unsupportedFeature
+    /// The store cannot evaluate this predicate: the context evaluates it instead.
     case preferInMemoryFilter
+    /// The store cannot evaluate this sort: the context sorts instead.
     case preferInMemorySort
+    /// SwiftData's case for a predicate that cannot be evaluated at all; no store here throws it.
     case invalidPredicate
 }

@@ -18,13 +18,17 @@ import LogStoreEngine
 /// ```
 ///
 /// Corruption is reported one way: code ``Code/corruption`` with the file and offset, whether a
-/// record failed its checksum in the log (``underlying`` holds the log's ``LogError``) or its
+/// record failed its checksum in the log (``underlying`` holds the log's `LogError`) or its
 /// payload did not decode.
 public struct LogStoreError: Error, Sendable, Equatable, CustomStringConvertible {
     /// What went wrong, as a stable name (its raw value) and a ``Family``.
     public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        /// The code's stable name, e.g. `"historyTokenExpired"` (the log's codes keep the log's names).
         public let rawValue: String
+        /// The code with this name; a name this version does not define is a valid code of family
+        /// ``Family/storage``.
         public init(rawValue: String) { self.rawValue = rawValue }
+        /// The raw value.
         public var description: String { rawValue }
 
         /// The group of codes a caller usually reacts to alike.
@@ -33,8 +37,11 @@ public struct LogStoreError: Error, Sendable, Equatable, CustomStringConvertible
 
     /// Groups of codes: what a caller usually does about them.
     public struct Family: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        /// The family's stable name, e.g. `"corruption"`.
         public let rawValue: String
+        /// The family with this name.
         public init(rawValue: String) { self.rawValue = rawValue }
+        /// The raw value.
         public var description: String { rawValue }
 
         /// The schema in code does not fit the store (or names something it lacks): fix the code.
@@ -95,6 +102,7 @@ public struct LogStoreError: Error, Sendable, Equatable, CustomStringConvertible
     /// The code's family.
     public var family: Family { code.family }
 
+    /// The ``message``.
     public var description: String { message }
 }
 
@@ -208,25 +216,46 @@ public func ~= (pattern: LogStoreError.Family, value: LogStoreError) -> Bool {
 extension LogStoreError {
     // Each code is also a static member of LogStoreError, so `catch LogStoreError.modelNotFound`
     // reads like the factory that made the error (`throw .modelNotFound(identifier)`).
+    /// ``Code/schemaMismatch``, so that `catch LogStoreError.schemaMismatch` matches by code.
     public static let schemaMismatch = Code.schemaMismatch
+    /// ``Code/unknownEntity``, so that `catch LogStoreError.unknownEntity` matches by code.
     public static let unknownEntity = Code.unknownEntity
+    /// ``Code/unknownAttribute``, so that `catch LogStoreError.unknownAttribute` matches by code.
     public static let unknownAttribute = Code.unknownAttribute
+    /// ``Code/valueTypeMismatch``, so that `catch LogStoreError.valueTypeMismatch` matches by code.
     public static let valueTypeMismatch = Code.valueTypeMismatch
+    /// ``Code/missingValue``, so that `catch LogStoreError.missingValue` matches by code.
     public static let missingValue = Code.missingValue
+    /// ``Code/missingReference``, so that `catch LogStoreError.missingReference` matches by code.
     public static let missingReference = Code.missingReference
+    /// ``Code/modelNotFound``, so that `catch LogStoreError.modelNotFound` matches by code.
     public static let modelNotFound = Code.modelNotFound
+    /// ``Code/foreignIdentifier``, so that `catch LogStoreError.foreignIdentifier` matches by code.
     public static let foreignIdentifier = Code.foreignIdentifier
+    /// ``Code/deleteDenied``, so that `catch LogStoreError.deleteDenied` matches by code.
     public static let deleteDenied = Code.deleteDenied
+    /// ``Code/uniqueConstraintViolation``, so that `catch LogStoreError.uniqueConstraintViolation` matches by code.
     public static let uniqueConstraintViolation = Code.uniqueConstraintViolation
+    /// ``Code/transactionTooLarge``, so that `catch LogStoreError.transactionTooLarge` matches by code.
     public static let transactionTooLarge = Code.transactionTooLarge
+    /// ``Code/historyTokenExpired``, so that `catch LogStoreError.historyTokenExpired` matches by code.
     public static let historyTokenExpired = Code.historyTokenExpired
+    /// ``Code/historyTokenInvalid``, so that `catch LogStoreError.historyTokenInvalid` matches by code.
     public static let historyTokenInvalid = Code.historyTokenInvalid
+    /// ``Code/historyTokenOfAnotherStore``, so that `catch LogStoreError.historyTokenOfAnotherStore` matches by code.
     public static let historyTokenOfAnotherStore = Code.historyTokenOfAnotherStore
+    /// ``Code/historyPositionPastEnd``, so that `catch LogStoreError.historyPositionPastEnd` matches by code.
     public static let historyPositionPastEnd = Code.historyPositionPastEnd
+    /// ``Code/historyPositionNotATransaction``, so that `catch
+    /// LogStoreError.historyPositionNotATransaction` matches by code.
     public static let historyPositionNotATransaction = Code.historyPositionNotATransaction
+    /// ``Code/unknownConsumer``, so that `catch LogStoreError.unknownConsumer` matches by code.
     public static let unknownConsumer = Code.unknownConsumer
+    /// ``Code/unsupportedFeature``, so that `catch LogStoreError.unsupportedFeature` matches by code.
     public static let unsupportedFeature = Code.unsupportedFeature
+    /// ``Code/corruption``, so that `catch LogStoreError.corruption` matches by code.
     public static let corruption = Code.corruption
+    /// ``Code/closed``, so that `catch LogStoreError.closed` matches by code.
     public static let closed = Code.closed
 
     /// The schema in code is not the stored schema plus additions.
@@ -238,14 +267,17 @@ extension LogStoreError {
             entity: entity, attribute: attribute)
     }
 
+    /// An entity the store's schema does not have.
     public static func unknownEntity(_ name: String) -> Self {
         Self(.unknownEntity, "The entity \(name) is not in the store's schema.", entity: name)
     }
 
+    /// An attribute `entity` does not have.
     public static func unknownAttribute(entity: String, attribute: String) -> Self {
         Self(.unknownAttribute, "\(entity) has no attribute \(attribute).", entity: entity, attribute: attribute)
     }
 
+    /// A value that is not of its attribute's type (`expected` names the type).
     public static func valueTypeMismatch(entity: String, attribute: String, expected: String, value: AttributeValue)
         -> Self
     {
@@ -254,29 +286,34 @@ extension LogStoreError {
             attribute: attribute)
     }
 
+    /// A required attribute without a value or a default.
     public static func missingValue(entity: String, attribute: String) -> Self {
         Self(
             .missingValue, "\(entity).\(attribute) is required and has no value.", entity: entity, attribute: attribute)
     }
 
+    /// A relationship of `entity` refers to `identifier`, which is not in the store (or is deleted in the same save).
     public static func missingReference(entity: String, attribute: String, identifier: PersistentIdentifier) -> Self {
         Self(
             .missingReference, "\(entity).\(attribute) refers to \(identifier), which is not in the store.",
             entity: entity, attribute: attribute, identifier: identifier)
     }
 
+    /// An update or delete of a model that is not in the store (deleted, or never saved).
     public static func modelNotFound(_ identifier: PersistentIdentifier) -> Self {
         Self(
             .modelNotFound, "\(identifier) is not in the store (deleted, or never saved).",
             entity: identifier.entityName, identifier: identifier)
     }
 
+    /// An identifier minted by another store.
     public static func foreignIdentifier(_ identifier: PersistentIdentifier) -> Self {
         Self(
             .foreignIdentifier, "\(identifier) belongs to another store.", entity: identifier.entityName,
             identifier: identifier)
     }
 
+    /// Deleting `identifier` is refused by the `.deny` rule of its `relationship`, which still holds `related`.
     public static func deleteDenied(
         _ identifier: PersistentIdentifier, relationship: String,
         related: PersistentIdentifier
@@ -286,6 +323,8 @@ extension LogStoreError {
             entity: identifier.entityName, attribute: relationship, identifier: identifier)
     }
 
+    /// Another model of `entity` already has these `values` for the attributes of `constraint`
+    /// (with ``UniqueCollisionPolicy/throw``).
     public static func uniqueConstraintViolation(entity: String, constraint: [String], values: [AttributeValue]) -> Self
     {
         Self(
@@ -295,6 +334,7 @@ extension LogStoreError {
             attribute: constraint.joined(separator: ","))
     }
 
+    /// A save that encodes to more bytes than one record may hold: save in smaller batches.
     public static func transactionTooLarge(byteCount: Int, limit: Int) -> Self {
         Self(
             .transactionTooLarge,
@@ -314,6 +354,7 @@ extension LogStoreError {
             underlying: error)
     }
 
+    /// A token into deleted history; history is retained after `resumeToken`.
     public static func historyTokenExpired(resumeToken: DefaultHistoryToken) -> Self {
         Self(
             .historyTokenExpired,
@@ -322,12 +363,14 @@ extension LogStoreError {
             resumeToken: resumeToken)
     }
 
+    /// A token whose offset does not hold the transaction it names (its check differs, or no transaction starts there).
     public static func historyTokenInvalid(_ token: DefaultHistoryToken, reason: String) -> Self {
         Self(
             .historyTokenInvalid, "The history token \(token) is not valid for this store: \(reason).",
             offset: token.offset, token: token)
     }
 
+    /// A token made by another store than `store`.
     public static func historyTokenOfAnotherStore(_ token: DefaultHistoryToken, store: UUID) -> Self {
         Self(
             .historyTokenOfAnotherStore,
@@ -347,16 +390,19 @@ extension LogStoreError {
         Self(.historyPositionPastEnd, "Offset \(offset) is past the end of the log (\(end)).", offset: offset)
     }
 
+    /// A bare offset where no transaction record starts.
     public static func historyPositionNotATransaction(offset: UInt64, reason: String) -> Self {
         Self(
             .historyPositionNotATransaction, "Offset \(offset) is not the start of a transaction record: \(reason).",
             offset: offset)
     }
 
+    /// Something this store does not do; `what` says what it does accept.
     public static func unsupportedFeature(_ what: String) -> Self {
         Self(.unsupportedFeature, what)
     }
 
+    /// No history consumer is registered under `name`.
     public static func unknownConsumer(_ name: String) -> Self {
         Self(.unknownConsumer, "No history consumer named \"\(name)\" is registered.")
     }

@@ -14,6 +14,7 @@ public struct HistoryRetention: Sendable, Hashable {
     /// A registered consumer that has not acknowledged for this long is dropped.
     public var consumerIdleMax: Duration?
 
+    /// Retention with these limits (each off when `nil`, the default).
     public init(
         historyByteCountMax: UInt64? = nil, historyAgeMax: Duration? = nil,
         consumerLagByteCountMax: UInt64? = nil, consumerIdleMax: Duration? = nil

@@ -3,12 +3,17 @@ import Synchronization
 
 /// One save, as history shows it (SwiftData's `HistoryTransaction`).
 public protocol HistoryTransaction: Sendable, Hashable, Identifiable {
+    /// The type of the transaction's history token.
     associatedtype TokenType: HistoryToken
     /// Identifies the transaction within its store (LogStore: the log offset of its record).
     var transactionIdentifier: Int64 { get }
+    /// The transaction's history token: keep it to fetch what comes after.
     var token: TokenType { get }
+    /// The saving context's ``ModelContext/author``, if it had one.
     var author: String? { get }
+    /// When the transaction was saved.
     var timestamp: Date { get }
+    /// The identifier of the store that saved it (``DataStore/identifier``).
     var storeIdentifier: String { get }
     /// The saving program's bundle identifier: LogStore records none (an empty string); the
     /// process is in ``processIdentifier``.
@@ -28,19 +33,30 @@ public protocol HistoryTransaction: Sendable, Hashable, Identifiable {
 /// (`DefaultHistoryUpdate<Trip>`); read without them (``LogStore/fetchHistory(_:)``, the tool)
 /// they are of ``UntypedModel``, with names and values.
 public struct DefaultHistoryTransaction: HistoryTransaction {
+    /// The log offset of the transaction's record (``DefaultHistoryToken/offset``).
     public var transactionIdentifier: Int64 { Int64(token.offset) }
+    /// The transaction's token: its store, log offset and record checksum.
     public var token: DefaultHistoryToken
+    /// The saving context's ``ModelContext/author``, if it had one.
     public var author: String?
+    /// When the transaction was saved (the saving process's clock).
     public var timestamp: Date
+    /// The store's identifier (its UUID, as a string).
     public var storeIdentifier: String
+    /// Always empty: LogStore records no bundle identifier (see ``processIdentifier``).
     public var bundleIdentifier: String { "" }
+    /// `pid@host` plus a UUID made once per launch of the process that saved
+    /// (``LogStore/processIdentifier``).
     public var processIdentifier: String
+    /// The ``transactionIdentifier``.
     public var id: Int64 { transactionIdentifier }
     let storage: HistoryChanges
 
     /// The save's resolved changes, in order.
     public var changes: [HistoryChange] { storage.changes }
 
+    /// A transaction with these fields and changes (for custom stores providing history of their
+    /// own, and for tests).
     public init(
         token: DefaultHistoryToken, author: String?, timestamp: Date, storeIdentifier: String,
         processIdentifier: String, changes: [HistoryChange]
@@ -69,12 +85,14 @@ public struct DefaultHistoryTransaction: HistoryTransaction {
             processIdentifier: processIdentifier, storage: storage.typed(by: modelTypes))
     }
 
+    /// Equal when every field and every change is equal.
     public static func == (lhs: Self, rhs: Self) -> Bool {
         lhs.token == rhs.token && lhs.author == rhs.author && lhs.timestamp == rhs.timestamp
             && lhs.storeIdentifier == rhs.storeIdentifier && lhs.processIdentifier == rhs.processIdentifier
             && lhs.changes == rhs.changes
     }
 
+    /// Hashes the token and the author (not the changes, which may not be decoded yet).
     public func hash(into hasher: inout Hasher) {
         hasher.combine(token)
         hasher.combine(author)
@@ -146,10 +164,14 @@ final class HistoryChanges: Sendable {
 /// change of a model: `case .update(let update as DefaultHistoryUpdate<LivingAccommodation>)`.
 /// Every change also answers by names and values, without model types (``HistoryInsert/values``…).
 public enum HistoryChange: Sendable, Hashable {
+    /// A model was inserted.
     case insert(any HistoryInsert)
+    /// A model was updated.
     case update(any HistoryUpdate)
+    /// A model was deleted.
     case delete(any HistoryDelete)
 
+    /// The identifier of the model inserted, updated or deleted.
     public var changedPersistentIdentifier: PersistentIdentifier {
         switch self {
         case let .insert(insert): insert.changedPersistentIdentifier
@@ -211,21 +233,28 @@ public enum HistoryChange: Sendable, Hashable {
         }
     }
 
+    /// Equal when the kind, the model and the values are equal (the model types they are typed by
+    /// do not count).
     public static func == (lhs: HistoryChange, rhs: HistoryChange) -> Bool { lhs.resolved == rhs.resolved }
 
+    /// Hashes the kind, the model and the values.
     public func hash(into hasher: inout Hasher) { hasher.combine(resolved) }
 }
 
 /// Identifies one change: its transaction and its index in the transaction's changes.
 public struct HistoryChangeIdentifier: Hashable, Sendable, Comparable {
+    /// The transaction's ``HistoryTransaction/transactionIdentifier``.
     public var transactionIdentifier: Int64
+    /// The change's place in ``HistoryTransaction/changes``, from 0.
     public var index: Int
 
+    /// The identifier of change `index` of the transaction.
     public init(transactionIdentifier: Int64, index: Int) {
         self.transactionIdentifier = transactionIdentifier
         self.index = index
     }
 
+    /// History order: by transaction, then by place in the transaction.
     public static func < (lhs: Self, rhs: Self) -> Bool {
         (lhs.transactionIdentifier, lhs.index) < (rhs.transactionIdentifier, rhs.index)
     }
@@ -233,8 +262,11 @@ public struct HistoryChangeIdentifier: Hashable, Sendable, Comparable {
 
 /// A model inserted (SwiftData's `HistoryInsert`).
 public protocol HistoryInsert<Model>: Sendable {
+    /// The model type the change is typed by (``UntypedModel`` when none was known).
     associatedtype Model: PersistentModel
+    /// The changed model's identifier.
     var changedPersistentIdentifier: PersistentIdentifier { get }
+    /// The change's transaction and place in it.
     var changeIdentifier: HistoryChangeIdentifier { get }
     /// Every value it was saved with, by property name (references as identifiers).
     var values: [String: AttributeValue] { get }
@@ -243,8 +275,11 @@ public protocol HistoryInsert<Model>: Sendable {
 /// A model updated (SwiftData's `HistoryUpdate`): which properties changed — and, beyond
 /// SwiftData, their new values.
 public protocol HistoryUpdate<Model>: Sendable {
+    /// The model type the change is typed by (``UntypedModel`` when none was known).
     associatedtype Model: PersistentModel
+    /// The changed model's identifier.
     var changedPersistentIdentifier: PersistentIdentifier { get }
+    /// The change's transaction and place in it.
     var changeIdentifier: HistoryChangeIdentifier { get }
     /// The changed properties, as key paths of the model.
     var updatedAttributes: [any PartialKeyPath<Model> & Sendable] { get }
@@ -256,8 +291,11 @@ public protocol HistoryUpdate<Model>: Sendable {
 
 /// A model deleted (SwiftData's `HistoryDelete`), with its tombstone.
 public protocol HistoryDelete<Model>: Sendable {
+    /// The model type the change is typed by (``UntypedModel`` when none was known).
     associatedtype Model: PersistentModel
+    /// The changed model's identifier.
     var changedPersistentIdentifier: PersistentIdentifier { get }
+    /// The change's transaction and place in it.
     var changeIdentifier: HistoryChangeIdentifier { get }
     /// The values of the model's `.preserveValueOnDeletion` attributes.
     var tombstone: HistoryTombstone<Model> { get }
@@ -267,8 +305,11 @@ public protocol HistoryDelete<Model>: Sendable {
 
 /// An insert of a `Model`.
 public struct DefaultHistoryInsert<Model: PersistentModel>: HistoryInsert {
+    /// The changed model's identifier.
     public let changedPersistentIdentifier: PersistentIdentifier
+    /// The change's transaction and place in it.
     public let changeIdentifier: HistoryChangeIdentifier
+    /// Every value the model was saved with, by property name (references as identifiers).
     public let values: [String: AttributeValue]
 
     /// For custom stores providing history of their own.
@@ -287,8 +328,11 @@ public struct DefaultHistoryInsert<Model: PersistentModel>: HistoryInsert {
 
 /// An update of a `Model`.
 public struct DefaultHistoryUpdate<Model: PersistentModel>: HistoryUpdate {
+    /// The changed model's identifier.
     public let changedPersistentIdentifier: PersistentIdentifier
+    /// The change's transaction and place in it.
     public let changeIdentifier: HistoryChangeIdentifier
+    /// The changed properties' new values, by name.
     public let values: [String: AttributeValue]
 
     /// For custom stores providing history of their own: `values` are the changed properties'
@@ -300,6 +344,7 @@ public struct DefaultHistoryUpdate<Model: PersistentModel>: HistoryUpdate {
         self.values = values
     }
 
+    /// The changed properties' names: the keys of ``values``.
     public var updatedAttributeNames: Set<String> { Set(values.keys) }
 
     /// The changed properties as key paths: `update.updatedAttributes.contains(\.isConfirmed)`.
@@ -315,8 +360,11 @@ public struct DefaultHistoryUpdate<Model: PersistentModel>: HistoryUpdate {
 
 /// A delete of a `Model`.
 public struct DefaultHistoryDelete<Model: PersistentModel>: HistoryDelete {
+    /// The changed model's identifier.
     public let changedPersistentIdentifier: PersistentIdentifier
+    /// The change's transaction and place in it.
     public let changeIdentifier: HistoryChangeIdentifier
+    /// The values of the model's `.preserveValueOnDeletion` attributes.
     public let tombstone: HistoryTombstone<Model>
 
     /// For custom stores providing history of their own.
@@ -327,18 +375,23 @@ public struct DefaultHistoryDelete<Model: PersistentModel>: HistoryDelete {
         self.tombstone = tombstone
     }
 
+    /// The tombstone's values by name (``HistoryTombstone/values``).
     public var tombstoneValues: [String: AttributeValue] { tombstone.values }
 }
 
 /// The values a deleted model kept: those of its `.preserveValueOnDeletion` attributes
 /// (SwiftData's `HistoryTombstone`). A `Sequence` of (name, key path, value).
 public struct HistoryTombstone<Model: PersistentModel>: Sendable, Sequence {
+    /// A preserved value: the attribute's name, its key path in `Model` (`nil` for an
+    /// ``UntypedModel`` or a name the model no longer has), and the value.
     public typealias Element = (name: String, keyPath: (any PartialKeyPath<Model> & Sendable)?, value: AttributeValue)
 
+    /// The deleted model's entity.
     public let entityName: String
     /// Attribute names → preserved values.
     public let values: [String: AttributeValue]
 
+    /// A tombstone of an `entityName` model with these preserved values.
     public init(entityName: String, values: [String: AttributeValue]) {
         self.entityName = entityName
         self.values = values
@@ -353,6 +406,7 @@ public struct HistoryTombstone<Model: PersistentModel>: Sendable, Sequence {
         Self.value(of: keyPath, in: values)
     }
 
+    /// The preserved values, in attribute-name order.
     public func makeIterator() -> IndexingIterator<[Element]> {
         let keyPaths = Dictionary(Model.schemaProperties.map { ($0.name, $0.keyPath) }) { first, _ in first }
         return values.keys.sorted().map { name in (name, keyPaths[name], values[name]!) }.makeIterator()
@@ -372,8 +426,11 @@ public struct HistoryTombstone<Model: PersistentModel>: Sendable, Sequence {
 /// tool, ``LogStore/fetchHistory(_:)``, a store opened without its models): they answer by
 /// names and values (``HistoryInsert/values``…), not key paths.
 public final class UntypedModel: PersistentModel {
+    /// None: an untyped change has no key paths.
     public static let schemaProperties: [ModelProperty<UntypedModel>] = []
+    /// The instance's state, as every ``PersistentModel`` has one.
     public let modelState = ModelState()
+    /// An empty instance, as ``PersistentModel`` requires.
     public init() {}
 }
 
@@ -384,11 +441,15 @@ public final class UntypedModel: PersistentModel {
 /// bounds seek straight to the offset, author tests read only the start of each record. Anything
 /// else is evaluated with `Predicate.evaluate` on the transactions those leave.
 public struct HistoryDescriptor<Transaction: HistoryTransaction>: Sendable {
+    /// Which transactions: `nil` for all retained history.
     public var predicate: Predicate<Transaction>?
     /// Default: log order (oldest first).
     public var sortBy: [SortDescriptor<Transaction>]
+    /// At most this many transactions (`nil`: no limit).
     public var fetchLimit: Int?
 
+    /// A descriptor of the transactions `predicate` selects, in `sortBy` order (log order by
+    /// default).
     public init(predicate: Predicate<Transaction>? = nil, sortBy: [SortDescriptor<Transaction>] = []) {
         self.predicate = predicate
         self.sortBy = sortBy
@@ -397,7 +458,10 @@ public struct HistoryDescriptor<Transaction: HistoryTransaction>: Sendable {
 
 /// A store that keeps history (SwiftData's `HistoryProviding`).
 public protocol HistoryProviding<HistoryType> {
+    /// The store's transaction type (``DefaultHistoryTransaction`` for ``LogStore``).
     associatedtype HistoryType: HistoryTransaction
+    /// The transactions the descriptor selects.
     func fetchHistory(_ descriptor: HistoryDescriptor<HistoryType>) throws -> [HistoryType]
+    /// Deletes the history the descriptor selects (a store may accept only some predicates).
     func deleteHistory(_ descriptor: HistoryDescriptor<HistoryType>) throws
 }

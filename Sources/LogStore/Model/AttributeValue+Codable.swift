@@ -8,6 +8,7 @@ extension AttributeValue: Codable {
         case null, bool, int, double, string, data, date, uuid, reference, array
     }
 
+    /// Encodes the value in its JSON form (above): one key naming the case.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: Key.self)
         switch self {
@@ -24,6 +25,8 @@ extension AttributeValue: Codable {
         }
     }
 
+    /// Decodes a value from its JSON form; anything but exactly one known key throws
+    /// `DecodingError.dataCorrupted`.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: Key.self)
         guard container.allKeys.count == 1, let key = container.allKeys.first else {

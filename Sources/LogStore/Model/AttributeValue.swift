@@ -7,19 +7,32 @@ import Foundation
 /// A to-one relationship is a ``reference(_:)`` (or ``null``); a to-many relationship is an
 /// ``array(_:)`` of references.
 public enum AttributeValue: Hashable, Sendable, CustomStringConvertible {
+    /// No value: an optional attribute's `nil`, or an empty to-one relationship.
     case null
+    /// A `Bool`.
     case bool(Bool)
+    /// An integer: `Int`, `Int32` and `Int64` attributes are all stored as 64 bits.
     case int(Int64)
+    /// A `Double`.
     case double(Double)
+    /// A `String`, compared with Swift `String` semantics.
     case string(String)
+    /// Bytes (a `Data` attribute, or a `Codable` value's JSON encoding).
     case data(Data)
+    /// A `Date`.
     case date(Date)
+    /// A `UUID`.
     case uuid(UUID)
+    /// A reference to another model: a to-one relationship's value, or an element of a to-many
+    /// one's array.
+    ///
     /// Boxed: an identifier is 48 bytes, and inline it made every value 56 bytes (24 boxed) —
     /// in every stored row, unique-index key and snapshot, references or not.
     indirect case reference(PersistentIdentifier)
+    /// An array: an array attribute's elements, or a to-many relationship's references.
     case array([AttributeValue])
 
+    /// Whether this is ``null``.
     public var isNull: Bool { if case .null = self { true } else { false } }
 
     /// The identifiers this value refers to (a reference, or the references in an array).
@@ -46,6 +59,8 @@ public enum AttributeValue: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// The value for people: `nil`, a number, a quoted string, a byte count, an ISO 8601 date, a
+    /// UUID, `→` and an identifier, or a bracketed list.
     public var description: String {
         switch self {
         case .null: "nil"
@@ -64,12 +79,19 @@ public enum AttributeValue: Hashable, Sendable, CustomStringConvertible {
 
 /// The type of an attribute's values.
 public indirect enum ValueType: Hashable, Sendable, Codable, CustomStringConvertible {
+    /// `Bool` values.
     case bool
+    /// Integers, stored as 64 bits (`Int`, `Int32`, `Int64`).
     case int
+    /// `Double` values.
     case double
+    /// `String` values.
     case string
+    /// Bytes (`Data`, and `Codable` values as JSON).
     case data
+    /// `Date` values.
     case date
+    /// `UUID` values.
     case uuid
     /// A reference to a model of the named entity.
     case reference(String)
@@ -88,6 +110,7 @@ public indirect enum ValueType: Hashable, Sendable, Codable, CustomStringConvert
         }
     }
 
+    /// The Swift spelling of the type (`Int`, `[String]`), or the entity name of a reference.
     public var description: String {
         switch self {
         case .bool: "Bool"

@@ -4,7 +4,9 @@ import Foundation
 /// along the history, bound to one store. ``DefaultHistoryToken`` is LogStore's; a custom store
 /// that provides history brings its own.
 public protocol HistoryToken: Codable, Comparable, Hashable, Identifiable, Sendable {
+    /// The type of ``tokenValue``.
     associatedtype TokenValue: Hashable & Sendable
+    /// The type of ``storeIdentifier``.
     associatedtype StoreIdentifier: Hashable & Sendable
     /// Where in the history it points (LogStore: a log offset).
     var tokenValue: TokenValue { get }
@@ -18,16 +20,23 @@ public protocol HistoryToken: Codable, Comparable, Hashable, Identifiable, Senda
 ///
 /// JSON form: `{"v":1,"store":"<UUID>","offset":"<decimal string>","check":<u32>}`.
 public struct DefaultHistoryToken: HistoryToken, CustomStringConvertible {
+    /// The UUID of the store whose history it belongs to (its `store.meta`).
     public var storeIdentifier: UUID
+    /// The log offset of the transaction record it names.
     public var offset: UInt64
+    /// The payload CRC32C of that record: a different record at the same offset (after a crash
+    /// lost the original) has another check, and the token is refused as invalid.
     public var check: UInt32
 
+    /// A token with these parts (tokens normally come from ``LogStore/currentToken``, a save's
+    /// ``DataStoreSaveChangesResult/token`` or a transaction's ``DefaultHistoryTransaction/token``).
     public init(storeIdentifier: UUID, offset: UInt64, check: UInt32) {
         self.storeIdentifier = storeIdentifier
         self.offset = offset
         self.check = check
     }
 
+    /// History order: by log offset (meaningful for tokens of one store).
     public static func < (lhs: DefaultHistoryToken, rhs: DefaultHistoryToken) -> Bool { lhs.offset < rhs.offset }
 
     private enum CodingKeys: String, CodingKey {
@@ -35,6 +44,8 @@ public struct DefaultHistoryToken: HistoryToken, CustomStringConvertible {
         case store, offset, check
     }
 
+    /// Encodes the JSON form, with the offset as a decimal string (no precision is lost in
+    /// JavaScript).
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(1, forKey: .version)
@@ -43,6 +54,8 @@ public struct DefaultHistoryToken: HistoryToken, CustomStringConvertible {
         try container.encode(check, forKey: .check)
     }
 
+    /// Decodes the JSON form; another version, a store that is not a UUID or an offset that is not
+    /// a decimal string throws `DecodingError.dataCorrupted`.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         let version = try container.decode(Int.self, forKey: .version)
@@ -61,6 +74,7 @@ public struct DefaultHistoryToken: HistoryToken, CustomStringConvertible {
         self.init(storeIdentifier: store, offset: offset, check: try container.decode(UInt32.self, forKey: .check))
     }
 
+    /// `token@<offset>`.
     public var description: String { "token@\(offset)" }
 
     /// The token's position: the log offset of its transaction record.

@@ -14,24 +14,26 @@ extension ModelProperty {
     /// An enum (or other `RawRepresentable`) attribute of a `@Model` class, stored as its raw value.
     public static func _persisted<Value: RawRepresentable & SendableMetatype>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Value> & Sendable,
-        options: Schema.Attribute.Options = [], originalName: String? = nil
+        options: Schema.Attribute.Options = [], originalName: String? = nil, defaultValue: Value? = nil
     ) -> ModelProperty where Value.RawValue: AttributeConvertible {
         converted(name, keyPath, options: options, valueType: Value.RawValue.valueType, isOptional: false,
                   encode: { $0.rawValue.attributeValue },
-                  decode: { Value.RawValue(attributeValue: $0).flatMap(Value.init(rawValue:)) })
+                  decode: { Value.RawValue(attributeValue: $0).flatMap(Value.init(rawValue:)) }).renamed(from: originalName)
+            .defaulting(to: defaultValue.map { $0.rawValue.attributeValue })
     }
 
     /// An optional enum (or other `RawRepresentable`) attribute of a `@Model` class.
     public static func _persisted<Value: RawRepresentable & SendableMetatype>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Value?> & Sendable,
-        options: Schema.Attribute.Options = [], originalName: String? = nil
+        options: Schema.Attribute.Options = [], originalName: String? = nil, defaultValue: Value?? = nil
     ) -> ModelProperty where Value.RawValue: AttributeConvertible {
         converted(name, keyPath, options: options, valueType: Value.RawValue.valueType, isOptional: true,
                   encode: { $0?.rawValue.attributeValue ?? .null },
                   decode: { value -> Value?? in
                       if value.isNull { return .some(nil) }
                       return Value.RawValue(attributeValue: value).flatMap(Value.init(rawValue:)).map { .some($0) }
-                  })
+                  }).renamed(from: originalName)
+            .defaulting(to: defaultValue.map { $0?.rawValue.attributeValue ?? .null })
     }
 
     /// A `Codable` attribute of a `@Model` class (a struct, an enum with payloads, an array of
@@ -39,21 +41,22 @@ extension ModelProperty {
     @_disfavoredOverload
     public static func _persisted<Value: Codable & SendableMetatype>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Value> & Sendable,
-        options: Schema.Attribute.Options = [], originalName: String? = nil
+        options: Schema.Attribute.Options = [], originalName: String? = nil, defaultValue: Value? = nil
     ) -> ModelProperty {
         converted(name, keyPath, options: options, valueType: .data, isOptional: false,
                   encode: { .data(CodableAttribute.encode($0, entity: Model.entityName, property: name)) },
                   decode: { value in
                       guard case let .data(data) = value else { return nil }
                       return try? CodableAttribute.decoder.decode(Value.self, from: data)
-                  })
+                  }).renamed(from: originalName)
+            .defaulting(to: defaultValue.map { .data(CodableAttribute.encode($0, entity: Model.entityName, property: name)) })
     }
 
     /// An optional `Codable` attribute of a `@Model` class, stored as JSON data or `nil`.
     @_disfavoredOverload
     public static func _persisted<Value: Codable & SendableMetatype>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Value?> & Sendable,
-        options: Schema.Attribute.Options = [], originalName: String? = nil
+        options: Schema.Attribute.Options = [], originalName: String? = nil, defaultValue: Value?? = nil
     ) -> ModelProperty {
         converted(name, keyPath, options: options, valueType: .data, isOptional: true,
                   encode: { $0.map { .data(CodableAttribute.encode($0, entity: Model.entityName, property: name)) } ?? .null },
@@ -61,7 +64,10 @@ extension ModelProperty {
                       if value.isNull { return .some(nil) }
                       guard case let .data(data) = value else { return nil }
                       return (try? CodableAttribute.decoder.decode(Value.self, from: data)).map { .some($0) }
-                  })
+                  }).renamed(from: originalName)
+            .defaulting(to: defaultValue.map { value in
+                value.map { .data(CodableAttribute.encode($0, entity: Model.entityName, property: name)) } ?? .null
+            })
     }
 
     /// An attribute whose Swift value converts to and from an ``AttributeValue`` through

@@ -9,7 +9,8 @@ extension ModelProperty {
     public static func _persisted<Destination: PersistentModel>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, [Destination]?> & Sendable,
         options: Schema.Attribute.Options = [], deleteRule: Schema.Relationship.DeleteRule = .nullify,
-        inverse: (any PartialKeyPath<Destination> & _RelationshipKeyPath & Sendable)? = nil, originalName: String? = nil
+        inverse: (any PartialKeyPath<Destination> & _RelationshipKeyPath & Sendable)? = nil, originalName: String? = nil,
+        defaultValue: [Destination]?? = nil
     ) -> ModelProperty {
         var property = ModelProperty(
             name: name, keyPath: keyPath, attribute: nil,
@@ -38,7 +39,7 @@ extension ModelProperty {
         property.inverseMaintainer = { inverse in
             RelationshipInverses<Model>.optionalToMany(inverse: inverse, destination: Destination.self)
         }
-        return property
+        return property.renamed(from: originalName)
     }
 }
 

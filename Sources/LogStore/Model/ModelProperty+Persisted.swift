@@ -3,41 +3,45 @@ import Foundation
 // What `@Model` emits for each stored property: one factory name, `_persisted`, whose overloads
 // decide by the property's type whether it is an attribute, a to-one or a to-many relationship
 // (macros see syntax, not types: DECISIONS.md D13). A type that is none of these fails to
-// type-check at the property, naming the overloads.
+// type-check at the property, naming the overloads. `defaultValue` is the property's initial
+// value as declared (`var rating: Int = 0`): what stored models without a value get when the
+// attribute is added or made required (a relationship's is not used: to-many default to empty).
 extension ModelProperty {
     /// An attribute of a `@Model` class (`@Attribute(options, originalName:)`).
     public static func _persisted<Value: AttributeConvertible>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Value> & Sendable,
-        options: Schema.Attribute.Options = [], originalName: String? = nil
+        options: Schema.Attribute.Options = [], originalName: String? = nil, defaultValue: Value? = nil
     ) -> ModelProperty {
-        .attribute(name, keyPath, options: options)
+        .attribute(name, keyPath, options: options, defaultValue: defaultValue).renamed(from: originalName)
     }
 
     /// A to-one relationship of a `@Model` class (`@Relationship(deleteRule:inverse:)`).
     public static func _persisted<Destination: PersistentModel>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Destination?> & Sendable,
         options: Schema.Attribute.Options = [], deleteRule: Schema.Relationship.DeleteRule = .nullify,
-        inverse: (any PartialKeyPath<Destination> & _RelationshipKeyPath & Sendable)? = nil, originalName: String? = nil
+        inverse: (any PartialKeyPath<Destination> & _RelationshipKeyPath & Sendable)? = nil, originalName: String? = nil,
+        defaultValue: Destination?? = nil
     ) -> ModelProperty {
         var property = ModelProperty.toOne(name, keyPath, deleteRule: deleteRule, options: options)
         property.inverseKeyPath = inverse
         property.inverseMaintainer = { inverse in
             RelationshipInverses<Model>.toOne(keyPath, inverse: inverse, destination: Destination.self)
         }
-        return property
+        return property.renamed(from: originalName)
     }
 
     /// A to-many relationship of a `@Model` class (`@Relationship(deleteRule:inverse:)`).
     public static func _persisted<Destination: PersistentModel>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, [Destination]> & Sendable,
         options: Schema.Attribute.Options = [], deleteRule: Schema.Relationship.DeleteRule = .nullify,
-        inverse: (any PartialKeyPath<Destination> & _RelationshipKeyPath & Sendable)? = nil, originalName: String? = nil
+        inverse: (any PartialKeyPath<Destination> & _RelationshipKeyPath & Sendable)? = nil, originalName: String? = nil,
+        defaultValue: [Destination]? = nil
     ) -> ModelProperty {
         var property = ModelProperty.toMany(name, keyPath, deleteRule: deleteRule, options: options)
         property.inverseKeyPath = inverse
         property.inverseMaintainer = { inverse in
             RelationshipInverses<Model>.toMany(keyPath, inverse: inverse, destination: Destination.self)
         }
-        return property
+        return property.renamed(from: originalName)
     }
 }

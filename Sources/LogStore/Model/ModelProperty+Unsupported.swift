@@ -32,7 +32,7 @@ extension ModelProperty {
         """)
     public static func _persisted<Value>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Value> & Sendable,
-        options: Schema.Attribute.Options = [], originalName: String? = nil
+        options: Schema.Attribute.Options = [], originalName: String? = nil, defaultValue: Value? = nil
     ) -> ModelProperty {
         fatalError("unavailable")
     }
@@ -45,7 +45,7 @@ extension ModelProperty {
     public static func _persisted<Value>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Value> & Sendable,
         options: Schema.Attribute.Options = [], deleteRule: Schema.Relationship.DeleteRule,
-        inverse: AnyKeyPath? = nil, originalName: String? = nil
+        inverse: AnyKeyPath? = nil, originalName: String? = nil, defaultValue: Value? = nil
     ) -> ModelProperty {
         fatalError("unavailable")
     }
@@ -60,7 +60,7 @@ extension ModelProperty {
     public static func _persisted<Value>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Value> & Sendable,
         options: Schema.Attribute.Options = [], deleteRule: Schema.Relationship.DeleteRule = .nullify,
-        inverse: AnyKeyPath, originalName: String? = nil
+        inverse: AnyKeyPath, originalName: String? = nil, defaultValue: Value? = nil
     ) -> ModelProperty {
         fatalError("unavailable")
     }

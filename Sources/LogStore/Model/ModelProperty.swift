@@ -1,11 +1,12 @@
 /// One stored property of a ``PersistentModel``: its name, schema metadata, and how to read and
 /// write it on an instance through its key path.
 public struct ModelProperty<Model: PersistentModel>: Sendable {
+    /// The property's name in the schema (the Swift property's name).
     public let name: String
     /// The model's key path to the property (history tombstones and updates map key paths to names).
     public let keyPath: PartialKeyPath<Model> & Sendable
-    let attribute: Schema.Attribute?
-    let relationship: Schema.Relationship?
+    var attribute: Schema.Attribute?
+    var relationship: Schema.Relationship?
     /// Reads the property as a value; references are the related models' identifiers.
     let read: @Sendable (Model) -> AttributeValue
     /// Writes a value; `resolve` turns identifiers into registered model instances.
@@ -23,13 +24,17 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
     var inverseMaintainer: (@Sendable (AnyKeyPath) -> RelationshipInverses<Model>.Maintainer?)? = nil
 
     /// A value attribute.
+    /// `defaultValue` is what models stored without a value get: when the attribute is added,
+    /// or when a migration makes an optional attribute required.
     public static func attribute<Value: AttributeConvertible>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Value> & Sendable,
-        options: Schema.Attribute.Options = []
+        options: Schema.Attribute.Options = [], defaultValue: Value? = nil
     ) -> ModelProperty {
         ModelProperty(
             name: name, keyPath: keyPath,
-            attribute: Schema.Attribute(name, Value.valueType, isOptional: Value.isOptional, options: options),
+            attribute: Schema.Attribute(
+                name, Value.valueType, isOptional: Value.isOptional, options: options,
+                defaultValue: defaultValue?.attributeValue),
             relationship: nil,
             read: { $0[keyPath: keyPath].attributeValue },
             write: { model, value, _ in
@@ -40,6 +45,24 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
                 model[keyPath: keyPath] = converted
             },
             related: { _ in [] }, destinationType: nil)
+    }
+
+    /// The property as stored before a rename under `originalName` (`@Attribute(originalName:)`,
+    /// `@Relationship(originalName:)`); `nil` leaves it as it is.
+    public func renamed(from originalName: String?) -> ModelProperty {
+        guard let originalName else { return self }
+        var property = self
+        property.attribute?.originalName = originalName
+        property.relationship?.originalName = originalName
+        return property
+    }
+
+    /// The property with this default value for stored models without a value (`nil` leaves it).
+    func defaulting(to value: AttributeValue?) -> ModelProperty {
+        guard let value else { return self }
+        var property = self
+        property.attribute?.defaultValue = value
+        return property
     }
 
     /// Before a key-path write into a `@Model` instance: a key-path write reads the property first
@@ -109,12 +132,16 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
 
 /// An error turning snapshots into model instances.
 public enum ModelError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// A stored value that the model's property cannot hold.
     case valueTypeMismatch(entity: String, property: String, value: AttributeValue)
+    /// A relationship refers to a model that is not in the store.
     case missingReference(entity: String, property: String, identifier: PersistentIdentifier)
+    /// An entity the container has no model type for.
     case unknownEntity(String)
     /// A primary key that is not a UUID (LogStore's identifiers hold UUID keys).
     case unsupportedPrimaryKey(type: String, value: String)
 
+    /// A sentence saying what is wrong and where.
     public var description: String {
         switch self {
         case .valueTypeMismatch(let entity, let property, let value):

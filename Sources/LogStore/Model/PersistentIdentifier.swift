@@ -55,6 +55,7 @@ public struct PersistentIdentifier: Hashable, Comparable, Codable, Sendable, Cus
         return (lhs.storeIdentifier ?? "") < (rhs.storeIdentifier ?? "")
     }
 
+    /// `Entity/UUID`, with ` (temporary)` for a temporary identifier.
     public var description: String {
         "\(entityName)/\(primaryKey.uuidString)" + (isTemporary ? " (temporary)" : "")
     }

@@ -36,11 +36,14 @@ public protocol PersistentModel: AnyObject, Hashable, Identifiable, SendableMeta
     /// Whether the property values live in ``modelState`` (`@Model` classes, which report their
     /// own changes) rather than in stored properties (hand-written conformances).
     static var _usesModelStorage: Bool { get }
+    /// An empty instance, which a fetch fills with stored values (`@Model` adds it).
     init()
 }
 
 extension PersistentModel {
+    /// The type's name (`Trip`): the entity the schema and the store know it by.
     public static var entityName: String { EntityNameCache.name(of: Self.self) }
+    /// None, unless the type declares some (`#Unique` does).
     public static var uniquenessConstraints: [[String]] { [] }
     public static var _usesModelStorage: Bool { false }
 
@@ -54,6 +57,7 @@ extension PersistentModel {
     /// `Hashable` by identity: its identifier changes at the first save).
     public static func == (lhs: Self, rhs: Self) -> Bool { lhs === rhs }
 
+    /// Hashes the instance's identity, like ``==(_:_:)``.
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 
     /// The schema entity the declarations describe.
@@ -87,6 +91,7 @@ public final class ModelState: @unchecked Sendable {
     /// the Model layer sits below the Context layer).
     weak var context: AnyObject?
 
+    /// A fresh state: no identifier yet (a temporary one is made on first use), no context.
     public init() {}
 
     func identifier(entityName: @autoclosure () -> String) -> PersistentIdentifier {

@@ -56,6 +56,7 @@ struct BookmarkRecord: Sendable, Equatable {
 
 /// A registered history consumer: how far it has processed (DECISIONS.md D7).
 public struct ConsumerBookmark: Sendable, Hashable {
+    /// The name it registered under.
     public var name: String
     /// The newest transaction the consumer has processed; `nil` when it has processed nothing
     /// (then it holds all retained history).

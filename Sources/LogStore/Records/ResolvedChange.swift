@@ -11,6 +11,7 @@ public enum ResolvedChange: Sendable, Hashable {
     /// A deleted model, with the values of its `.preserveValueOnDeletion` properties.
     case delete(PersistentIdentifier, tombstone: [String: AttributeValue])
 
+    /// The model the change is about.
     public var identifier: PersistentIdentifier {
         switch self {
         case .insert(let identifier, _), .update(let identifier, _), .delete(let identifier, _): identifier

@@ -99,12 +99,19 @@ struct TransactionRecord: Sendable, Equatable {
         let storeIdentifier: String
         let entityNames: [UInt32: String]
         let entitiesByID: [UInt32: SchemaTable.Entity]
+        /// Ids a migration removed (entities, and attributes of live entities): a record older
+        /// than the removal is read without them (history read with the newest table).
+        let retiredEntityIDs: Set<UInt32>
+        let retiredAttributeIDs: Set<UInt32>
 
         init(table: SchemaTable, storeIdentifier: String) {
             self.table = table
             self.storeIdentifier = storeIdentifier
-            entityNames = Dictionary(uniqueKeysWithValues: table.entities.map { ($0.id, $0.name) })
+            entityNames = Dictionary(
+                (table.entities + table.retiredEntities).map { ($0.id, $0.name) }, uniquingKeysWith: { live, _ in live })
             entitiesByID = Dictionary(uniqueKeysWithValues: table.entities.map { ($0.id, $0) })
+            retiredEntityIDs = Set(table.retiredEntities.map(\.id))
+            retiredAttributeIDs = Set(table.retiredAttributes.map(\.id))
         }
 
         func decode(_ bytes: [UInt8]) throws(ByteReaderError) -> TransactionRecord {
@@ -112,6 +119,8 @@ struct TransactionRecord: Sendable, Equatable {
             let storeIdentifier = storeIdentifier
             let entityNames = entityNames
             let entitiesByID = entitiesByID
+            let retiredEntityIDs = retiredEntityIDs
+            let retiredAttributeIDs = retiredAttributeIDs
             return try ByteReader.read(bytes) { reader throws(ByteReaderError) in
                 guard try reader.readByte() == 1 else { throw .malformed("unknown transaction payload version") }
                 let schemaVersion = UInt32(truncatingIfNeeded: try reader.readVarint())
@@ -130,7 +139,21 @@ struct TransactionRecord: Sendable, Equatable {
                 for _ in 0..<changeCount {
                     let kind = try reader.readByte()
                     let entityID = UInt32(truncatingIfNeeded: try reader.readVarint())
-                    guard let entity = entitiesByID[entityID] else { throw .malformed("unknown entity id \(entityID)") }
+                    guard let entity = entitiesByID[entityID] else {
+                        guard retiredEntityIDs.contains(entityID) else { throw .malformed("unknown entity id \(entityID)") }
+                        // A change of an entity removed since: read past it.
+                        _ = try reader.readBytes(16)
+                        let valueCount = try reader.readVarint()
+                        guard valueCount <= UInt64(reader.remainingByteCount) else {
+                            throw .malformed("value count \(valueCount)")
+                        }
+                        for _ in 0..<valueCount {
+                            _ = try reader.readVarint()
+                            _ = try ValueCodec.read(&reader, entityNames: entityNames, storeIdentifier: storeIdentifier)
+                        }
+                        guard (1...3).contains(kind) else { throw .malformed("unknown change kind \(kind)") }
+                        continue
+                    }
                     let identifier = PersistentIdentifier.permanent(
                         for: storeIdentifier, entityName: entity.name,
                         primaryKey: UUID(bytes: try reader.readBytes(16)))
@@ -142,7 +165,12 @@ struct TransactionRecord: Sendable, Equatable {
                     for _ in 0..<valueCount {
                         let attributeID = UInt32(truncatingIfNeeded: try reader.readVarint())
                         guard let attribute = entity.attributes.first(where: { $0.id == attributeID }) else {
-                            throw .malformed("unknown attribute id \(attributeID) of \(entity.name)")
+                            guard retiredAttributeIDs.contains(attributeID) else {
+                                throw .malformed("unknown attribute id \(attributeID) of \(entity.name)")
+                            }
+                            // An attribute removed since: its value is left out.
+                            _ = try ValueCodec.read(&reader, entityNames: entityNames, storeIdentifier: storeIdentifier)
+                            continue
                         }
                         values[attribute.name] = try ValueCodec.read(
                             &reader, entityNames: entityNames, storeIdentifier: storeIdentifier)

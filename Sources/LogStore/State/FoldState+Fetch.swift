@@ -20,6 +20,12 @@ enum StoreFetching {
     /// predicate or sort the store does not recognise.
     static func plan<T: PersistentModel>(_ descriptor: FetchDescriptor<T>) throws -> Plan<T> {
         var filter: PredicatePushDown.Filter?
+        if descriptor.candidatesOnly {
+            // The context evaluates the whole predicate over what comes back: filter by the
+            // terms recognised, leave the order and the window to it.
+            let filter = descriptor.predicate.flatMap { PredicatePushDown.compileConjuncts($0) }
+            return Plan(filter: filter, sortBy: [], sortProperties: [], offset: 0, limit: nil)
+        }
         if let predicate = descriptor.predicate {
             guard let compiled = PredicatePushDown.compile(predicate) else { throw DataStoreError.preferInMemoryFilter }
             filter = compiled

@@ -58,6 +58,28 @@ struct FoldState: Sendable {
 
     var sequenceEnd: UInt64 { nextSequence }
 
+    /// Applies a migration's steps (a schema record's, docs/FORMAT.md §7.1) to every stored
+    /// model: renamed values move to the new name, removed ones go, fills give models without a
+    /// value the default. Rows keep their order and sequence numbers.
+    mutating func apply(_ steps: [SchemaMigration.Step]) {
+        for step in steps {
+            switch step {
+            case .removeEntity(let entity, _):
+                entities[entity] = nil
+            case .removeAttribute(let entity, _, _, let name):
+                entities[entity]?.updateEach { $0.values[name] = nil }
+            case .renameAttribute(let entity, _, _, let from, let to):
+                entities[entity]?.updateEach { row in
+                    if let value = row.values.removeValue(forKey: from) { row.values[to] = value }
+                }
+            case .fill(let entity, _, _, let name, let value):
+                entities[entity]?.updateEach { row in
+                    if row.values[name]?.isNull ?? true { row.values[name] = value }
+                }
+            }
+        }
+    }
+
     /// A state loaded from a checkpoint: its rows and its sequence counter, which may be past
     /// every row's sequence (rows inserted last may have been deleted since).
     init(restoring entities: [String: [UUID: Row]], sequenceEnd: UInt64) {
@@ -116,6 +138,11 @@ struct EntityRows: Sendable, Sequence, Equatable {
         slots[position] = nil
         let holes = slots.count - index.count
         if holes > 1024 && holes > index.count { compact() }
+    }
+
+    /// Changes every row in place (keys and order stay).
+    mutating func updateEach(_ body: (inout FoldState.Row) -> Void) {
+        for position in slots.indices where slots[position] != nil { body(&slots[position]!.row) }
     }
 
     private mutating func compact() {

@@ -8,9 +8,13 @@ import Foundation
 /// `==`, `!=`, `<`, `<=`, `>`, `>=`, `&&`, `||`, `!`, `?.`/`flatMap` and `??` on optionals,
 /// `contains` and `starts(with:)` of strings, and `contains` of an array (`[a, b].contains($0.x)`).
 /// Comparisons convert the stored values back to the key path's Swift type and use that type's
-/// own operators, so strings compare with `String` semantics (`"é" == "e\u{301}"`). Anything else
-/// (relationships, other functions) makes the whole predicate unrecognised: the store declines
-/// it and the context evaluates it with `Predicate.evaluate` — correctness first.
+/// own operators, so strings compare with `String` semantics (`"é" == "e\u{301}"`). A to-one
+/// relationship is recognised through its identifier only — `$0.trip?.persistentModelID == id`,
+/// `$0.trip.persistentModelID != id` — compared with the stored reference. Anything else (other
+/// uses of relationships, other functions) makes the whole predicate unrecognised: the store
+/// declines it and the context evaluates it with `Predicate.evaluate` — correctness first. It then
+/// asks for candidates (``compileConjuncts(_:)``): the rows matching the top-level `&&` terms that
+/// are recognised, a superset the context filters.
 enum PredicatePushDown {
     /// A compiled expression: the value of the expression for a row's values.
     typealias Evaluation = (_ row: [String: AttributeValue], _ bindings: Bindings) -> AttributeValue
@@ -42,13 +46,44 @@ enum PredicatePushDown {
         return Filter(evaluation: evaluation, bindingCount: compiler.slots.count)
     }
 
-    /// Attribute (not relationship) properties of a model by key path, with the value a fetched
-    /// instance has when its row lacks the attribute (the value `init()` gives it).
+    /// A filter from the top-level `&&` terms of `predicate` that are recognised (all of them
+    /// when the whole predicate is), or `nil` when none is: rows it rejects fail the predicate, rows
+    /// it accepts may not match it.
+    static func compileConjuncts<T: PersistentModel>(_ predicate: Predicate<T>) -> Filter? {
+        let compiler = Compiler(modelVariable: predicate.variable.key, attributes: AttributeTable(T.self))
+        var terms: [Evaluation] = []
+        func collect(_ expression: Any) {
+            if let conjunction = expression as? any ConjunctionTerms {
+                conjunction.terms.forEach(collect)
+            } else if let evaluation = compiler.compile(expression) {
+                terms.append(evaluation)
+            }
+        }
+        collect(predicate.expression)
+        guard !terms.isEmpty else { return nil }
+        return Filter(
+            evaluation: { row, bindings in
+                for term in terms {
+                    guard case .bool(true) = term(row, bindings) else { return .bool(false) }
+                }
+                return .bool(true)
+            }, bindingCount: compiler.slots.count)
+    }
+
+    /// Attribute properties of a model by key path, with the value a fetched instance has when its
+    /// row lacks the attribute (the value `init()` gives it); and its to-one relationships, whose
+    /// stored value is a `.reference` (or `.null`).
     struct AttributeTable {
         var byKeyPath: [AnyKeyPath: (name: String, missing: AttributeValue)] = [:]
+        var toOneByKeyPath: [AnyKeyPath: String] = [:]
 
         init<T: PersistentModel>(_ type: T.Type) {
             let blank = T()
+            for property in T.schemaProperties {
+                if let relationship = property.relationship, !relationship.isToMany {
+                    toOneByKeyPath[property.keyPath as AnyKeyPath] = property.name
+                }
+            }
             for property in T.schemaProperties where property.attribute != nil {
                 // A @Model instance has no value for a property its row lacks: it reads as nil.
                 let missing = T._usesModelStorage && blank.modelState.values[property.name] == nil
@@ -63,6 +98,9 @@ enum PredicatePushDown {
         let attributes: AttributeTable
         /// flatMap variables → binding slot.
         var slots: [PredicateExpressions.VariableID: Int] = [:]
+        /// flatMap variables bound to a related model's reference (usable only for its
+        /// `persistentModelID`, never as a value).
+        var referenceSlots: [PredicateExpressions.VariableID: Int] = [:]
 
         init(modelVariable: PredicateExpressions.VariableID, attributes: AttributeTable) {
             self.modelVariable = modelVariable
@@ -77,6 +115,31 @@ enum PredicatePushDown {
             if let slot = slots[variable] { return slot }
             slots[variable] = slots.count
             return slots.count - 1
+        }
+    }
+
+    /// Whether `keyPath` is `\M.persistentModelID` of some model type `M`.
+    static func isPersistentModelID(_ keyPath: AnyKeyPath) -> Bool {
+        guard let model = type(of: keyPath).rootType as? any PersistentModel.Type else { return false }
+        return isPersistentModelID(keyPath, of: model)
+    }
+
+    private static func isPersistentModelID<M: PersistentModel>(_ keyPath: AnyKeyPath, of model: M.Type) -> Bool {
+        keyPath == \M.persistentModelID as AnyKeyPath
+    }
+
+    /// Whether values of type `V` are model identifiers, stored as `.reference` (`nil` as `.null`).
+    static func isIdentifier<V>(_ type: V.Type) -> Bool {
+        V.self == PersistentIdentifier.self || V.self == PersistentIdentifier?.self
+    }
+
+    /// Equality of two identifiers as stored: the same entity and key (a reference in this store's
+    /// rows and a fetched model's identifier name the same store).
+    static func sameIdentifier(_ a: AttributeValue, _ b: AttributeValue) -> Bool {
+        switch (a, b) {
+        case (.null, .null): true
+        case (.reference(let x), .reference(let y)): x.entityName == y.entityName && x.primaryKey == y.primaryKey
+        default: false
         }
     }
 
@@ -110,6 +173,15 @@ protocol PushDownExpression {
     func pushDown(_ compiler: PredicatePushDown.Compiler) -> PredicatePushDown.Evaluation?
 }
 
+/// `a && b`, seen as its two terms (for candidate filters).
+protocol ConjunctionTerms {
+    var terms: [Any] { get }
+}
+
+extension PredicateExpressions.Conjunction: ConjunctionTerms {
+    var terms: [Any] { [lhs, rhs] }
+}
+
 /// Strings' `contains` and `starts(with:)` exactly as the predicate expressions evaluate them
 /// (generic `Collection`/`Sequence` algorithms over `Character`s, not Foundation's).
 private func collectionContains<C: Collection>(_ base: C, _ other: C) -> Bool where C.Element: Equatable {
@@ -122,13 +194,20 @@ private func sequenceStarts<S: Sequence>(_ base: S, with prefix: S) -> Bool wher
 
 extension PredicateExpressions.Variable: PushDownExpression {
     func pushDown(_ compiler: PredicatePushDown.Compiler) -> PredicatePushDown.Evaluation? {
-        guard let slot = compiler.slots[key] else { return nil }  // the model itself is not a value
+        // The model itself, or a related model bound by flatMap, is not a value.
+        guard compiler.referenceSlots[key] == nil, let slot = compiler.slots[key] else { return nil }
         return { _, bindings in bindings.values[slot] }
     }
 }
 
 extension PredicateExpressions.KeyPath: PushDownExpression {
     func pushDown(_ compiler: PredicatePushDown.Compiler) -> PredicatePushDown.Evaluation? {
+        // `related.persistentModelID`, where `related` is a to-one relationship of the model (or
+        // a flatMap variable bound to one): the stored reference itself.
+        if PredicatePushDown.isPersistentModelID(keyPath as AnyKeyPath) {
+            guard let reference = compiler.compileReference(root) else { return nil }
+            return reference
+        }
         guard let variable = root as? PredicateExpressions.Variable<Root.Output>,
             variable.key == compiler.modelVariable,
             let (name, missing) = compiler.attributes.byKeyPath[keyPath as AnyKeyPath]
@@ -137,8 +216,53 @@ extension PredicateExpressions.KeyPath: PushDownExpression {
     }
 }
 
+extension PredicatePushDown.Compiler {
+    /// An expression whose value is a related model, compiled to its stored reference: a to-one
+    /// relationship key path on the model, or a flatMap variable bound to one. `nil` otherwise.
+    func compileReference(_ expression: Any) -> PredicatePushDown.Evaluation? {
+        if let variable = expression as? any ReferenceVariable {
+            guard let slot = referenceSlots[variable.variableKey] else { return nil }
+            return { _, bindings in bindings.values[slot] }
+        }
+        guard let keyPath = expression as? any ModelKeyPathExpression,
+            keyPath.rootVariableKey == modelVariable,
+            let name = attributes.toOneByKeyPath[keyPath.anyKeyPath]
+        else { return nil }
+        return { row, _ in row[name] ?? .null }
+    }
+}
+
+/// A key path expression whose root is a variable (to find relationship key paths on the model;
+/// `anyKeyPath` comes from the history query's ``KeyPathExpression``).
+protocol ModelKeyPathExpression {
+    var rootVariableKey: PredicateExpressions.VariableID? { get }
+    var anyKeyPath: AnyKeyPath { get }
+}
+
+extension PredicateExpressions.KeyPath: ModelKeyPathExpression {
+    var rootVariableKey: PredicateExpressions.VariableID? {
+        (root as? PredicateExpressions.Variable<Root.Output>)?.key
+    }
+}
+
+/// A variable expression, seen without its type (flatMap variables bound to related models).
+protocol ReferenceVariable {
+    var variableKey: PredicateExpressions.VariableID { get }
+}
+
+extension PredicateExpressions.Variable: ReferenceVariable {
+    var variableKey: PredicateExpressions.VariableID { key }
+}
+
 extension PredicateExpressions.Value: PushDownExpression {
     func pushDown(_ compiler: PredicatePushDown.Compiler) -> PredicatePushDown.Evaluation? {
+        if let identifier = value as? PersistentIdentifier {
+            return { _, _ in .reference(identifier) }
+        }
+        if Output.self == PersistentIdentifier?.self {
+            let constant = (value as? PersistentIdentifier?).flatMap { $0 }.map(AttributeValue.reference) ?? .null
+            return { _, _ in constant }
+        }
         guard let constant = PredicatePushDown.attributeValue(value) else { return nil }
         return { _, _ in constant }
     }
@@ -152,6 +276,10 @@ extension PredicateExpressions.NilLiteral: PushDownExpression {
 
 extension PredicateExpressions.Equal: PushDownExpression {
     func pushDown(_ compiler: PredicatePushDown.Compiler) -> PredicatePushDown.Evaluation? {
+        if PredicatePushDown.isIdentifier(LHS.Output.self) {
+            guard let lhs = compiler.compile(lhs), let rhs = compiler.compile(rhs) else { return nil }
+            return { row, bindings in .bool(PredicatePushDown.sameIdentifier(lhs(row, bindings), rhs(row, bindings))) }
+        }
         guard let convert = PredicatePushDown.converter(LHS.Output.self),
             let lhs = compiler.compile(lhs), let rhs = compiler.compile(rhs)
         else { return nil }
@@ -164,6 +292,10 @@ extension PredicateExpressions.Equal: PushDownExpression {
 
 extension PredicateExpressions.NotEqual: PushDownExpression {
     func pushDown(_ compiler: PredicatePushDown.Compiler) -> PredicatePushDown.Evaluation? {
+        if PredicatePushDown.isIdentifier(LHS.Output.self) {
+            guard let lhs = compiler.compile(lhs), let rhs = compiler.compile(rhs) else { return nil }
+            return { row, bindings in .bool(!PredicatePushDown.sameIdentifier(lhs(row, bindings), rhs(row, bindings))) }
+        }
         guard let convert = PredicatePushDown.converter(LHS.Output.self),
             let lhs = compiler.compile(lhs), let rhs = compiler.compile(rhs)
         else { return nil }
@@ -224,7 +356,21 @@ extension PredicateExpressions.Negation: PushDownExpression {
 
 extension PredicateExpressions.OptionalFlatMap: PushDownExpression {
     func pushDown(_ compiler: PredicatePushDown.Compiler) -> PredicatePushDown.Evaluation? {
-        // Only optionals of storable types (whose nil is `.null`) are recognised.
+        // `$0.trip?.…`: a to-one relationship, bound as its stored reference; the transform may
+        // only read its `persistentModelID` (``Compiler/compileReference(_:)``).
+        if Wrapped.self is any PersistentModel.Type {
+            guard let reference = compiler.compileReference(wrapped) else { return nil }
+            let slot = compiler.bind(variable.key)
+            compiler.referenceSlots[variable.key] = slot
+            guard let transform = compiler.compile(transform) else { return nil }
+            return { row, bindings in
+                let value = reference(row, bindings)
+                if value.isNull { return .null }
+                bindings.values[slot] = value
+                return transform(row, bindings)
+            }
+        }
+        // Otherwise only optionals of storable types (whose nil is `.null`) are recognised.
         guard PredicatePushDown.converter(Wrapped.self) != nil, let wrapped = compiler.compile(wrapped) else {
             return nil
         }

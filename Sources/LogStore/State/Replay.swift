@@ -25,6 +25,9 @@ struct Replay {
         var transactionCount = 0
         /// Records of any type this run read (opening from a checkpoint reads only those after it).
         var recordCount = 0
+        /// A schema record that takes effect only with the transaction record right after it
+        /// (a custom migration stage's `didMigrate`); void if anything else follows.
+        var pendingMigration: SchemaMigration?
 
         init() {}
 
@@ -71,14 +74,35 @@ struct Replay {
             decoder: TransactionRecord.Decoder(table: result.table, storeIdentifier: storeIdentifier))
     }
 
+    /// A schema record takes effect: the new table, and its steps applied to the stored models.
+    static func apply(_ migration: SchemaMigration, to result: inout Result) {
+        result.table = migration.table
+        result.state.apply(migration.steps)
+    }
+
     /// `decoder` must have been made with `result.table`.
     func apply(_ record: LogRecord, to result: inout Result, decoder: TransactionRecord.Decoder) throws(LogStoreError) {
         switch record.type {
         case .schema:
-            do { result.table = try SchemaTable.decode(record.payload) } catch {
+            let migration: SchemaMigration
+            do { migration = try SchemaMigration.decode(record.payload) } catch {
                 throw .corruptRecord(offset: record.offset, reason: "schema record: \(error)")
             }
+            // A pending migration followed by anything but its transaction is void.
+            result.pendingMigration = nil
+            if migration.completedByNextTransaction {
+                result.pendingMigration = migration
+            } else {
+                Self.apply(migration, to: &result)
+            }
         case .transaction:
+            var decoder = decoder
+            if let pending = result.pendingMigration {
+                // The migration and the transaction that completes it take effect together.
+                result.pendingMigration = nil
+                Self.apply(pending, to: &result)
+                decoder = TransactionRecord.Decoder(table: result.table, storeIdentifier: storeIdentifier)
+            }
             let transaction: TransactionRecord
             do {
                 transaction = try decoder.decode(record.payload)
@@ -91,12 +115,14 @@ struct Replay {
             result.lastTimestampMicroseconds = max(result.lastTimestampMicroseconds, transaction.timestampMicroseconds)
             result.transactionCount += 1
         case .bookmark:
+            result.pendingMigration = nil
             do { try BookmarkRecord.decode(record.payload, storeID: log.storeID).apply(to: &result.bookmarks) } catch {
                 throw .corruptRecord(offset: record.offset, reason: "bookmark record: \(error)")
             }
         default:
-            // Opaque data and skippable types (dictionaries…) do not change the state.
-            break
+            // Opaque data and skippable types (dictionaries…) do not change the state; like
+            // every record but a transaction, they void a pending migration.
+            result.pendingMigration = nil
         }
     }
 }

@@ -58,8 +58,17 @@ struct SaveResolver {
                     break
                 }
             }
+            // An insert whose identifier is already a permanent one of this store keeps it (how
+            // `logstore import` carries primary keys over); it must name a model that does not exist.
+            let kept = temporary.storeIdentifier == storeIdentifier ? temporary : nil
+            if let kept, target == nil, state.contains(kept) || insertedValues[kept] != nil {
+                throw LogStoreError(
+                    .uniqueConstraintViolation,
+                    "An insert keeps the identifier \(kept), which a model already has: an insert may keep only an "
+                        + "identifier no model has.", entity: entity.name, identifier: kept)
+            }
             let permanent =
-                target ?? .permanent(for: storeIdentifier, entityName: entity.name, primaryKey: RandomUUID.make())
+                target ?? kept ?? .permanent(for: storeIdentifier, entityName: entity.name, primaryKey: RandomUUID.make())
             // A collision with a stored model is an upsert; with an earlier insert of this save, a merge.
             if let target, state.contains(target) { upserts.insert(target) }
             resolution.remapped[temporary] = permanent

@@ -4,9 +4,12 @@ import LogStoreEngine
 /// A position in a store's history for time travel: a full token (its store and check are
 /// verified) or a bare log offset (only that a transaction record starts there is verified).
 public enum HistoryPosition: Sendable, Hashable, CustomStringConvertible {
+    /// A history token: its store, offset and check are all verified.
     case token(DefaultHistoryToken)
+    /// A bare log offset where a transaction record must start.
     case offset(UInt64)
 
+    /// The log offset the position names.
     public var offset: UInt64 {
         switch self {
         case .token(let token): token.offset
@@ -27,6 +30,7 @@ public enum HistoryPosition: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// `token at offset … (check …)` or `offset …`.
     public var description: String {
         switch self {
         case .token(let token): "token at offset \(token.offset) (check \(token.check))"

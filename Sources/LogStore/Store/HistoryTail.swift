@@ -19,15 +19,18 @@ import Synchronization
 /// read-only store (`allowsSave: false`) also yields the saves of the process writing the store,
 /// woken by its change watcher (inotify; ``LogStore/remoteChanges(after:)``).
 public struct HistoryTail: AsyncSequence, Sendable {
+    /// The transactions, oldest first.
     public typealias Element = DefaultHistoryTransaction
 
     let store: LogStore
     let token: DefaultHistoryToken?
 
+    /// An iterator that starts after the tail's token.
     public func makeAsyncIterator() -> Iterator {
         Iterator(store: store, token: token)
     }
 
+    /// Reads the tail's transactions one at a time, waiting for new saves at the end.
     public struct Iterator: AsyncIteratorProtocol {
         let store: LogStore
         let token: DefaultHistoryToken?
@@ -39,6 +42,9 @@ public struct HistoryTail: AsyncSequence, Sendable {
             self.token = token
         }
 
+        /// The next transaction, once it is visible; `nil` when the task is cancelled or the store
+        /// closes. Throws ``LogStoreError/historyTokenExpired(resumeToken:)`` when history deletion
+        /// passed the iterator's position.
         public mutating func next() async throws -> DefaultHistoryTransaction? {
             // Bounded per wake-up: each pass yields, throws, ends, or waits for the next save.
             while true {

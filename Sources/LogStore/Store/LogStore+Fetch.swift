@@ -3,7 +3,7 @@ import LogStoreEngine
 
 extension LogStore {
     /// Fetches the published snapshots of an entity. Recognised predicates and attribute sorts
-    /// are evaluated here (``PredicatePushDown``), then offset and limit; others are declined
+    /// are evaluated here (`PredicatePushDown`), then offset and limit; others are declined
     /// (`preferInMemoryFilter`/`preferInMemorySort`): the context evaluates them and, as then
     /// the store ignores them, applies limit and offset too (DECISIONS.md D9).
     public func fetch<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> DataStoreFetchResult<
@@ -12,10 +12,12 @@ extension LogStore {
         try publishedState(for: T.entityName).fetchResult(request, storeIdentifier: identifier)
     }
 
+    /// How many published models of the entity the request selects (the window applied).
     public func fetchCount<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> Int {
         try publishedState(for: T.entityName).fetchCount(request)
     }
 
+    /// The identifiers of the published models the request selects, in fetch order.
     public func fetchIdentifiers<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws
         -> [PersistentIdentifier]
     {
@@ -54,6 +56,8 @@ extension LogStore {
         return result
     }
 
+    /// Not supported: throws ``DataStoreError/unsupportedFeature``. Delete the store's directory
+    /// while it is closed instead.
     public func erase() throws {
         throw DataStoreError.unsupportedFeature
     }

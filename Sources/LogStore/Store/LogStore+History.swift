@@ -18,6 +18,7 @@ public struct HistoryCompaction: Sendable, Equatable {
 }
 
 extension LogStore: HistoryProviding {
+    /// The transactions its history holds.
     public typealias HistoryType = DefaultHistoryTransaction
 
     // MARK: Fetching

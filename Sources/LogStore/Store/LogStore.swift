@@ -11,12 +11,17 @@ import Synchronization
 /// (in synchronous mode, only durable saves).
 public final class LogStore: DataStore, @unchecked Sendable {
     // @unchecked: all mutable state is in `inner`, behind a SleepingMutex; the rest is immutable.
+    /// The snapshot type it exchanges with contexts.
     public typealias Snapshot = DefaultSnapshot
 
+    /// The configuration it was opened with.
     public let configuration: LogStoreConfiguration
+    /// The schema it works with: the configuration's, or the stored one (``usesStoredSchema``).
     public let schema: Schema
     /// Opened without a schema in code (tools): the stored schema, and saves are refused.
     public var usesStoredSchema: Bool { configuration.schema == nil }
+    /// The store's UUID (from `store.meta`) as a string: the store identifier of its permanent
+    /// ``PersistentIdentifier``s and history tokens.
     public let identifier: String
     let log: Log
 
@@ -88,6 +93,8 @@ public final class LogStore: DataStore, @unchecked Sendable {
     /// Opens (or creates) the store the configuration describes and checks its schema against
     /// the stored one. A configuration without a schema opens an existing store with the schema
     /// it stores, for tools without the model types (history, compaction): saves are then refused.
+    /// With a `migrationPlan`, the plan's stages run from the version the store records (or the
+    /// first the stored schema matches) to the configuration's schema (``SchemaMigrationPlan``).
     public init(_ configuration: LogStoreConfiguration, migrationPlan: (any SchemaMigrationPlan.Type)? = nil) throws {
         let log: Log
         let isReadOnly = !configuration.allowsSave
@@ -116,25 +123,40 @@ public final class LogStore: DataStore, @unchecked Sendable {
                             + "\(log.startOffset) (older history was deleted) but no checkpoint holds the state before it.",
                         file: configuration.directory))
             }
-            let replayed = try Replay(log: log, storeIdentifier: log.storeID.uuidString)
+            var replayed = try Replay(log: log, storeIdentifier: log.storeID.uuidString)
                 .run(from: start, startOffset: loaded.newest?.header.offset)
-            var table = replayed.table
-            guard let schema = configuration.schema ?? table.storedSchema else {
+            if replayed.pendingMigration != nil {
+                // A migration cut between its schema record and the transaction completing it:
+                // void it now (any record but a transaction does), before a save could follow it
+                // or a checkpoint past it could forget it (docs/FORMAT.md §6.7).
+                let end = log.visibleEnd
+                try Self.append(replayed.table.encoded(), type: .schema, to: log)
+                replayed = try Replay(log: log, storeIdentifier: log.storeID.uuidString).run(from: replayed, startOffset: end)
+            }
+            guard let schema = configuration.schema ?? replayed.table.storedSchema else {
                 throw LogStoreError.schemaMismatch(
                     entity: "", attribute: nil,
                     reason: "the configuration has no "
                         + "schema and the store stores none yet (open it once with its models)")
             }
-            if configuration.schema != nil, let extended = try table.extended(toCover: schema) {
+            // A read-only store never writes: a migration is for the process that writes the store.
+            if configuration.schema != nil, let migrationPlan, !isReadOnly {
+                replayed = try MigrationRunner(log: log, configuration: configuration, schema: schema)
+                    .run(migrationPlan, from: replayed)
+            }
+            if configuration.schema != nil, let extended = try replayed.table.extended(toCover: schema) {
                 guard !isReadOnly else {
                     throw LogStoreError.schemaMismatch(
                         entity: "", attribute: nil,
                         reason: "the store was opened read-only (allowsSave is false) and the models in code add "
                             + "to its stored schema; open it once for writing to record the additions")
                 }
-                table = extended
-                try Self.append(table.encoded(), type: .schema, to: log)
+                // Additions and renames in code: one schema record, folded like any other.
+                let end = log.visibleEnd
+                try Self.append(extended.encoded(), type: .schema, to: log)
+                replayed = try Replay(log: log, storeIdentifier: log.storeID.uuidString).run(from: replayed, startOffset: end)
             }
+            let table = replayed.table
             var uniqueIndex = UniqueIndex(schema: schema)
             let storeIdentifier = log.storeID.uuidString
             for entity in schema.entities where uniqueIndex.constraints[entity.name] != nil {

@@ -8,9 +8,13 @@ import LogStoreEngine
 /// let container = try ModelContainer(for: Trip.self, BucketListItem.self, configurations: configuration)
 /// ```
 public struct LogStoreConfiguration: DataStoreConfiguration, Sendable {
+    /// The store this configuration opens.
     public typealias Store = LogStore
 
+    /// The configuration's name (`"default"` unless given).
     public var name: String
+    /// The schema to open with; ``ModelContainer`` sets it from its model types. `nil` opens an
+    /// existing store with the schema it stores (``LogStore/usesStoredSchema``).
     public var schema: Schema?
     /// The store directory (created when missing).
     public var directory: String
@@ -34,7 +38,15 @@ public struct LogStoreConfiguration: DataStoreConfiguration, Sendable {
     /// A store that lives only while it is open: its directory is removed when it closes
     /// (SwiftData's `isStoredInMemoryOnly`; see ``init(_:schema:isStoredInMemoryOnly:allowsSave:)``).
     public var isStoredInMemoryOnly = false
+    /// How far ahead of the write position the log keeps zeros written (`LogOptions.preallocationAheadByteCount`;
+    /// 0 turns preallocation off). Default 2 MiB.
+    public var preallocationAheadByteCount: UInt64 = LogOptions().preallocationAheadByteCount
+    /// After this long without a new record the log appends a durable-end mark
+    /// (`LogOptions.durableEndMarkDelay`; `nil`: only at close). Default 1 s.
+    public var durableEndMarkDelay: Duration? = LogOptions().durableEndMarkDelay
 
+    /// A store in `directory`, with synchronous durability, 64 MiB segments and a checkpoint every
+    /// 64 MiB of log unless told otherwise.
     public init(
         name: String = "default", schema: Schema? = nil, directory: String,
         durability: Durability = .synchronous, segmentByteCountMax: UInt64 = 64 * 1024 * 1024,
@@ -54,11 +66,14 @@ public struct LogStoreConfiguration: DataStoreConfiguration, Sendable {
         options.durability = durability
         options.segmentByteCountMax = segmentByteCountMax
         options.fileSystem = fileSystem
+        options.preallocationAheadByteCount = preallocationAheadByteCount
+        options.durableEndMarkDelay = durableEndMarkDelay
         // Without a schema (a tool opening an existing store) a missing store is an error, not a new one.
         options.createsIfMissing = schema != nil
         return options
     }
 
+    /// Equal when every option but the file system is equal.
     public static func == (lhs: LogStoreConfiguration, rhs: LogStoreConfiguration) -> Bool {
         lhs.name == rhs.name && lhs.schema == rhs.schema && lhs.directory == rhs.directory
             && lhs.durability == rhs.durability && lhs.segmentByteCountMax == rhs.segmentByteCountMax
@@ -66,8 +81,10 @@ public struct LogStoreConfiguration: DataStoreConfiguration, Sendable {
             && lhs.historyRetention == rhs.historyRetention
             && lhs.uniqueCollisionPolicy == rhs.uniqueCollisionPolicy
             && lhs.allowsSave == rhs.allowsSave && lhs.isStoredInMemoryOnly == rhs.isStoredInMemoryOnly
+            && lhs.durableEndMarkDelay == rhs.durableEndMarkDelay
     }
 
+    /// Hashes the name and the directory.
     public func hash(into hasher: inout Hasher) {
         hasher.combine(name)
         hasher.combine(directory)

@@ -93,7 +93,9 @@ struct StoreReader {
             directory: directory, storeIdentifier: log.storeID,
             schemaVersion: hasSchema ? result.table.version : nil, entities: entities,
             transactionCount: result.transactionCount, lastToken: result.lastToken,
-            unreadTail: log.recoveryReport.unreadTail, checkpointOffset: checkpointOffset)
+            unreadTail: log.recoveryReport.unreadTail, checkpointOffset: checkpointOffset,
+            schema: hasSchema ? result.table.storedSchema : nil,
+            consumers: result.bookmarks.values.map(ConsumerBookmark.init).sorted { $0.name < $1.name })
     }
 
     // MARK: History
@@ -143,9 +145,16 @@ struct StoreReader {
         let scanFrom = max(headers.last?.offset ?? 0, log.startOffset)
         do throws(LogError) {
             var records = try log.records(from: scanFrom)
+            // A migration completed by the next transaction counts only once that transaction follows.
+            var pending: SchemaTable?
             while let record = try records.next() {
+                if record.type == .transaction, let completed = pending { table = completed }
+                pending = nil
                 guard record.type == .schema else { continue }
-                do { table = try SchemaTable.decode(record.payload) } catch {
+                do {
+                    let migration = try SchemaMigration.decode(record.payload)
+                    if migration.completedByNextTransaction { pending = migration.table } else { table = migration.table }
+                } catch {
                     throw LogError(
                         .corruption, "The schema record at offset \(record.offset) does not decode: \(error).",
                         offset: record.offset)
@@ -172,9 +181,12 @@ extension LogStore {
     /// for entity in state.entities { print(entity.name, entity.rows.count) }
     /// ```
     ///
-    /// - Parameter offset: stop after the record at this log offset (inclusive) — a history
-    ///   token's ``DefaultHistoryToken/offset`` gives the state right after that transaction. `nil`
-    ///   folds the whole log.
+    /// - Parameters:
+    ///   - directory: the store directory.
+    ///   - fileSystem: the file system it is on (the real one by default).
+    ///   - offset: stop after the record at this log offset (inclusive) — a history
+    ///     token's ``DefaultHistoryToken/offset`` gives the state right after that transaction.
+    ///     `nil` folds the whole log.
     /// - Throws: ``LogStoreError/log(_:)`` when the store cannot be opened or read,
     ///   ``LogStoreError/corruptRecord(offset:reason:)`` when a record does not decode.
     public static func replay(

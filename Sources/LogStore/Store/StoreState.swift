@@ -13,6 +13,7 @@ import LogStoreEngine
 public struct StoreState: Sendable, Hashable {
     /// One entity of the stored schema and its models.
     public struct Entity: Sendable, Hashable {
+        /// The entity's name.
         public var name: String
         /// Attribute and relationship names in the stored schema's order (declaration order;
         /// properties added by later schema versions come last).
@@ -41,6 +42,12 @@ public struct StoreState: Sendable, Hashable {
     /// The checkpoint a time-travel replay started from (``transactionCount`` then counts only
     /// the transactions after it), or `nil` when it folded from the log's start.
     public var checkpointOffset: UInt64? = nil
+    /// The schema the log's schema records store (entities, attribute types, relationships;
+    /// unique constraints and delete rules live in code, not in the log), or `nil` without one.
+    /// `logstore export` writes it so `logstore import` can create the same entities.
+    public var schema: Schema? = nil
+    /// The history consumers registered as of the replayed offset, by name.
+    public var consumers: [ConsumerBookmark] = []
 
     /// The entity with this name, if the stored schema has it.
     public func entity(named name: String) -> Entity? {
