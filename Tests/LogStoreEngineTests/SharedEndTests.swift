@@ -48,15 +48,21 @@ import Testing
         try reader.close()
     }
 
-    @Test func aReadOnlyOpenShowsThePublishedEndNotTheUnsyncedTail() throws {
+    @Test func aReadOnlyOpenShowsWhatTheFilesHoldThenFollowsOncePastIt() throws {
         let fileSystem = SimulatedFileSystem()
         let writer = try Log.open(directory: storePath, options: simulatedOptions(fileSystem))
-        let durable = try writer.append(Array("durable".utf8))
-        _ = try writer.write(Array("not yet".utf8))
+        try writer.append(Array("durable".utf8))
+        let unsynced = try writer.write(Array("not yet".utf8))
+        // Like a crashed writer's unsynced records, which its next open keeps: shown.
         let reader = try Log.openReadOnly(directory: storePath, fileSystem: fileSystem)
-        #expect(reader.visibleEnd == durable.endOffset)
-        #expect(try readAll(reader).map(\.payload) == [Array("durable".utf8)])
+        #expect(reader.visibleEnd == unsynced.endOffset)
         #expect(reader.recoveryReport.unreadTail == nil)
+        #expect(try reader.refresh() == false)
+        try writer.waitUntilDurable(unsynced)
+        #expect(try reader.refresh() == false)
+        try writer.append(Array("next".utf8))
+        #expect(try reader.refresh())
+        #expect(try readAll(reader).map(\.payload).last == Array("next".utf8))
         try writer.close()
         try reader.close()
     }
@@ -112,7 +118,7 @@ import Testing
         try reader.close()
     }
 
-    @Test func aFailedSyncPublishesTheFailureWithoutMovingTheEpochInSynchronousMode() throws {
+    @Test func aFailedSyncPublishesTheFailureAndMovesTheEpoch() throws {
         let fileSystem = SimulatedFileSystem()
         let writer = try Log.open(directory: storePath, options: simulatedOptions(fileSystem))
         try writer.append(Array("one".utf8))
@@ -121,9 +127,8 @@ import Testing
         #expect(logError { try writer.append(Array("two".utf8)) }?.code == .syncFailed)
         let slot = try #require(CoordinationFile.openForReading(directory: storePath, fileSystem: fileSystem)?.read())
         #expect(slot.isFailed)
-        // The reader only ever saw durable records, which the cut-back keeps: it goes on.
-        #expect(try reader.refresh() == false)
-        #expect(try readAll(reader).map(\.payload) == [Array("one".utf8)])
+        // A reader may have seen what the cut-back removed: it must open again.
+        #expect(logError { try reader.refresh() }?.code == .reopenRequired)
         try? writer.close()
         try reader.close()
     }

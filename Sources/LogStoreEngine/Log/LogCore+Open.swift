@@ -105,11 +105,13 @@ extension LogCore {
         var recovery = Recovery(directory: directory, meta: meta, options: options, writable: false, report: report)
         recovery.publishedEnd = shared?.1?.visibleEnd
         let recovered = try recovery.run(segmentOffsets: segmentOffsets)
-        let end = followedEnd(
-            shared?.1, recoveredEnd: recovered.end, lastSegmentBase: recovered.segments.last!.baseOffset)
+        // What the files hold, as before a writer of this version: the published end may be stale
+        // (a writer that crashed after unsynced writes the next open keeps), and a read-only open
+        // cannot tell a live writer from a dead one without touching its lock. Following then
+        // moves on only once the published end passes this.
         let core = LogCore(
             directory: directory, options: options, meta: meta, report: recovered.report,
-            lock: nil, segments: recovered.segments, end: end)
+            lock: nil, segments: recovered.segments, end: recovered.end)
         core.state.coordination = shared?.0
         core.state.shared = shared?.1
         core.state.sharedBytes = shared?.1?.encoded() ?? []

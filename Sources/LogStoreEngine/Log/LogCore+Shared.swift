@@ -86,11 +86,11 @@ extension LogCore {
         return elapsed >= Self.sharedPublishIntervalNanoseconds ? 0 : Self.sharedPublishIntervalNanoseconds - elapsed
     }
 
-    /// A fail-stop cut the log back (lock held). In synchronous mode readers saw only durable
-    /// records, which the cut keeps; otherwise they may have seen some it removed: the epoch moves
-    /// and they must reopen.
+    /// A fail-stop cut the log back (lock held). A reader may have seen records it removed (in the
+    /// non-synchronous modes they were published; in any mode a read-only open shows what the
+    /// files hold, which a crashed writer's next open keeps): the epoch moves and readers reopen.
     func publishFailureLocked() {
-        if options.durability != .synchronous, var slot = state.shared {
+        if var slot = state.shared {
             slot.epoch &+= 1
             state.shared = slot
         }
@@ -111,13 +111,6 @@ extension LogCore {
         return (coordination, coordination.read().flatMap { $0.storeID == storeID ? $0 : nil })
     }
 
-    /// The end a read-only open shows: the published visible end when the slot is consistent with
-    /// what recovery read (records past it are a live writer's unpublished writes, or what a dead
-    /// one left unsynced), else what recovery read.
-    static func followedEnd(_ slot: SharedEnd?, recoveredEnd: UInt64, lastSegmentBase: UInt64) -> UInt64 {
-        guard let slot, slot.visibleEnd <= recoveredEnd, slot.visibleEnd >= lastSegmentBase else { return recoveredEnd }
-        return slot.visibleEnd
-    }
 
     /// A read-only log: reads the coordination slot and, when the writer published a visible end
     /// past this log's, opens the segments it rolled to, checks every new record (CRCs, offsets)

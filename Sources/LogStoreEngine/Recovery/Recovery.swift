@@ -21,8 +21,9 @@ struct Recovery {
     /// The offsets of the checkpoint files in the directory (their names): a checkpoint at X was
     /// written after an `fdatasync` through X, so X is a durable end the store states.
     let checkpointOffsets: [UInt64]
-    /// A read-only open beside a live writer: the visible end the writer published before the
-    /// directory was listed (FORMAT.md §10.1). Every record before it is in the files.
+    /// A read-only open: the visible end the last writer published before the directory was
+    /// listed (FORMAT.md §10.1). Every record before it is in the files, so a second look with a
+    /// fresh buffer goes on until the scan reaches it.
     var publishedEnd: UInt64? = nil
     var report: RecoveryReport
 
@@ -173,7 +174,7 @@ struct Recovery {
         var lastNonZero: UInt64?
         var rescans = 0
         // Bounded: a pass ends the scan, or reads at least one more record towards the published
-        // end (or, without one, is the single second look).
+        // end, or is one of four more looks past it (a live writer keeps appending while we look).
         rescan: while true {
             scan: while true {
                 switch try scanner.next(decodesPayload: true) {
@@ -194,7 +195,7 @@ struct Recovery {
             // an append that the look at the rest of the file then saw: read again, with a fresh
             // buffer, before calling it a tail — as `verify` does.
             guard !writable, lastNonZero != nil,
-                publishedEnd.map({ scanner.offset < $0 }) ?? (rescans == 0)
+                publishedEnd.map({ scanner.offset < $0 }) ?? false || rescans < 4
             else { break rescan }
             rescans += 1
             var fresh = SegmentScanner(segment: segment, position: scanner.position)
@@ -212,7 +213,9 @@ struct Recovery {
         }
         // Bytes from `tailPosition` on are not records.
         guard writable else {
-            // Past the end a live writer published lie its unpublished writes, not a tail.
+            // Past the end the last writer published: a live writer's append in flight (it keeps
+            // appending while we look) or a dead one's torn tail — a read-only open cannot tell
+            // which without the writer's lock, so it does not report it (`verify` judges it).
             if let publishedEnd, end >= publishedEnd { return end }
             // A read-only open changes nothing: the bad tail is the end, and the report says so.
             report.unreadTail = .init(
@@ -263,10 +266,8 @@ struct Recovery {
         return end
     }
 
-    /// Notes a record of the last segment in its index. Beside a live writer, only those before
-    /// the end it published: the open shows no more, and following it later notes the rest in order.
+    /// Notes a record of the last segment in its index.
     private mutating func noteInLastSegment(_ record: LogRecord, _ segment: SegmentFile) {
-        guard publishedEnd.map({ record.endOffset <= $0 }) ?? true else { return }
         segment.note(record)
         lastRecordType = record.type
     }
