@@ -132,4 +132,50 @@ import Testing
         try? writer.close()
         try reader.close()
     }
+
+    /// Review F1: a follow that opened the writer's new segments and then found a bad record kept
+    /// them, past the durable end it did not move, and the next close() stopped on the invariant.
+    @Test func aFailedFollowKeepsNoSegmentItOpenedAndTheReaderStillCloses() throws {
+        let fileSystem = SimulatedFileSystem()
+        let writer = try Log.open(directory: storePath, options: simulatedOptions(fileSystem, segmentByteCountMax: 2048))
+        try writer.append(Array("first".utf8))
+        let reader = try Log.openReadOnly(directory: storePath, fileSystem: fileSystem)
+        let readerEnd = reader.visibleEnd
+        for number in 0..<40 { try writer.append(Array("record \(number) ".utf8) + [UInt8](repeating: 5, count: 80)) }
+        #expect(writer.segmentBaseOffsets.count > 2)
+        let position = SegmentScanner.filePosition(logicalOffset: readerEnd, baseOffset: 0)
+        try fileSystem.corruptByte(at: Int(position) + FormatConstants.recordHeaderByteCount + 4, in: segmentPath(0), mask: 0x01)
+        #expect(logError { try reader.refresh() }?.code == .corruption)
+        #expect(reader.segmentBaseOffsets == [0])
+        #expect(reader.visibleEnd == readerEnd)
+        #expect(logError { try reader.refresh() }?.code == .corruption)
+        #expect(reader.segmentBaseOffsets == [0])
+        try reader.close()
+        try writer.close()
+    }
+
+    /// Review F2: a reader that fell behind the writer's history deletion (the segments after the
+    /// one it was reading were deleted before it opened them) reported corruption and pointed at
+    /// `logstore repair`, though nothing is damaged: it must open again.
+    @Test func aReaderBehindHistoryDeletionMustReopenNotRepair() throws {
+        let fileSystem = SimulatedFileSystem()
+        let writer = try Log.open(directory: storePath, options: simulatedOptions(fileSystem, segmentByteCountMax: 2048))
+        try writer.append(Array("first".utf8))
+        let reader = try Log.openReadOnly(directory: storePath, fileSystem: fileSystem)
+        for number in 0..<40 { try writer.append(Array("record \(number) ".utf8) + [UInt8](repeating: 5, count: 80)) }
+        let bases = writer.segmentBaseOffsets
+        #expect(bases.count >= 3)
+        #expect(try writer.deleteSegments(endingAtOrBefore: bases[2]) == [bases[0], bases[1]])
+        for _ in 0..<2 {
+            let error = logError { try reader.refresh() }
+            #expect(error?.code == .reopenRequired)
+            #expect(error?.message.contains("deleted history") == true)
+            #expect(reader.segmentBaseOffsets == [0])
+        }
+        try reader.close()
+        let reopened = try Log.openReadOnly(directory: storePath, fileSystem: fileSystem)
+        #expect(reopened.segmentBaseOffsets == Array(bases.dropFirst(2)))
+        try reopened.close()
+        try writer.close()
+    }
 }

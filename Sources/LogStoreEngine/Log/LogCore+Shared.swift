@@ -146,8 +146,18 @@ extension LogCore {
             remember()
             return false
         }
-        try openSegments(through: slot.lastSegmentBaseOffset)
-        try checkRecords(through: slot.visibleEnd)
+        let segmentCount = state.segments.count
+        do throws(LogError) {
+            try openSegments(through: slot.lastSegmentBaseOffset)
+            try checkRecords(through: slot.visibleEnd)
+        } catch {
+            // Nothing of a failed follow stays: the last segment must start at or before the
+            // durable end (checkInvariants, which close() runs), and the next call lists the
+            // directory again.
+            for segment in state.segments[segmentCount...] { segment.handle.close() }
+            state.segments.removeSubrange(segmentCount...)
+            throw error
+        }
         remember()
         state.writtenEnd = slot.visibleEnd
         state.durableEnd = slot.visibleEnd
@@ -180,6 +190,17 @@ extension LogCore {
         }
     }
 
+    /// Whether `segment` ending at `offset`, with later segments open but not the one starting
+    /// there, is history deletion rather than damage: the writer deleted the leading segments up
+    /// to and including this one (it is no longer in the directory; this log still reads it
+    /// through its open handle).
+    private func fellBehindDeletion(reading segment: SegmentFile, at offset: UInt64) throws(LogError) -> Bool {
+        guard state.segments.contains(where: { $0.baseOffset > offset }) else { return false }
+        return !(try Self.listDirectory(directory, fileSystem).contains {
+            LogFileNames.segmentBaseOffset($0) == segment.baseOffset
+        })
+    }
+
     /// Reads and checks every record from the visible end to `target`, noting each in its
     /// segment's index; they must end exactly at `target`.
     private func checkRecords(through target: UInt64) throws(LogError) {
@@ -204,6 +225,15 @@ extension LogCore {
                     }
                 case .end where state.segments.contains(where: { $0.baseOffset == offset && $0 !== segment }):
                     break scan  // the next segment starts here
+                case .end where try fellBehindDeletion(reading: segment, at: offset):
+                    // The writer deleted history (D6: leading segments) past this segment before
+                    // this reader opened the next one: the records it would fold are gone. Not
+                    // damage — the store is fine, this open fell behind.
+                    throw LogError(
+                        .reopenRequired,
+                        "The process writing \(directory) deleted history this read-only open had not read yet "
+                            + "(the records from offset \(offset) on, in a segment deleted before it was read). "
+                            + "Open it again.", file: directory, offset: offset)
                 case .end:
                     throw LogError.corruption(
                         segment.path, offset: offset,
