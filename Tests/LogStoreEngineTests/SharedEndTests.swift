@@ -178,4 +178,35 @@ import Testing
         try reopened.close()
         try writer.close()
     }
+
+    /// Review F4: the inotify watch on the coordination file was armed on the watcher's thread,
+    /// after it started: a publication in between was never signalled (1–3 in 20 here). Each
+    /// round makes a watcher and publishes at once; the watcher must bring the reader there. The
+    /// wait is a bound for a missed signal, not a measurement.
+    @Test func aPublicationRightAfterTheWatcherIsMadeIsSignalled() throws {
+        let temporary = TemporaryDirectory("watch")
+        defer { temporary.remove() }
+        var options = LogOptions()
+        options.durableEndMarkDelay = nil
+        let writer = try Log.open(directory: temporary.path, options: options)
+        try writer.append(Array("first".utf8))
+        let reader = try Log.openReadOnly(directory: temporary.path)
+        for round in 0..<20 {
+            let watcher = reader.watchForChanges { _ = try? reader.refresh() }
+            #if os(Linux)
+                #expect(watcher.mechanism == .inotify)
+            #endif
+            let record = try writer.append(Array("round \(round)".utf8))
+            var waited = 0
+            // Bounded: 30 s at most.
+            while reader.visibleEnd < record.endOffset && waited < 3000 {
+                Thread.sleep(forTimeInterval: 0.01)
+                waited += 1
+            }
+            #expect(reader.visibleEnd == record.endOffset, "round \(round)")
+            watcher.cancel()
+        }
+        try reader.close()
+        try writer.close()
+    }
 }

@@ -10,7 +10,9 @@ import Synchronization
 /// records: on Linux when the store's `coordination` file is written (inotify, `IN_MODIFY`; the
 /// directory is watched for its creation until it exists), elsewhere — or on a file system that
 /// is not the real one — every 10 ms. The thread sleeps in `poll` between events: an idle reader
-/// costs no CPU. Events that arrive while the function runs are folded into one more call.
+/// costs no CPU. Events that arrive while the function runs are folded into one more call. With
+/// inotify the watch is armed before the watcher is returned, and the function is called once
+/// when the thread starts: nothing published after the watcher was made goes unsignalled.
 ///
 /// Made by ``Log/watchForChanges(_:)``; ``cancel()`` (or releasing it) stops the thread.
 public final class ChangeWatcher: Sendable {
@@ -94,12 +96,19 @@ public final class ChangeWatcher: Sendable {
             // pipe2 needs _GNU_SOURCE; no exec happens between these lines in the engine's own code.
             for end in pipeEnds { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
             let stopRead = pipeEnds[0]
+            // Armed here, before the thread runs: a publication after the watcher is made is
+            // always signalled (armed on the thread, one landing before it was missed). The
+            // thread's first call covers any publication before the watch was armed.
+            let initialFileWatch = inotify_add_watch(inotify, filePath, UInt32(IN_MODIFY))
             let thread = Thread {
                 defer {
                     close(inotify)
                     close(stopRead)
                 }
-                var fileWatch = inotify_add_watch(inotify, filePath, UInt32(IN_MODIFY))
+                var fileWatch = initialFileWatch
+                var stop = pollfd(fd: stopRead, events: Int16(POLLIN), revents: 0)
+                if poll(&stop, 1, 0) != 0 { return }  // cancelled before the thread ran
+                onChange()
                 var buffer = [UInt8](repeating: 0, count: 4096)
                 var descriptors = [
                     pollfd(fd: inotify, events: Int16(POLLIN), revents: 0),
