@@ -1,5 +1,5 @@
 import Foundation
-import LogStore
+@testable import LogStore
 import LogStoreEngine
 import LogStoreTestSupport
 import SampleTrips
@@ -194,6 +194,44 @@ import Testing
         #expect(expired?.code == .historyTokenExpired)
         #expect(try reading.fetchCount(FetchDescriptor<Trip>()) == 3)
         try reader.dataStore(as: LogStore.self)?.close()
+        try writer.dataStore(as: LogStore.self)?.close()
+    }
+
+    /// Review F3: a follow that moved the log and then failed to reload L (here a checkpoint
+    /// that does not read) lost the move: the next call saw nothing new and never folded the
+    /// writer's save. What to fold is decided from the ends now.
+    @Test func aFollowThatFailsAfterTheLogMovedFoldsTheRecordsNextTime() throws {
+        let temporary = TemporaryDirectory("processes")
+        defer { temporary.remove() }
+        let url = URL(fileURLWithPath: temporary.appending("Trips.store"))
+        let writer = try ModelContainer(for: Trip.self, configurations: ModelConfiguration(url: url))
+        let writing = ModelContext(writer)
+        for name in ["Lisbon", "Porto"] {
+            writing.insert(Trip(name: name, destination: "Portugal"))
+            try writing.save()
+        }
+        let reader = try ModelContainer(for: Trip.self, configurations: ModelConfiguration(url: url, allowsSave: false))
+        let store = try #require(reader.dataStore(as: LogStore.self))
+        // Only this test's fetches follow the writer (the watcher would fold before the damage).
+        store.changeWatcher.withLock { $0?.cancel() }
+        let reading = ModelContext(reader)
+        #expect(try reading.fetchCount(FetchDescriptor<Trip>()) == 2)
+        let first = try #require(try reading.fetchHistory(HistoryDescriptor<DefaultHistoryTransaction>()).first).token
+        writing.insert(Trip(name: "Faro", destination: "Portugal"))
+        try writing.save()
+        try writing.deleteHistory(HistoryDescriptor<DefaultHistoryTransaction>(predicate: #Predicate { $0.token <= first }))
+        let checkpoints = try FileManager.default.contentsOfDirectory(atPath: url.path)
+            .filter { CheckpointFileName.offset($0) != nil }.map { url.path + "/" + $0 }
+        #expect(!checkpoints.isEmpty)
+        let saved = try checkpoints.map { try Data(contentsOf: URL(fileURLWithPath: $0)) }
+        for (path, data) in zip(checkpoints, saved) {
+            try Data(repeating: 0xAB, count: data.count).write(to: URL(fileURLWithPath: path))
+        }
+        #expect(throws: LogStoreError.self) { _ = try reading.fetchHistory(HistoryDescriptor<DefaultHistoryTransaction>()) }
+        for (path, data) in zip(checkpoints, saved) { try data.write(to: URL(fileURLWithPath: path)) }
+        #expect(try reading.fetchCount(FetchDescriptor<Trip>()) == 3)
+        #expect(try reading.fetchHistory(HistoryDescriptor<DefaultHistoryTransaction>()).count == 2)
+        try store.close()
         try writer.dataStore(as: LogStore.self)?.close()
     }
 

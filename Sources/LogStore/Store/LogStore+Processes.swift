@@ -15,17 +15,20 @@ extension LogStore {
         guard isReadOnly else { return }
         let moved = try inner.withLock { inner throws(LogStoreError) -> Bool in
             guard !inner.closed else { return false }
-            let moved: Bool
-            do throws(LogError) { moved = try log.refresh() } catch { throw .log(error) }
+            // What to do is decided from the ends and counters, not from whether this refresh
+            // moved the log: a pass that moved it and then threw (reloading L, folding) leaves
+            // the log past `foldedEnd`, and the next pass folds what it missed.
+            do throws(LogError) { _ = try log.refresh() } catch { throw .log(error) }
+            var moved = false
             let maintenance = log.followedMaintenanceCounter
             if maintenance != inner.loadedMaintenanceCounter {
                 // The writer moved L: reload it from the checkpoints (D6: at or below it, nothing
                 // is visible, and older token bounds expire).
                 inner.lowWaterMark = try reader.lowWaterMark()
                 inner.loadedMaintenanceCounter = maintenance
-                guard moved else { return true }
+                moved = true
             }
-            guard moved else { return false }
+            guard log.visibleEnd > inner.foldedEnd else { return moved }
             var start = Replay.Result()
             start.table = inner.table
             start.state = inner.published
