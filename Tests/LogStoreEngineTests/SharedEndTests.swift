@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import LogStoreTestSupport
 import Testing
 
@@ -208,5 +209,47 @@ import Testing
         }
         try reader.close()
         try writer.close()
+    }
+
+    /// Review F5: a writer failing while a reader checks records it published cuts them back;
+    /// the reader saw a bad record and reported corruption (pointing at repair). The writer now
+    /// publishes the new epoch before it cuts back, and a reader that finds a bad record reads the
+    /// slot again: a moved epoch means the records were cut back — reopen, not repair. Here the
+    /// reader is parked while opening the writer's next segment; meanwhile a record it will check
+    /// goes bad and the epoch moves, as a failing writer does.
+    @Test func aRecordGoneWhileTheWriterFailedMeansReopenNotCorruption() throws {
+        let base = SimulatedFileSystem()
+        let gated = GatedFileSystem(base, gatedSuffix: ".log")
+        let writer = try Log.open(directory: storePath, options: simulatedOptions(base, segmentByteCountMax: 2048))
+        try writer.append(Array("first".utf8))
+        let reader = try Log.openReadOnly(directory: storePath, fileSystem: gated)
+        let readerEnd = reader.visibleEnd
+        for number in 0..<40 { try writer.append(Array("record \(number) ".utf8) + [UInt8](repeating: 5, count: 80)) }
+        #expect(writer.segmentBaseOffsets.count > 1)
+        gated.arm()
+        let outcome = Mutex<(done: Bool, error: LogError?)>((false, nil))
+        let following = Thread {
+            let error = logError { try reader.refresh() }
+            outcome.withLock { $0 = (true, error) }
+        }
+        following.start()
+        gated.waitUntilParked()
+        let position = SegmentScanner.filePosition(logicalOffset: readerEnd, baseOffset: 0)
+        try base.corruptByte(at: Int(position) + FormatConstants.recordHeaderByteCount + 4, in: segmentPath(0), mask: 0x01)
+        let coordination = try CoordinationFile.openForWriting(directory: storePath, fileSystem: base)
+        var slot = try #require(coordination.read())
+        slot.epoch &+= 1
+        slot.isFailed = true
+        coordination.write(slot)
+        coordination.close()
+        gated.open()
+        // Bounded: the reader finishes its refresh once the gate is open.
+        while !outcome.withLock({ $0.done }) { Thread.sleep(forTimeInterval: 0.001) }
+        let error = try #require(outcome.withLock { $0.error })
+        #expect(error.code == .reopenRequired)
+        #expect(error.message.contains("Open it again"))
+        #expect(reader.segmentBaseOffsets == [0])
+        try reader.close()
+        try? writer.close()
     }
 }

@@ -45,7 +45,10 @@ extension LogCore {
                 lock: lock, segments: segments, end: recovered.end,
                 needsDurableEndMark: recovered.end > last.baseOffset && recovered.lastRecordType != .durableEndMark)
             core.state.pendingIndexWrites = indexesToWrite
-            try core.startPublishing(repaired: options.repairs)
+            do throws(LogError) { try core.startPublishing(repaired: options.repairs) } catch {
+                for segment in segments { segment.handle.close() }  // the core is never returned
+                throw error
+            }
             core.startSyncer()
             return core
         } catch {

@@ -36,7 +36,7 @@ extension LogCore {
     /// The writer moved the history low-water mark (a checkpoint records it): readers reload it.
     func publishMaintenance() {
         conditionLock.withLock {
-            guard directoryLock != nil, state.shared != nil else { return }
+            guard directoryLock != nil, state.shared != nil, !state.isClosed else { return }
             state.shared!.maintenanceCounter &+= 1
             publishSharedLocked(force: true)
         }
@@ -86,15 +86,23 @@ extension LogCore {
         return elapsed >= Self.sharedPublishIntervalNanoseconds ? 0 : Self.sharedPublishIntervalNanoseconds - elapsed
     }
 
-    /// A fail-stop cut the log back (lock held). A reader may have seen records it removed (in the
-    /// non-synchronous modes they were published; in any mode a read-only open shows what the
-    /// files hold, which a crashed writer's next open keeps): the epoch moves and readers reopen.
-    func publishFailureLocked() {
-        if var slot = state.shared {
-            slot.epoch &+= 1
-            state.shared = slot
-        }
-        publishSharedLocked(force: true)
+    /// A fail-stop is about to cut the log back to the durable end (lock held). A reader may have
+    /// seen records it removes (in the non-synchronous modes they were published; in any mode a
+    /// read-only open shows what the files hold, which a crashed writer's next open keeps): the
+    /// epoch moves and readers reopen. Published before the cut-back, so a reader that finds
+    /// records gone past the end it read finds the new epoch too (followShared re-reads the slot).
+    func publishFailingLocked() {
+        guard let coordination = state.coordination, var slot = state.shared, !state.isReadOnly else { return }
+        let end = state.durableEnd
+        slot.epoch &+= 1
+        slot.visibleEnd = end
+        slot.lastSegmentBaseOffset = min(state.segments.last!.baseOffset, end)
+        slot.isFailed = true
+        slot.changeCounter &+= 1
+        coordination.write(slot)
+        state.shared = slot
+        state.sharedPublishPending = false
+        state.lastSharedPublishNanoseconds = monotonicNanoseconds()
     }
 
     // MARK: A read-only open
@@ -156,6 +164,17 @@ extension LogCore {
             // directory again.
             for segment in state.segments[segmentCount...] { segment.handle.close() }
             state.segments.removeSubrange(segmentCount...)
+            // A writer failing meanwhile publishes its new epoch before it cuts records back:
+            // what looks like damage is that cut-back, not corruption.
+            if error.code == .corruption, let now = coordination.read(), now.storeID == meta.storeID,
+                now.epoch != slot.epoch
+            {
+                throw LogError(
+                    .reopenRequired,
+                    "The store at \(directory) was cut back after a failed sync by the process writing it "
+                        + "while this read-only open read it: records it was reading are gone. Open it again.",
+                    file: CoordinationFile.path(in: directory))
+            }
             throw error
         }
         remember()

@@ -126,7 +126,9 @@ extension LogCore {
     }
 
     /// Fail-stop (lock held): cut the last segment back to the durable end (ftruncate and fsync; D2 "Changed")
-    /// before anyone learns of the failure, then refuse appends until reopened. A failed sync is
+    /// before anyone in this process learns of the failure, then refuse appends until reopened.
+    /// Read-only processes learn of it first (the coordination slot's epoch moves before the
+    /// cut-back), so none mistakes the records vanishing under it for damage. A failed sync is
     /// never retried: the kernel may have dropped the dirty pages and would report success.
     func failStop(_ failure: LogError) {
         guard state.failure == nil, !state.isFailing else {
@@ -139,6 +141,7 @@ extension LogCore {
         // A leader's fdatasync may be running: let it finish first. What it covers is durable, so
         // the cut-back starts from the true durable end, and no second sync ever runs beside it.
         while state.syncInProgress { conditionLock.waitWaiter() }
+        publishFailingLocked()
         let segment = state.segments.last!
         let from = SegmentScanner.filePosition(
             logicalOffset: max(state.durableEnd, segment.baseOffset),
@@ -156,7 +159,7 @@ extension LogCore {
         state.writtenEnd = state.durableEnd
         state.failure = failure
         checkInvariants()
-        publishFailureLocked()
+        publishSharedLocked()  // nothing when the slot published before the cut-back still holds
         resumeAsyncWaiters()
         conditionLock.broadcastWaiters()
     }
