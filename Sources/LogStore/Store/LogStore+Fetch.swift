@@ -32,6 +32,10 @@ extension LogStore {
     }
 
     /// The published snapshot of one model, or `nil`.
+    ///
+    /// In a read-only store this does not throw: an error following the writing process
+    /// (``LogStoreError/Code/reopenRequired``, corruption) is not reported here — the answer is then
+    /// the state as last followed. A fetch, history fetch or tail throws it.
     public func snapshot(for persistentIdentifier: PersistentIdentifier) -> DefaultSnapshot? {
         try? followOtherProcess()
         refreshAfterLogFailure()
@@ -41,6 +45,10 @@ extension LogStore {
     }
 
     /// Every published model of every entity, keyed by entity name, in insertion order.
+    ///
+    /// In a read-only store this does not throw: an error following the writing process
+    /// (``LogStoreError/Code/reopenRequired``, corruption) is not reported here — the answer is then
+    /// the state as last followed. A fetch, history fetch or tail throws it.
     public func allSnapshots() -> [String: [DefaultSnapshot]] {
         try? followOtherProcess()
         refreshAfterLogFailure()

@@ -224,6 +224,10 @@ public final class LogStore: DataStore, @unchecked Sendable {
     }
 
     /// The token of the newest visible transaction, or `nil` when there is none yet.
+    ///
+    /// In a read-only store this does not throw: an error following the writing process
+    /// (``LogStoreError/Code/reopenRequired``, corruption) is not reported here — the answer is then
+    /// the state as last followed. A fetch, history fetch or tail throws it.
     public var currentToken: DefaultHistoryToken? {
         try? followOtherProcess()
         refreshAfterLogFailure()
