@@ -80,6 +80,12 @@ let package = Package(
             dependencies: ["LogStore"],
             path: "Tools/fuzz/Sources"
         ),
+        // A second process for the tests of several processes on one store (LogStoreTests spawns it).
+        .executableTarget(
+            name: "LogStoreProcessHelper",
+            dependencies: ["LogStore", "SampleTrips"],
+            path: "Tests/ProcessHelper"
+        ),
         // The simulated file system and fault helpers shared by every test target.
         .target(
             name: "LogStoreTestSupport",
@@ -95,7 +101,7 @@ let package = Package(
         .testTarget(
             name: "LogStoreTests",
             dependencies: [
-                "LogStore", "LogStoreEngine", "LogStoreTestSupport", "SampleTrips", "logstore",
+                "LogStore", "LogStoreEngine", "LogStoreTestSupport", "SampleTrips", "logstore", "LogStoreProcessHelper",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             exclude: ["Fixtures"]

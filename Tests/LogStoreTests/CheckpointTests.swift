@@ -475,6 +475,30 @@ import Testing
         try store.close()
     }
 
+    /// Review F3: a read-only store reloads L from the checkpoints' headers while the writer may
+    /// delete an older checkpoint between the listing and the open: a file gone by then (ENOENT)
+    /// is skipped, any other failure to open one still throws.
+    @Test func headersSkipACheckpointThatVanishedAfterTheListing() throws {
+        let fileSystem = SimulatedFileSystem()
+        let (container, store) = try Self.open(fileSystem)
+        var random = Random(state: 17)
+        var names = 0
+        try Self.randomSaves(container, count: 6, random: &random, names: &names)
+        let offset = try store.checkpoint()
+        try store.close()
+        let log = try Log.openReadOnly(directory: Self.directory, fileSystem: fileSystem)
+        defer { try? log.close() }
+        let files = CheckpointFiles(log: log, directory: Self.directory, fileSystem: fileSystem)
+        #expect(try files.headers(atOrBefore: log.visibleEnd).map(\.offset) == [offset])
+        let path = CheckpointFileName.path(directory: Self.directory, name: CheckpointFileName.name(offset: offset))
+        fileSystem.failOpen(code: ErrorCode.notFound, path: .exactly(path))
+        #expect(try files.headers(atOrBefore: log.visibleEnd).isEmpty)
+        fileSystem.clearFaults()
+        fileSystem.failOpen(code: ErrorCode.ioError, path: .exactly(path))
+        #expect(throws: LogStoreError.self) { _ = try files.headers(atOrBefore: log.visibleEnd) }
+        fileSystem.clearFaults()
+    }
+
     /// Saves from several threads while automatic checkpoints run; close while one may be
     /// running; the reopened store holds every save.
     @Test func concurrentSavesWithAutomaticCheckpoints() throws {

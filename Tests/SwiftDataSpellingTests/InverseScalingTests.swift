@@ -9,16 +9,14 @@ import Testing
         let count = 2000
         let first = Trip(name: "First", destination: "A"), second = Trip(name: "Second", destination: "B")
         let items = (0..<count).map { BucketListItem(title: "\($0)", details: "", hasReservation: false, isInPlan: false) }
-        let clock = ContinuousClock()
-        let elapsed = clock.measure {
-            for item in items { first.bucketList.append(item) }
-            for item in items { item.trip = second }
-        }
+        // Before the linear difference this took minutes (a wall-clock bound here failed under the
+        // sanitizers on a loaded machine, and the rules keep timings out of unit tests): the run
+        // finishing at all in the default test run is the guard; the figures were in a971c05's message.
+        for item in items { first.bucketList.append(item) }
+        for item in items { item.trip = second }
         #expect(first.bucketList.isEmpty)
         #expect(second.bucketList.count == count)
         #expect(items.allSatisfy { $0.trip === second })
-        // About a second on a shared 2-core machine; it was minutes.
-        #expect(elapsed < .seconds(20))
     }
 
     @Test func editsInTheMiddleOfAListUpdateOnlyTheModelsTheyTouch() {

@@ -107,7 +107,7 @@ struct RepairCommand: ParsableCommand {
     }
 
     /// Copies every file a repair may change into `backup` (created; it must not exist): every
-    /// file but the segments before the first problem's segment, and the LOCK file.
+    /// file but the segments before the first problem's segment, LOCK and `coordination`.
     static func copyAside(directory: String, problems: [VerificationReport.Problem], to backup: String) throws -> [String] {
         let manager = FileManager.default
         guard !manager.fileExists(atPath: backup) else {
@@ -117,7 +117,10 @@ struct RepairCommand: ParsableCommand {
         let firstDamagedSegment = problems.lazy.map(\.file).compactMap(segmentBase).min()
         let problemOutsideSegments = problems.contains { segmentBase($0.file) == nil }
         let chosen = names.filter { name in
-            guard name != FormatConstants.lockFileName else { return false }
+            // LOCK holds no data; the coordination file is rebuilt by every open for writing.
+            guard name != FormatConstants.lockFileName && name != FormatConstants.coordinationFileName else {
+                return false
+            }
             guard let base = segmentBase(name) else { return true }
             // Damage outside the segments (store.meta): the repair reads every segment header.
             if problemOutsideSegments { return true }

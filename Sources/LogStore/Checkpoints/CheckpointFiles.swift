@@ -74,12 +74,18 @@ struct CheckpointFiles {
 
     /// The header records of the checkpoints at or before `end`, oldest first, read without the
     /// rest of each file (read-only tools need L and the newest table only; a writable open and
-    /// `verify` check every record).
+    /// `verify` check every record). A file that vanished between listing and opening is skipped:
+    /// beside a live writer, a read-only store reads these while the writer deletes older
+    /// checkpoints (history deletion keeps the one recording L).
     func headers(atOrBefore end: UInt64) throws(LogStoreError) -> [CheckpointHeader] {
         var headers: [CheckpointHeader] = []
         for offset in try offsets() where offset <= end {
             let name = CheckpointFileName.name(offset: offset)
-            var reader = try open(name, offset: offset)
+            var reader: RecordFileReader
+            do throws(LogStoreError) { reader = try open(name, offset: offset) } catch {
+                if error.underlying?.underlying?.code == ErrorCode.notFound { continue }
+                throw error
+            }
             let position = reader.position
             let record: LogRecord?
             do throws(LogError) { record = try reader.next() } catch { throw .log(error) }

@@ -177,6 +177,8 @@ extension LogStoreError.Code {
     public static let closed = Self(rawValue: LogError.Code.closed.rawValue)
     /// An option is out of range.
     public static let invalidOptions = Self(rawValue: LogError.Code.invalidOptions.rawValue)
+    /// A read-only store's writer removed records it may have seen: open it again.
+    public static let reopenRequired = Self(rawValue: LogError.Code.reopenRequired.rawValue)
 
     fileprivate static let families: [Self: LogStoreError.Family] = [
         .schemaMismatch: .schema, .unknownEntity: .schema, .unknownAttribute: .schema,

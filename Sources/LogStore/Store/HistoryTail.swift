@@ -15,8 +15,9 @@ import Synchronization
 /// It buffers nothing: the iterator holds a log offset and reads forward from the log when a
 /// save wakes it, yielding only transactions up to the visible end (durable ones, in
 /// synchronous mode). It throws ``LogStoreError/historyTokenExpired(resumeToken:)`` if history
-/// deletion passes its position, ends when its task is cancelled or the store is closed. In this
-/// version it sees the saves of this process (another process's saves: a later version).
+/// deletion passes its position, ends when its task is cancelled or the store is closed. A
+/// read-only store (`allowsSave: false`) also yields the saves of the process writing the store,
+/// woken by its change watcher (inotify; ``LogStore/remoteChanges(after:)``).
 public struct HistoryTail: AsyncSequence, Sendable {
     /// The transactions, oldest first.
     public typealias Element = DefaultHistoryTransaction
@@ -50,6 +51,7 @@ public struct HistoryTail: AsyncSequence, Sendable {
                 if Task.isCancelled { return nil }
                 let generation = store.tailSignal.generation
                 guard let generation else { return nil }  // the store was closed
+                try store.followOtherProcess()
                 let reader = store.historyReader()
                 if position == nil {
                     var query = HistoryQuery()

@@ -32,7 +32,12 @@ extension LogStore {
     }
 
     /// The published snapshot of one model, or `nil`.
+    ///
+    /// In a read-only store this does not throw: an error following the writing process
+    /// (``LogStoreError/Code/reopenRequired``, corruption) is not reported here — the answer is then
+    /// the state as last followed. A fetch, history fetch or tail throws it.
     public func snapshot(for persistentIdentifier: PersistentIdentifier) -> DefaultSnapshot? {
+        try? followOtherProcess()
         refreshAfterLogFailure()
         return inner.withLock { $0.published.row(persistentIdentifier) }.map {
             DefaultSnapshot(persistentIdentifier: persistentIdentifier, values: $0.values)
@@ -40,7 +45,12 @@ extension LogStore {
     }
 
     /// Every published model of every entity, keyed by entity name, in insertion order.
+    ///
+    /// In a read-only store this does not throw: an error following the writing process
+    /// (``LogStoreError/Code/reopenRequired``, corruption) is not reported here — the answer is then
+    /// the state as last followed. A fetch, history fetch or tail throws it.
     public func allSnapshots() -> [String: [DefaultSnapshot]] {
+        try? followOtherProcess()
         refreshAfterLogFailure()
         let state = inner.withLock { $0.published }
         var result: [String: [DefaultSnapshot]] = [:]
@@ -63,6 +73,7 @@ extension LogStore {
     private func publishedState(for entityName: String) throws -> FoldState {
         try checkOpen()
         guard schema.entity(named: entityName) != nil else { throw LogStoreError.unknownEntity(entityName) }
+        try followOtherProcess()
         refreshAfterLogFailure()
         return inner.withLock { $0.published }
     }

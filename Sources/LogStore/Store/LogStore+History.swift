@@ -39,6 +39,7 @@ extension LogStore: HistoryProviding {
         -> HistoryReader.Fetched<DefaultHistoryTransaction>
     {
         try checkOpen()
+        try followOtherProcess()
         refreshAfterLogFailure()
         do {
             return try historyReader().fetch(descriptor) { $0 }
@@ -128,6 +129,8 @@ extension LogStore: HistoryProviding {
             try syncBookmarkRecords()
             try writeLowWaterMarkCheckpoint(target.token, end: target.end)
             compaction.lowWaterMark = target.token
+            // Read-only processes reload L from the checkpoint just written.
+            log.publishMaintenance()
         }
         // Live tails behind the new L must throw historyTokenExpired now, not at the next save.
         tailSignal.signal()

@@ -48,6 +48,11 @@ public final class LogStore: DataStore, @unchecked Sendable {
     let retentionSchedule = RetentionSchedule()
     /// Wakes live history tails after saves (History/HistoryTail.swift).
     let tailSignal = TailSignal()
+    /// Opened read-only (`allowsSave: false`): no lock, no writes; it follows the process that
+    /// writes the store (Store/LogStore+Processes.swift).
+    public let isReadOnly: Bool
+    /// A read-only store's watch on the writer's publications (inotify, or a 10 ms look).
+    let changeWatcher = Mutex<ChangeWatcher?>(nil)
 
     struct Inner: @unchecked Sendable {
         // @unchecked: only touched inside the Mutex.
@@ -75,6 +80,10 @@ public final class LogStore: DataStore, @unchecked Sendable {
         /// syncs through it before its checkpoint, so that the acknowledgement or removal that
         /// let L move is durable before L is (LogStore+History.swift, `compact(to:)`).
         var bookmarkRecordEnd: UInt64 = 0
+        /// A read-only store: the log offset up to which `published` folds the log.
+        var foldedEnd: UInt64 = 0
+        /// A read-only store: the writer's maintenance counter when L was last loaded.
+        var loadedMaintenanceCounter: UInt64 = 0
 
         var bookmarkList: [CheckpointBookmark] { bookmarks.values.sorted { $0.name < $1.name } }
     }
@@ -92,7 +101,13 @@ public final class LogStore: DataStore, @unchecked Sendable {
     /// first the stored schema matches) to the configuration's schema (``SchemaMigrationPlan``).
     public init(_ configuration: LogStoreConfiguration, migrationPlan: (any SchemaMigrationPlan.Type)? = nil) throws {
         let log: Log
-        do { log = try Log.open(directory: configuration.directory, options: configuration.logOptions) } catch {
+        let isReadOnly = !configuration.allowsSave
+        do {
+            log =
+                isReadOnly
+                ? try Log.openReadOnly(directory: configuration.directory, options: configuration.logOptions)
+                : try Log.open(directory: configuration.directory, options: configuration.logOptions)
+        } catch {
             throw LogStoreError.log(error)
         }
         do {
@@ -128,11 +143,18 @@ public final class LogStore: DataStore, @unchecked Sendable {
                     reason: "the configuration has no "
                         + "schema and the store stores none yet (open it once with its models)")
             }
-            if configuration.schema != nil, let migrationPlan {
+            // A read-only store never writes: a migration is for the process that writes the store.
+            if configuration.schema != nil, let migrationPlan, !isReadOnly {
                 replayed = try MigrationRunner(log: log, configuration: configuration, schema: schema)
                     .run(migrationPlan, from: replayed)
             }
             if configuration.schema != nil, let extended = try replayed.table.extended(toCover: schema) {
+                guard !isReadOnly else {
+                    throw LogStoreError.schemaMismatch(
+                        entity: "", attribute: nil,
+                        reason: "the store was opened read-only (allowsSave is false) and the models in code add "
+                            + "to its stored schema; open it once for writing to record the additions")
+                }
                 // Additions and renames in code: one schema record, folded like any other.
                 let end = log.visibleEnd
                 try Self.append(extended.encoded(), type: .schema, to: log)
@@ -153,6 +175,7 @@ public final class LogStore: DataStore, @unchecked Sendable {
             self.schema = schema
             self.identifier = log.storeID.uuidString
             self.log = log
+            self.isReadOnly = isReadOnly
             self.checkpoints = CheckpointState(loaded: loaded, replayedRecordCount: replayed.recordCount)
             self.inner = SleepingMutex(
                 level: .storeState,
@@ -162,13 +185,18 @@ public final class LogStore: DataStore, @unchecked Sendable {
                     lastTimestampMicroseconds: replayed.lastTimestampMicroseconds,
                     lowWaterMark: loaded.lowWaterMark,
                     lowWaterMarkCheckpointOffset: loaded.lowWaterMarkCheckpointOffset,
-                    bookmarks: replayed.bookmarks))
+                    bookmarks: replayed.bookmarks, foldedEnd: log.visibleEnd,
+                    loadedMaintenanceCounter: log.followedMaintenanceCounter))
         } catch {
             try? log.close()
             throw error
         }
-        // A compaction cut short (a crash, a full disk) left segments wholly at or below L: finish it.
-        finishCompaction()
+        if isReadOnly {
+            startFollowing()
+        } else {
+            // A compaction cut short (a crash, a full disk) left segments wholly at or below L: finish it.
+            finishCompaction()
+        }
     }
 
     deinit {
@@ -187,6 +215,7 @@ public final class LogStore: DataStore, @unchecked Sendable {
     /// Syncs and closes the log. Further calls throw.
     public func close() throws {
         inner.withLock { $0.closed = true }
+        changeWatcher.withLock { $0 }?.cancel()
         tailSignal.close()
         checkpoints.close()  // cancels a running checkpoint and waits for it
         // A running compaction or retention pass (its checkpoint just failed, or it is deleting
@@ -199,7 +228,12 @@ public final class LogStore: DataStore, @unchecked Sendable {
     }
 
     /// The token of the newest visible transaction, or `nil` when there is none yet.
+    ///
+    /// In a read-only store this does not throw: an error following the writing process
+    /// (``LogStoreError/Code/reopenRequired``, corruption) is not reported here — the answer is then
+    /// the state as last followed. A fetch, history fetch or tail throws it.
     public var currentToken: DefaultHistoryToken? {
+        try? followOtherProcess()
         refreshAfterLogFailure()
         return inner.withLock { $0.publishedToken }
     }
@@ -208,7 +242,9 @@ public final class LogStore: DataStore, @unchecked Sendable {
     /// saves were published at write, so the published state may hold saves the log no longer
     /// has: fold the log again (once) so that everything sees exactly what the log holds.
     func refreshAfterLogFailure() {
-        guard log.isReadOnly, !inner.withLock({ $0.refoldedAfterFailure }) else { return }
+        // A store opened read-only never failed a sync: its log is read-only from the start, and a
+        // refold here would race the fold of the writer's new records (followOtherProcess).
+        guard !isReadOnly, log.isReadOnly, !inner.withLock({ $0.refoldedAfterFailure }) else { return }
         // From the newest checkpoint: after history deletion the log alone does not hold the state.
         let replayed = try? reader.fold(through: nil, endingAt: log.visibleEnd).result
         inner.withLock { inner in

@@ -42,6 +42,9 @@ public enum FormatConstants {
     public static let fileNameDigitCount = 20
     public static let storeMetaFileName = "store.meta"
     public static let lockFileName = "LOCK"
+    /// The file through which the writing process tells readers in other processes where the
+    /// visible end is (FORMAT.md §10.1, DECISIONS.md D11).
+    public static let coordinationFileName = "coordination"
     public static let segmentFileExtension = ".log"
     public static let indexFileExtension = ".index"
     public static let temporaryFileExtension = ".tmp"

@@ -234,7 +234,7 @@ struct StoreVerifier {
                     "temporary file left by an interrupted write; the next open for writing "
                         + "removes it")
             } else if name != FormatConstants.storeMetaFileName && name != FormatConstants.lockFileName
-                && LogFileNames.segmentBaseOffset(name) == nil
+                && name != FormatConstants.coordinationFileName && LogFileNames.segmentBaseOffset(name) == nil
             {
                 report.unknownFiles.append(name)
             }

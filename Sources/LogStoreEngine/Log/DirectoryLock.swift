@@ -53,7 +53,9 @@ final class DirectoryLock: Sendable {
                 throw LogError(
                     .locked,
                     "The store at \(directory) is open for writing in another process"
-                        + (holder.isEmpty ? "" : " (\(holder))") + ". Close it there, or open this one read-only.",
+                        + (holder.isEmpty ? "" : " (\(holder))") + ". Close it there, or open this one read-only "
+                        + "beside it: ModelConfiguration(url:allowsSave: false) or Log.openReadOnly, which follow "
+                        + "that process's saves.",
                     file: path)
             }
             // A hint for the message above in the next process; not synced, not relied upon.

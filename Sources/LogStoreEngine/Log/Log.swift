@@ -170,3 +170,46 @@ public struct LogStatistics: Sendable, Equatable {
     /// Records written per completed sync.
     public var appendsPerSync: Double { syncCount == 0 ? 0 : Double(appendCount) / Double(syncCount) }
 }
+
+// MARK: Several processes (DECISIONS.md D11)
+
+extension Log {
+    /// Opens the store without taking its lock, with `options` (its file system, and the
+    /// durability the reads assume); see ``openReadOnly(directory:fileSystem:)``.
+    public static func openReadOnly(directory: String, options: LogOptions) throws(LogError) -> Log {
+        Log(core: try LogCore.openReadOnly(directory: directory, options: options))
+    }
+
+    /// A read-only log: learns whether the process writing the store published a later visible
+    /// end and, if so, checks the new records and shows them. Returns whether anything is new.
+    /// When nothing is, this costs one `pread` of the coordination file. A log opened for writing
+    /// is the only writer and returns `false`.
+    ///
+    /// Throws ``LogError/Code/reopenRequired`` when the writer repaired the store or cut it back
+    /// in a mode where this log may have shown the records it cut, and
+    /// ``LogError/Code/corruption`` when a record before the published end does not check out.
+    @discardableResult
+    public func refresh() throws(LogError) -> Bool {
+        try core.followShared()
+    }
+
+    /// The writer moved something readers keep apart from the records (the history low-water
+    /// mark, recorded in a checkpoint): bumps the coordination file's maintenance counter, so
+    /// read-only processes reload it (``followedMaintenanceCounter``). Does nothing read-only.
+    public func publishMaintenance() {
+        core.publishMaintenance()
+    }
+
+    /// A read-only log: the writer's maintenance counter as of the last ``refresh()`` (or the open).
+    public var followedMaintenanceCounter: UInt64 { core.followedMaintenanceCounter }
+
+    /// Calls `onChange` on a thread of its own whenever the writing process may have published
+    /// new records (inotify on Linux, a look every 10 ms elsewhere or on a simulated file system);
+    /// `onChange` typically calls ``refresh()``. Keep the watcher: releasing it, or calling
+    /// ``ChangeWatcher/cancel()``, stops it.
+    public func watchForChanges(_ onChange: @escaping @Sendable () -> Void) -> ChangeWatcher {
+        ChangeWatcher(
+            directory: directory, fileName: FormatConstants.coordinationFileName,
+            usesInotify: core.fileSystem is PosixFileSystem, onChange: onChange)
+    }
+}

@@ -45,6 +45,10 @@ extension LogCore {
                 lock: lock, segments: segments, end: recovered.end,
                 needsDurableEndMark: recovered.end > last.baseOffset && recovered.lastRecordType != .durableEndMark)
             core.state.pendingIndexWrites = indexesToWrite
+            do throws(LogError) { try core.startPublishing(repaired: options.repairs) } catch {
+                for segment in segments { segment.handle.close() }  // the core is never returned
+                throw error
+            }
             core.startSyncer()
             return core
         } catch {
@@ -84,11 +88,14 @@ extension LogCore {
         case .regular, .other:
             throw LogError(.notAStore, "\(directory) is a file, not a store directory.", file: directory)
         }
-        let names = try listDirectory(directory, fileSystem)
-        guard names.contains(FormatConstants.storeMetaFileName) else {
+        guard try listDirectory(directory, fileSystem).contains(FormatConstants.storeMetaFileName) else {
             throw LogError(.notAStore, "\(directory) is not a LogStore store: it has no store.meta.", file: directory)
         }
         let meta = try readMeta(directory, fileSystem: fileSystem)
+        // Before listing the segments: every record before the end a live writer published is
+        // then in the files listed (D11).
+        let shared = readSharedEnd(directory: directory, fileSystem: fileSystem, storeID: meta.storeID)
+        let names = try listDirectory(directory, fileSystem)
         let segmentOffsets = names.compactMap(LogFileNames.segmentBaseOffset).sorted()
         guard !segmentOffsets.isEmpty else {
             throw LogError(
@@ -98,13 +105,20 @@ extension LogCore {
         }
         var report = RecoveryReport()
         report.unknownFiles = unknownFiles(names)
-        let recovered = try Recovery(
-            directory: directory, meta: meta, options: options, writable: false,
-            report: report
-        ).run(segmentOffsets: segmentOffsets)
-        return LogCore(
+        var recovery = Recovery(directory: directory, meta: meta, options: options, writable: false, report: report)
+        recovery.publishedEnd = shared?.1?.visibleEnd
+        let recovered = try recovery.run(segmentOffsets: segmentOffsets)
+        // What the files hold, as before a writer of this version: the published end may be stale
+        // (a writer that crashed after unsynced writes the next open keeps), and a read-only open
+        // cannot tell a live writer from a dead one without touching its lock. Following then
+        // moves on only once the published end passes this.
+        let core = LogCore(
             directory: directory, options: options, meta: meta, report: recovered.report,
             lock: nil, segments: recovered.segments, end: recovered.end)
+        core.state.coordination = shared?.0
+        core.state.shared = shared?.1
+        core.state.sharedBytes = shared?.1?.encoded() ?? []
+        return core
     }
 
     /// Creates the directory when allowed and checks it is one.
@@ -351,7 +365,8 @@ extension LogCore {
     private static func unknownFiles(_ names: [String]) -> [String] {
         names.filter { name in
             name != FormatConstants.storeMetaFileName && name != FormatConstants.lockFileName
-                && LogFileNames.segmentBaseOffset(name) == nil && LogFileNames.indexBaseOffset(name) == nil
+                && name != FormatConstants.coordinationFileName && LogFileNames.segmentBaseOffset(name) == nil
+                && LogFileNames.indexBaseOffset(name) == nil
                 && LogFileNames.checkpointOffset(name) == nil && !LogFileNames.isTemporary(name)
         }.sorted()
     }

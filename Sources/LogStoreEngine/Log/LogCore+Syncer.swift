@@ -10,6 +10,10 @@ extension LogCore {
                 performSync(through: target)
                 continue
             }
+            if sharedPublishDelayNanoseconds == 0 {
+                publishSharedLocked()
+                continue
+            }
             if isDurableEndMarkDue {
                 writeDurableEndMark()
                 continue
@@ -76,6 +80,9 @@ extension LogCore {
             let untilSync = interval.nanoseconds > elapsed ? interval.nanoseconds - elapsed : 0
             timeout = min(timeout ?? untilSync, untilSync)
         }
+        if let untilPublish = sharedPublishDelayNanoseconds {
+            timeout = min(timeout ?? untilPublish, untilPublish)
+        }
         let now = monotonicNanoseconds()
         if state.preallocationRetryNanoseconds > now {
             // A failed zero-fill waits this long before it is tried again (reset on success).
@@ -116,6 +123,7 @@ extension LogCore {
             precondition(target <= state.writtenEnd || state.failure != nil, "a sync past the written end")
             state.durableEnd = max(state.durableEnd, target)
             checkInvariants()
+            publishSharedLocked()
             state.lastSyncNanoseconds = monotonicNanoseconds()
             state.statistics.syncCount += 1
             resumeAsyncWaiters()
@@ -131,7 +139,9 @@ extension LogCore {
     }
 
     /// Fail-stop (lock held): cut the last segment back to the durable end (ftruncate and fsync; D2 "Changed")
-    /// before anyone learns of the failure, then refuse appends until reopened. A failed sync is
+    /// before anyone in this process learns of the failure, then refuse appends until reopened.
+    /// Read-only processes learn of it first (the coordination slot's epoch moves before the
+    /// cut-back), so none mistakes the records vanishing under it for damage. A failed sync is
     /// never retried: the kernel may have dropped the dirty pages and would report success.
     func failStop(_ failure: LogError) {
         guard state.failure == nil, !state.isFailing else {
@@ -144,6 +154,7 @@ extension LogCore {
         // A leader's fdatasync may be running: let it finish first. What it covers is durable, so
         // the cut-back starts from the true durable end, and no second sync ever runs beside it.
         while state.syncInProgress { conditionLock.waitWaiter() }
+        publishFailingLocked()
         let segment = state.segments.last!
         let from = SegmentScanner.filePosition(
             logicalOffset: max(state.durableEnd, segment.baseOffset),
@@ -161,6 +172,7 @@ extension LogCore {
         state.writtenEnd = state.durableEnd
         state.failure = failure
         checkInvariants()
+        publishSharedLocked()  // nothing when the slot published before the cut-back still holds
         resumeAsyncWaiters()
         conditionLock.broadcastWaiters()
     }

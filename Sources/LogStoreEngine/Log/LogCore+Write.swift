@@ -46,6 +46,7 @@ extension LogCore {
         state.statistics.byteCount += record.recordByteCount
         segment.note(offset: offset, recordByteCount: record.recordByteCount)
         state.lastWriteNanoseconds = monotonicNanoseconds()
+        if options.durability != .synchronous { publishWrittenEndLocked(now: state.lastWriteNanoseconds) }
         if !state.needsDurableEndMark {
             // The syncer may sleep without a deadline: it must learn that a mark will be due.
             state.needsDurableEndMark = true

@@ -56,6 +56,17 @@ final class LogCore: @unchecked Sendable {
         /// The base offset of the segment whose index the syncer is writing (outside the lock).
         var indexWriteInFlight: UInt64?
         var statistics = LogStatistics()
+        /// The coordination file (D11): the writer publishes its visible end through it; a
+        /// read-only open follows it (`nil` until a writer of this version created it).
+        var coordination: CoordinationFile?
+        /// The slot the writer last published, or the one a reader last followed.
+        var shared: SharedEnd?
+        /// A reader: the bytes of `shared`, compared with the file's before anything is decoded.
+        var sharedBytes: [UInt8] = []
+        /// Writer, non-synchronous modes: the visible end moved since the last publication, which
+        /// waits until ``LogCore/sharedPublishIntervalNanoseconds`` has passed since the one before.
+        var sharedPublishPending = false
+        var lastSharedPublishNanoseconds: UInt64 = 0
     }
 
     /// The rules the state keeps, checked (lock held) after every transition by
@@ -173,6 +184,7 @@ final class LogCore: @unchecked Sendable {
             waiter.continuation.resume(returning: .failure(failure ?? LogError(.closed, "The log was closed.")))
         }
         for segment in conditionLock.withLock({ state.segments }) { segment.handle.close() }
+        conditionLock.withLock { state.coordination }?.close()
         if cutBackFailed, let directoryLock {
             // The page cache may still hold bytes that were never durable: keep the store locked
             // (and registered) for the rest of this process, so nothing here reads them as data.

@@ -33,6 +33,10 @@ public struct LogError: Error, Sendable, Equatable, CustomStringConvertible {
         case closed
         /// A ``LogOptions`` value is out of range.
         case invalidOptions
+        /// A read-only open followed a store whose writer then removed records this reader may
+        /// have seen (a repair, or a cut-back after a failed sync in a non-synchronous mode): open
+        /// it again.
+        case reopenRequired
     }
 
     public var code: Code

@@ -21,6 +21,10 @@ struct Recovery {
     /// The offsets of the checkpoint files in the directory (their names): a checkpoint at X was
     /// written after an `fdatasync` through X, so X is a durable end the store states.
     let checkpointOffsets: [UInt64]
+    /// A read-only open: the visible end the last writer published before the directory was
+    /// listed (FORMAT.md §10.1). Every record before it is in the files, so a second look with a
+    /// fresh buffer goes on until the scan reaches it.
+    var publishedEnd: UInt64? = nil
     var report: RecoveryReport
 
     struct Result {
@@ -167,24 +171,41 @@ struct Recovery {
     private mutating func recoverLastSegment(_ segment: SegmentFile) throws(LogError) -> UInt64 {
         var scanner = SegmentScanner(segment: segment)
         var badReason = ""
-        scan: while true {
-            switch try scanner.next(decodesPayload: true) {
-            case .record(let record):
-                segment.note(record)
-                lastRecordType = record.type
-            case .end:
-                break scan
-            case .bad(let reason, _):
-                badReason = reason
-                break scan
-            case .unsupported(let reason):
-                // A checksummed header this version refuses is not a torn write.
-                throw LogError.corruption(segment.path, offset: scanner.offset, reason)
+        var lastNonZero: UInt64?
+        var rescans = 0
+        // Bounded: a pass ends the scan, or reads at least one more record towards the published
+        // end, or is one of four more looks past it (a live writer keeps appending while we look).
+        rescan: while true {
+            scan: while true {
+                switch try scanner.next(decodesPayload: true) {
+                case .record(let record):
+                    noteInLastSegment(record, segment)
+                case .end:
+                    break scan
+                case .bad(let reason, _):
+                    badReason = reason
+                    break scan
+                case .unsupported(let reason):
+                    // A checksummed header this version refuses is not a torn write.
+                    throw LogError.corruption(segment.path, offset: scanner.offset, reason)
+                }
             }
+            lastNonZero = try TailInspector(segment: segment).lastNonZeroPosition(from: scanner.position)
+            // Beside a live writer (a read-only open takes no lock) the scanner's buffer may predate
+            // an append that the look at the rest of the file then saw: read again, with a fresh
+            // buffer, before calling it a tail — as `verify` does.
+            guard !writable, lastNonZero != nil,
+                publishedEnd.map({ scanner.offset < $0 }) ?? false || rescans < 4
+            else { break rescan }
+            rescans += 1
+            var fresh = SegmentScanner(segment: segment, position: scanner.position)
+            guard case .record(let record) = try fresh.next(decodesPayload: true) else { break rescan }
+            noteInLastSegment(record, segment)
+            badReason = ""
+            scanner = fresh
         }
         let end = scanner.offset
         let tailPosition = scanner.position
-        let lastNonZero = try TailInspector(segment: segment).lastNonZeroPosition(from: tailPosition)
         guard let lastNonZero else {
             // Only zeros follow: a clean end (zeros are preallocation, not data).
             try syncLastSegment(segment)
@@ -192,6 +213,10 @@ struct Recovery {
         }
         // Bytes from `tailPosition` on are not records.
         guard writable else {
+            // Past the end the last writer published: a live writer's append in flight (it keeps
+            // appending while we look) or a dead one's torn tail — a read-only open cannot tell
+            // which without the writer's lock, so it does not report it (`verify` judges it).
+            if let publishedEnd, end >= publishedEnd { return end }
             // A read-only open changes nothing: the bad tail is the end, and the report says so.
             report.unreadTail = .init(
                 offset: end, byteCount: lastNonZero + 1 - tailPosition,
@@ -239,6 +264,12 @@ struct Recovery {
         report.truncatedAt = end
         try zeroFill(segment, from: tailPosition, through: lastNonZero)
         return end
+    }
+
+    /// Notes a record of the last segment in its index.
+    private mutating func noteInLastSegment(_ record: LogRecord, _ segment: SegmentFile) {
+        segment.note(record)
+        lastRecordType = record.type
     }
 
     /// Zero-fills `[from, through]` and syncs: the torn bytes are gone before any append.

@@ -1,0 +1,111 @@
+import Foundation
+import LogStoreEngine
+
+/// Several processes, one store (DECISIONS.md D11, as built): one process writes the store, any
+/// number of others open it read-only (`ModelConfiguration(url:allowsSave: false)`) beside it.
+/// A read-only store takes no lock and writes nothing; before every fetch it asks the log whether
+/// the writer published anything new (one `pread` when nothing is) and folds only the new records;
+/// a change watcher (inotify on Linux) folds them as soon as they are published and wakes live
+/// tails and ``remoteChanges(after:)``.
+extension LogStore {
+    /// A read-only store: folds whatever the writing process published since the last call into
+    /// the published state, then wakes live tails. Does nothing in a store opened for writing (it
+    /// is the only writer).
+    func followOtherProcess() throws(LogStoreError) {
+        guard isReadOnly else { return }
+        let moved = try inner.withLock { inner throws(LogStoreError) -> Bool in
+            guard !inner.closed else { return false }
+            // What to do is decided from the ends and counters, not from whether this refresh
+            // moved the log: a pass that moved it and then threw (reloading L, folding) leaves
+            // the log past `foldedEnd`, and the next pass folds what it missed.
+            do throws(LogError) { _ = try log.refresh() } catch { throw .log(error) }
+            var moved = false
+            let maintenance = log.followedMaintenanceCounter
+            if maintenance != inner.loadedMaintenanceCounter {
+                // The writer moved L: reload it from the checkpoints (D6: at or below it, nothing
+                // is visible, and older token bounds expire).
+                inner.lowWaterMark = try reader.lowWaterMark()
+                inner.loadedMaintenanceCounter = maintenance
+                moved = true
+            }
+            guard log.visibleEnd > inner.foldedEnd else { return moved }
+            var start = Replay.Result()
+            start.table = inner.table
+            start.state = inner.published
+            start.lastToken = inner.publishedToken
+            start.lastTimestampMicroseconds = inner.lastTimestampMicroseconds
+            start.bookmarks = inner.bookmarks
+            let end = log.visibleEnd
+            let folded = try Replay(log: log, storeIdentifier: identifier).run(from: start, startOffset: inner.foldedEnd)
+            inner.table = folded.table
+            inner.published = folded.state
+            inner.working = folded.state
+            inner.publishedToken = folded.lastToken
+            inner.lastTimestampMicroseconds = folded.lastTimestampMicroseconds
+            inner.bookmarks = folded.bookmarks
+            inner.foldedEnd = end
+            return true
+        }
+        if moved { tailSignal.signal() }
+    }
+
+    /// Starts the change watcher of a read-only store. It holds the store weakly: releasing the
+    /// store (or closing it) stops it.
+    func startFollowing() {
+        let watcher = log.watchForChanges { [weak self] in
+            // An error (reopenRequired, corruption) is thrown to the next fetch or tail pass.
+            try? self?.followOtherProcess()
+        }
+        changeWatcher.withLock { $0 = watcher }
+    }
+
+    /// How this read-only store learns of the writer's saves: inotify on the coordination file
+    /// (Linux), or a look every 10 ms; `nil` for a store opened for writing.
+    public var changeWatchMechanism: ChangeWatcher.Mechanism? {
+        changeWatcher.withLock { $0?.mechanism }
+    }
+
+    /// The tokens of the transactions other processes save, as they become visible here — like
+    /// Core Data's remote-change notification, with the history token: an app refreshes when its
+    /// widget writes.
+    ///
+    /// ```swift
+    /// for try await token in store.remoteChanges(after: lastSeen) {
+    ///     let new = try context.fetchHistory(HistoryDescriptor<DefaultHistoryTransaction>(
+    ///         predicate: #Predicate { $0.token > lastSeen && $0.author == "widget" }))
+    ///     lastSeen = token
+    /// }
+    /// ```
+    ///
+    /// Starts after `token` (after the newest visible transaction when `nil`) and skips this
+    /// process's own saves. Only a read-only store sees another process's saves in this version
+    /// (one process writes a store at a time), and it yields them within milliseconds of their
+    /// publication. Throws as ``historyTail(after:)`` does; ends when the task is cancelled or
+    /// the store is closed.
+    public func remoteChanges(after token: DefaultHistoryToken? = nil) -> RemoteChanges {
+        RemoteChanges(tail: historyTail(after: token ?? currentToken))
+    }
+}
+
+/// The tokens of other processes' transactions (``LogStore/remoteChanges(after:)``).
+public struct RemoteChanges: AsyncSequence, Sendable {
+    public typealias Element = DefaultHistoryToken
+
+    let tail: HistoryTail
+
+    public func makeAsyncIterator() -> Iterator {
+        Iterator(tail: tail.makeAsyncIterator())
+    }
+
+    public struct Iterator: AsyncIteratorProtocol {
+        var tail: HistoryTail.Iterator
+
+        public mutating func next() async throws -> DefaultHistoryToken? {
+            // Bounded by the tail: each pass takes one transaction from it.
+            while let transaction = try await tail.next() {
+                if transaction.processIdentifier != LogStore.processIdentifier { return transaction.token }
+            }
+            return nil
+        }
+    }
+}

@@ -1,0 +1,65 @@
+import Foundation
+
+/// The store's `coordination` file: one ``SharedEnd`` slot the writing process rewrites (one
+/// `pwrite`, never synced) whenever the visible end moves, and that read-only processes read to
+/// learn, in one `pread`, whether anything is new (DECISIONS.md D11, FORMAT.md §10.1).
+///
+/// Created by the writer in place and never unlinked, renamed or truncated, like `LOCK`: a reader's
+/// handle and an inotify watch stay on the one inode. A reader never trusts it beyond the
+/// records: everything up to the visible end it states is read and checked before it is seen.
+final class CoordinationFile: Sendable {
+    let handle: any FileHandle
+
+    private init(handle: any FileHandle) {
+        self.handle = handle
+    }
+
+    static func path(in directory: String) -> String {
+        LogFileNames.join(directory, FormatConstants.coordinationFileName)
+    }
+
+    /// Opens (creating it when missing) the file of the store's writer, which holds `LOCK`.
+    static func openForWriting(directory: String, fileSystem: any FileSystem) throws(LogError) -> CoordinationFile {
+        do {
+            return CoordinationFile(handle: try fileSystem.openFile(path(in: directory), mode: .createOrOpen))
+        } catch {
+            throw LogError.io(error, "Opening the coordination file of \(directory)")
+        }
+    }
+
+    /// Opens the file for reading, or `nil` when no writer of this version has created it yet.
+    static func openForReading(directory: String, fileSystem: any FileSystem) -> CoordinationFile? {
+        guard let handle = try? fileSystem.openFile(path(in: directory), mode: .readOnly) else { return nil }
+        return CoordinationFile(handle: handle)
+    }
+
+    /// The slot, or `nil` when the file holds none that checks out. A slot being rewritten while
+    /// it is read fails its CRC: read again (a few times; the writer's `pwrite` of 80 bytes into
+    /// the page cache takes microseconds).
+    func read() -> SharedEnd? {
+        for _ in 0..<8 {
+            guard let bytes = readBytes() else { return nil }
+            if let slot = SharedEnd.decode(bytes) { return slot }
+            // An all-zero slot is a file just created: nothing published yet.
+            if bytes.allSatisfy({ $0 == 0 }) { return nil }
+        }
+        return nil
+    }
+
+    /// The slot's bytes as they are now, undecoded (a reader compares them with the slot it
+    /// followed last: the common "nothing new" answer is one `pread` and an 80-byte compare).
+    func readBytes() -> [UInt8]? {
+        var bytes = [UInt8](repeating: 0, count: SharedEnd.byteCount)
+        guard let count = try? handle.read(into: &bytes, range: 0..<bytes.count, at: 0), count == SharedEnd.byteCount
+        else { return nil }
+        return bytes
+    }
+
+    /// Rewrites the slot. A failure costs the readers only their view of new records (they keep
+    /// what they have); it never touches the log, so it is not an error of the save that caused it.
+    func write(_ slot: SharedEnd) {
+        try? handle.write(slot.encoded(), at: 0)
+    }
+
+    func close() { handle.close() }
+}

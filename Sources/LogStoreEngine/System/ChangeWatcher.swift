@@ -1,0 +1,139 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+import Foundation
+import Synchronization
+
+/// Calls a function, on a thread of its own, whenever another process may have published new
+/// records: on Linux when the store's `coordination` file is written (inotify, `IN_MODIFY`; the
+/// directory is watched for its creation until it exists), elsewhere — or on a file system that
+/// is not the real one — every 10 ms. The thread sleeps in `poll` between events: an idle reader
+/// costs no CPU. Events that arrive while the function runs are folded into one more call. With
+/// inotify the watch is armed before the watcher is returned, and the function is called once
+/// when the thread starts: nothing published after the watcher was made goes unsignalled.
+///
+/// Made by ``Log/watchForChanges(_:)``; ``cancel()`` (or releasing it) stops the thread.
+public final class ChangeWatcher: Sendable {
+    /// How changes are noticed.
+    public enum Mechanism: Sendable, Equatable {
+        /// inotify on the coordination file (Linux).
+        case inotify
+        /// A look every ``ChangeWatcher/pollingIntervalNanoseconds``.
+        case polling
+    }
+
+    /// The interval of the polling fallback.
+    public static let pollingIntervalNanoseconds: UInt64 = 10_000_000
+
+    public let mechanism: Mechanism
+    private let stopped = StopFlag()
+    /// The write end of the pipe that wakes the inotify thread to stop (`-1` when polling).
+    private let stopDescriptor: Int32
+
+    init(directory: String, fileName: String, usesInotify: Bool, onChange: @escaping @Sendable () -> Void) {
+        #if os(Linux)
+            if usesInotify, let started = Self.startInotify(directory: directory, fileName: fileName, onChange: onChange)
+            {
+                mechanism = .inotify
+                stopDescriptor = started
+                return
+            }
+        #endif
+        mechanism = .polling
+        stopDescriptor = -1
+        Self.startPolling(stopped, onChange: onChange)
+    }
+
+    deinit { cancel() }
+
+    /// Stops the thread; the function is not called after the thread notices (at most one call
+    /// already under way finishes).
+    public func cancel() {
+        guard !stopped.value.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        if stopDescriptor >= 0 {
+            var byte: UInt8 = 1
+            _ = write(stopDescriptor, &byte, 1)
+            close(stopDescriptor)
+        }
+    }
+
+    /// The thread holds only the flag, never the watcher, so releasing the watcher stops it.
+    private static func startPolling(_ stopped: StopFlag, onChange: @escaping @Sendable () -> Void) {
+        let thread = Thread {
+            while !stopped.value.load(ordering: .acquiring) {
+                let request = timespec(tv_sec: 0, tv_nsec: Int(ChangeWatcher.pollingIntervalNanoseconds))
+                var remaining = request
+                // Bounded: each interrupted sleep resumes with what is left.
+                while withUnsafePointer(to: remaining, { nanosleep($0, &remaining) }) != 0 && errno == EINTR {}
+                if stopped.value.load(ordering: .acquiring) { break }
+                onChange()
+            }
+        }
+        thread.name = "LogStore change watcher"
+        thread.start()
+    }
+
+    #if os(Linux)
+        /// Starts the inotify thread; returns the write end of its stop pipe, or `nil` when inotify
+        /// is not available (then the caller polls).
+        private static func startInotify(
+            directory: String, fileName: String, onChange: @escaping @Sendable () -> Void
+        ) -> Int32? {
+            let inotify = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
+            guard inotify >= 0 else { return nil }
+            let filePath = directory.hasSuffix("/") ? directory + fileName : directory + "/" + fileName
+            guard inotify_add_watch(inotify, directory, UInt32(IN_CREATE | IN_MOVED_TO)) >= 0 else {
+                close(inotify)
+                return nil
+            }
+            var pipeEnds: [Int32] = [0, 0]
+            guard pipe(&pipeEnds) == 0 else {
+                close(inotify)
+                return nil
+            }
+            // pipe2 needs _GNU_SOURCE; no exec happens between these lines in the engine's own code.
+            for end in pipeEnds { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+            let stopRead = pipeEnds[0]
+            // Armed here, before the thread runs: a publication after the watcher is made is
+            // always signalled (armed on the thread, one landing before it was missed). The
+            // thread's first call covers any publication before the watch was armed.
+            let initialFileWatch = inotify_add_watch(inotify, filePath, UInt32(IN_MODIFY))
+            let thread = Thread {
+                defer {
+                    close(inotify)
+                    close(stopRead)
+                }
+                var fileWatch = initialFileWatch
+                var stop = pollfd(fd: stopRead, events: Int16(POLLIN), revents: 0)
+                if poll(&stop, 1, 0) != 0 { return }  // cancelled before the thread ran
+                onChange()
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                var descriptors = [
+                    pollfd(fd: inotify, events: Int16(POLLIN), revents: 0),
+                    pollfd(fd: stopRead, events: Int16(POLLIN), revents: 0),
+                ]
+                // Each pass sleeps until an event or the stop byte; it ends with the stop byte.
+                while true {
+                    descriptors[0].revents = 0
+                    descriptors[1].revents = 0
+                    let ready = poll(&descriptors, 2, -1)
+                    if ready < 0 && errno == EINTR { continue }
+                    if ready < 0 || descriptors[1].revents != 0 { return }
+                    // Drain every queued event: one call answers them all.
+                    while buffer.withUnsafeMutableBytes({ read(inotify, $0.baseAddress, $0.count) }) > 0 {}
+                    if fileWatch < 0 { fileWatch = inotify_add_watch(inotify, filePath, UInt32(IN_MODIFY)) }
+                    onChange()
+                }
+            }
+            thread.name = "LogStore change watcher"
+            thread.start()
+            return pipeEnds[1]
+        }
+    #endif
+}
+
+private final class StopFlag: Sendable {
+    let value = Atomic<Bool>(false)
+}
