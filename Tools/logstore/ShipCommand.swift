@@ -23,8 +23,10 @@ struct ShipCommand: ParsableCommand {
             The store is opened for writing when no other process has it open, to register the history \
             consumer --consumer (retention then keeps everything not yet shipped); otherwise, or with \
             --read-only, it is read read-only, without a bookmark, and says so. \
-            Exit codes: 0 shipped, 2 an error, 3 history after PostgreSQL's token was deleted before it \
-            was shipped, or PostgreSQL holds a token the store does not: run again with --reseed.
+            Exit codes: 0 ok (shipped); 2 the store or PostgreSQL could not be read or shipping failed; \
+            4 not a store, or a store of a newer format version; 5 history after PostgreSQL's token was \
+            deleted before it was shipped, or PostgreSQL holds a token the store does not: run again \
+            with --reseed; 64 usage error.
             """
     )
 
@@ -88,7 +90,7 @@ struct ShipCommand: ParsableCommand {
             try printSummary(progress)
         case let .failure(error as PostgresShippingError) where error.code == .historyExpired || error.code == .historyDiverged:
             printError("logstore: \(error)")
-            throw ExitCode(3)
+            throw ExitCode(5)
         case let .failure(error):
             printError("logstore: \(error)")
             throw storeErrorExitCode
