@@ -1,27 +1,110 @@
 /// One stored property of a ``PersistentModel``: its name, schema metadata, and how to read and
 /// write it on an instance through its key path.
 public struct ModelProperty<Model: PersistentModel>: Sendable {
+    /// Every field in one reference: the context reads a model's properties several times per save,
+    /// and copying a struct of six closures cost six retains and releases each time (P4-ctx
+    /// profile). Mutations copy the box first when it is shared (copy-on-write).
+    final class Storage: @unchecked Sendable {
+        // @unchecked: mutated only through a uniquely referenced box (`mutableStorage`).
+        let name: String
+        let keyPath: PartialKeyPath<Model> & Sendable
+        var attribute: Schema.Attribute?
+        var relationship: Schema.Relationship?
+        let read: @Sendable (Model) -> AttributeValue
+        let write: @Sendable (Model, AttributeValue, (PersistentIdentifier) throws -> (any PersistentModel)?) throws -> Void
+        let related: @Sendable (Model) -> [any PersistentModel]
+        let destinationType: (any PersistentModel.Type)?
+        var inverseKeyPath: (AnyKeyPath & Sendable)?
+        var inverseMaintainer: (@Sendable (AnyKeyPath) -> RelationshipInverses<Model>.Maintainer?)?
+
+        init(
+            name: String, keyPath: PartialKeyPath<Model> & Sendable, attribute: Schema.Attribute?,
+            relationship: Schema.Relationship?, read: @escaping @Sendable (Model) -> AttributeValue,
+            write: @escaping @Sendable (Model, AttributeValue, (PersistentIdentifier) throws -> (any PersistentModel)?)
+                throws -> Void,
+            related: @escaping @Sendable (Model) -> [any PersistentModel], destinationType: (any PersistentModel.Type)?,
+            inverseKeyPath: (AnyKeyPath & Sendable)?,
+            inverseMaintainer: (@Sendable (AnyKeyPath) -> RelationshipInverses<Model>.Maintainer?)?
+        ) {
+            self.name = name
+            self.keyPath = keyPath
+            self.attribute = attribute
+            self.relationship = relationship
+            self.read = read
+            self.write = write
+            self.related = related
+            self.destinationType = destinationType
+            self.inverseKeyPath = inverseKeyPath
+            self.inverseMaintainer = inverseMaintainer
+        }
+
+        func copy() -> Storage {
+            Storage(
+                name: name, keyPath: keyPath, attribute: attribute, relationship: relationship, read: read,
+                write: write, related: related, destinationType: destinationType, inverseKeyPath: inverseKeyPath,
+                inverseMaintainer: inverseMaintainer)
+        }
+    }
+
+    private var storage: Storage
+
+    private var mutableStorage: Storage {
+        mutating get {
+            if !isKnownUniquelyReferenced(&storage) { storage = storage.copy() }
+            return storage
+        }
+    }
+
+    init(
+        name: String, keyPath: PartialKeyPath<Model> & Sendable, attribute: Schema.Attribute?,
+        relationship: Schema.Relationship?, read: @escaping @Sendable (Model) -> AttributeValue,
+        write: @escaping @Sendable (Model, AttributeValue, (PersistentIdentifier) throws -> (any PersistentModel)?)
+            throws -> Void,
+        related: @escaping @Sendable (Model) -> [any PersistentModel], destinationType: (any PersistentModel.Type)?,
+        inverseKeyPath: (AnyKeyPath & Sendable)? = nil,
+        inverseMaintainer: (@Sendable (AnyKeyPath) -> RelationshipInverses<Model>.Maintainer?)? = nil
+    ) {
+        storage = Storage(
+            name: name, keyPath: keyPath, attribute: attribute, relationship: relationship, read: read, write: write,
+            related: related, destinationType: destinationType, inverseKeyPath: inverseKeyPath,
+            inverseMaintainer: inverseMaintainer)
+    }
+
     /// The property's name in the schema (the Swift property's name).
-    public let name: String
+    public var name: String { storage.name }
     /// The model's key path to the property (history tombstones and updates map key paths to names).
-    public let keyPath: PartialKeyPath<Model> & Sendable
-    var attribute: Schema.Attribute?
-    var relationship: Schema.Relationship?
+    public var keyPath: PartialKeyPath<Model> & Sendable { storage.keyPath }
+    var attribute: Schema.Attribute? {
+        get { storage.attribute }
+        set { mutableStorage.attribute = newValue }
+    }
+    var relationship: Schema.Relationship? {
+        get { storage.relationship }
+        set { mutableStorage.relationship = newValue }
+    }
     /// Reads the property as a value; references are the related models' identifiers.
-    let read: @Sendable (Model) -> AttributeValue
+    var read: @Sendable (Model) -> AttributeValue { storage.read }
     /// Writes a value; `resolve` turns identifiers into registered model instances.
-    let write: @Sendable (Model, AttributeValue, (PersistentIdentifier) throws -> (any PersistentModel)?) throws -> Void
+    var write: @Sendable (Model, AttributeValue, (PersistentIdentifier) throws -> (any PersistentModel)?) throws -> Void {
+        storage.write
+    }
     /// The related instances (for relationships), so a save can insert unsaved ones.
-    let related: @Sendable (Model) -> [any PersistentModel]
+    var related: @Sendable (Model) -> [any PersistentModel] { storage.related }
     /// The model type a relationship leads to (`nil` for attributes): a container opened for
     /// `Trip` finds `BucketListItem` through it.
-    let destinationType: (any PersistentModel.Type)?
+    var destinationType: (any PersistentModel.Type)? { storage.destinationType }
     /// The inverse a `@Relationship(inverse:)` names: a key path of the destination type.
-    var inverseKeyPath: (AnyKeyPath & Sendable)? = nil
+    var inverseKeyPath: (AnyKeyPath & Sendable)? {
+        get { storage.inverseKeyPath }
+        set { mutableStorage.inverseKeyPath = newValue }
+    }
     /// For a relationship: given the inverse property's key path (of the destination type), what
     /// keeps it in step when this property is set (`nil` when the key path is not a relationship
     /// back to `Model`). Built where the types are known (``_persisted(_:_:options:deleteRule:inverse:originalName:)-2p4s5``).
-    var inverseMaintainer: (@Sendable (AnyKeyPath) -> RelationshipInverses<Model>.Maintainer?)? = nil
+    var inverseMaintainer: (@Sendable (AnyKeyPath) -> RelationshipInverses<Model>.Maintainer?)? {
+        get { storage.inverseMaintainer }
+        set { mutableStorage.inverseMaintainer = newValue }
+    }
 
     /// A value attribute.
     /// `defaultValue` is what models stored without a value get: when the attribute is added,
