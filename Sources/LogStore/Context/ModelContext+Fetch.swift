@@ -46,12 +46,12 @@ extension ModelContext {
     private func fetchCandidates<T: PersistentModel>(_ descriptor: FetchDescriptor<T>, narrowed: Bool) throws
         -> DataStoreFetchResult<T, DefaultSnapshot>
     {
-        if narrowed, descriptor.predicate != nil {
+        // Only stores that fetch through a FoldState know `candidatesOnly`; any other store just
+        // declined this predicate and would be asked the same question again.
+        if narrowed, descriptor.predicate != nil, container.store.base is any CandidateFetching {
             var candidates = FetchDescriptor<T>(predicate: descriptor.predicate)
             candidates.candidatesOnly = true
-            do {
-                return try container.store.fetch(DataStoreFetchRequest(descriptor: candidates))
-            } catch let error as DataStoreError where error == .preferInMemoryFilter || error == .preferInMemorySort {}
+            return try container.store.fetch(DataStoreFetchRequest(descriptor: candidates))
         }
         return try container.store.fetch(DataStoreFetchRequest(descriptor: FetchDescriptor<T>()))
     }

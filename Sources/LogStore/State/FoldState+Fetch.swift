@@ -58,6 +58,14 @@ enum StoreFetching {
     }
 }
 
+/// A store whose fetches go through ``FoldState/fetchResult(_:storeIdentifier:)`` and therefore
+/// answer ``FetchDescriptor/candidatesOnly`` requests (never declining them).
+protocol CandidateFetching: AnyObject {}
+
+extension LogStore: CandidateFetching {}
+extension ArchiveStore: CandidateFetching {}
+extension MigrationStagingStore: CandidateFetching {}
+
 extension FoldState {
     /// The matching rows of `T`'s entity, sorted, within the window.
     func fetchRows<T: PersistentModel>(_ plan: StoreFetching.Plan<T>, storeIdentifier: String) -> [(UUID, Row)] {
