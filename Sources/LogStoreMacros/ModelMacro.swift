@@ -43,7 +43,9 @@ public struct ModelMacro: MemberMacro, MemberAttributeMacro, ExtensionMacro {
             "private let _$observationRegistrar = Observation.ObservationRegistrar()",
         ]
         if !model.declaresEmptyInit {
-            let slots = model.persisted.map { "_\($0.name) = _PersistedSlot()" }.joined(separator: "\n")
+            // A property with an initial value has it already (its init accessor runs first).
+            let slots = model.persisted.filter { !$0.hasInitialValue }.map { "_\($0.name) = _PersistedSlot()" }
+                .joined(separator: "\n")
             members.append(
                 """
                 /// An empty instance, which a fetch fills property by property.
@@ -89,6 +91,8 @@ struct ModelDescription {
         /// `, defaultValue: <initial value>` when the declaration has one (SwiftData's schema
         /// default: what stored models without a value get when the attribute is added or made required).
         var arguments: String
+        /// Whether the declaration has an initial value (`var count: Int = 0`).
+        var hasInitialValue: Bool
     }
 
     var typeName: String
@@ -158,7 +162,7 @@ struct ModelDescription {
             if !options.isEmpty { arguments = ", options: [\(options.joined(separator: ", "))]" + arguments }
         }
         if let initialValue = stored.initialValue { arguments += ", defaultValue: \(initialValue)" }
-        persisted.append(Property(name: stored.name, arguments: arguments))
+        persisted.append(Property(name: stored.name, arguments: arguments, hasInitialValue: stored.initialValue != nil))
     }
 
     /// The property names of each `[\.a, \.b]` list of a `#Unique`/`#Index`, diagnosing names that
@@ -199,6 +203,9 @@ struct StoredProperty {
     var hasType: Bool
     /// The initializer expression, as written (`0` in `var count: Int = 0`).
     var initialValue: String?
+    /// The type its slot holds, as written (`Int` in `var count: Int = 0`); an implicitly unwrapped
+    /// optional `T!` is held as `T?` (`!` is not allowed in a generic argument).
+    var slotType: String
 
     init?(_ variable: VariableDeclSyntax) {
         guard variable.bindingSpecifier.tokenKind == .keyword(.var), variable.bindings.count == 1,
@@ -217,6 +224,15 @@ struct StoredProperty {
         }
         name = identifier.identifier.text
         hasType = binding.typeAnnotation != nil
+        if let type = binding.typeAnnotation?.type {
+            if let unwrapped = type.as(ImplicitlyUnwrappedOptionalTypeSyntax.self) {
+                slotType = unwrapped.wrappedType.trimmedDescription + "?"
+            } else {
+                slotType = type.trimmedDescription
+            }
+        } else {
+            slotType = ""
+        }
         initialValue = binding.initializer?.value.trimmedDescription
     }
 }

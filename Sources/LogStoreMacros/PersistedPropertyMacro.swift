@@ -4,9 +4,11 @@ import SwiftSyntaxBuilder
 import SwiftSyntaxMacros
 
 /// `@_PersistedProperty` (added by `@Model` to each persisted property): the property becomes a
-/// computed property over the model's `ModelState`, observable and tracked, with an init accessor
-/// so that default values and the class's own initializers still set it. The peer `_name` slot
-/// lets the compiler check that every initializer sets the property; `init()` fills the slots.
+/// computed property over its peer `_name` slot (`_PersistedSlot<Type>`, the value typed and
+/// stored in the instance), observable and tracked through the model's `ModelState`, with an
+/// init accessor so that default values and the class's own initializers still set it (and the
+/// compiler still checks that every initializer does); `init()` leaves the slots of properties
+/// without an initial value empty, for a fetch to fill.
 public struct PersistedPropertyMacro: AccessorMacro, PeerMacro {
     public static func expansion(
         of node: AttributeSyntax, providingAccessorsOf declaration: some DeclSyntaxProtocol,
@@ -18,22 +20,23 @@ public struct PersistedPropertyMacro: AccessorMacro, PeerMacro {
         let name = property.name
         return [
             """
-            @storageRestrictions(initializes: _\(raw: name), accesses: modelState)
+            @storageRestrictions(initializes: _\(raw: name))
             init(initialValue) {
-                modelState._initialize(initialValue, at: \(literal: name))
-                _\(raw: name) = _PersistedSlot()
+                _\(raw: name) = _PersistedSlot(initialValue)
             }
             """,
             """
             get {
                 _$observationRegistrar.access(self, keyPath: \\.\(raw: name))
-                return modelState._value(at: \(literal: name), of: Self.entityName)
+                return _\(raw: name).value ?? modelState._missingValue(at: \(literal: name), of: Self.entityName)
             }
             """,
             """
             set {
                 _$observationRegistrar.withMutation(of: self, keyPath: \\.\(raw: name)) {
-                    modelState._set(newValue, at: \(literal: name), on: self, keyPath: \\.\(raw: name))
+                    let old = _\(raw: name).value
+                    _\(raw: name).value = newValue
+                    modelState._didSet(at: \(literal: name), on: self, old: old, new: newValue)
                 }
             }
             """,
@@ -47,7 +50,7 @@ public struct PersistedPropertyMacro: AccessorMacro, PeerMacro {
         guard let variable = declaration.as(VariableDeclSyntax.self), let property = StoredProperty(variable),
               property.hasType
         else { return [] }
-        return ["private var _\(raw: property.name): _PersistedSlot"]
+        return ["private var _\(raw: property.name): _PersistedSlot<\(raw: property.slotType)>"]
     }
 }
 

@@ -91,77 +91,81 @@ final class ModelMacroShapeTests: XCTestCase {
             expandedSource: """
             final class Trip {
                 var name: String {
-                    @storageRestrictions(initializes: _name, accesses: modelState)
+                    @storageRestrictions(initializes: _name)
                     init(initialValue) {
-                        modelState._initialize(initialValue, at: "name")
-                        _name = _PersistedSlot()
+                        _name = _PersistedSlot(initialValue)
                     }
                     get {
                         _$observationRegistrar.access(self, keyPath: \\.name)
-                        return modelState._value(at: "name", of: Self.entityName)
+                        return _name.value ?? modelState._missingValue(at: "name", of: Self.entityName)
                     }
                     set {
                         _$observationRegistrar.withMutation(of: self, keyPath: \\.name) {
-                            modelState._set(newValue, at: "name", on: self, keyPath: \\.name)
+                            let old = _name.value
+                            _name.value = newValue
+                            modelState._didSet(at: "name", on: self, old: old, new: newValue)
                         }
                     }
                 }
 
-                private var _name: _PersistedSlot
+                private var _name: _PersistedSlot<String>
                 var start: Date {
-                    @storageRestrictions(initializes: _start, accesses: modelState)
+                    @storageRestrictions(initializes: _start)
                     init(initialValue) {
-                        modelState._initialize(initialValue, at: "start")
-                        _start = _PersistedSlot()
+                        _start = _PersistedSlot(initialValue)
                     }
                     get {
                         _$observationRegistrar.access(self, keyPath: \\.start)
-                        return modelState._value(at: "start", of: Self.entityName)
+                        return _start.value ?? modelState._missingValue(at: "start", of: Self.entityName)
                     }
                     set {
                         _$observationRegistrar.withMutation(of: self, keyPath: \\.start) {
-                            modelState._set(newValue, at: "start", on: self, keyPath: \\.start)
+                            let old = _start.value
+                            _start.value = newValue
+                            modelState._didSet(at: "start", on: self, old: old, new: newValue)
                         }
                     }
                 }
 
-                private var _start: _PersistedSlot
+                private var _start: _PersistedSlot<Date>
                 var code: String {
-                    @storageRestrictions(initializes: _code, accesses: modelState)
+                    @storageRestrictions(initializes: _code)
                     init(initialValue) {
-                        modelState._initialize(initialValue, at: "code")
-                        _code = _PersistedSlot()
+                        _code = _PersistedSlot(initialValue)
                     }
                     get {
                         _$observationRegistrar.access(self, keyPath: \\.code)
-                        return modelState._value(at: "code", of: Self.entityName)
+                        return _code.value ?? modelState._missingValue(at: "code", of: Self.entityName)
                     }
                     set {
                         _$observationRegistrar.withMutation(of: self, keyPath: \\.code) {
-                            modelState._set(newValue, at: "code", on: self, keyPath: \\.code)
+                            let old = _code.value
+                            _code.value = newValue
+                            modelState._didSet(at: "code", on: self, old: old, new: newValue)
                         }
                     }
                 }
 
-                private var _code: _PersistedSlot
+                private var _code: _PersistedSlot<String>
                 var items: [Item] {
-                    @storageRestrictions(initializes: _items, accesses: modelState)
+                    @storageRestrictions(initializes: _items)
                     init(initialValue) {
-                        modelState._initialize(initialValue, at: "items")
-                        _items = _PersistedSlot()
+                        _items = _PersistedSlot(initialValue)
                     }
                     get {
                         _$observationRegistrar.access(self, keyPath: \\.items)
-                        return modelState._value(at: "items", of: Self.entityName)
+                        return _items.value ?? modelState._missingValue(at: "items", of: Self.entityName)
                     }
                     set {
                         _$observationRegistrar.withMutation(of: self, keyPath: \\.items) {
-                            modelState._set(newValue, at: "items", on: self, keyPath: \\.items)
+                            let old = _items.value
+                            _items.value = newValue
+                            modelState._didSet(at: "items", on: self, old: old, new: newValue)
                         }
                     }
                 }
 
-                private var _items: _PersistedSlot
+                private var _items: _PersistedSlot<[Item]>
                 init(name: String) { self.name = name; start = .now; code = name }
 
                 static let schemaProperties: [ModelProperty<Trip>] = [
@@ -174,7 +178,6 @@ final class ModelMacroShapeTests: XCTestCase {
                     _name = _PersistedSlot()
                     _start = _PersistedSlot()
                     _code = _PersistedSlot()
-                    _items = _PersistedSlot()
             """),
             macros: macros)
     }
@@ -204,23 +207,24 @@ final class ModelMacroShapeTests: XCTestCase {
             expandedSource: """
             final class Trip {
                 var name: String {
-                    @storageRestrictions(initializes: _name, accesses: modelState)
+                    @storageRestrictions(initializes: _name)
                     init(initialValue) {
-                        modelState._initialize(initialValue, at: "name")
-                        _name = _PersistedSlot()
+                        _name = _PersistedSlot(initialValue)
                     }
                     get {
                         _$observationRegistrar.access(self, keyPath: \\.name)
-                        return modelState._value(at: "name", of: Self.entityName)
+                        return _name.value ?? modelState._missingValue(at: "name", of: Self.entityName)
                     }
                     set {
                         _$observationRegistrar.withMutation(of: self, keyPath: \\.name) {
-                            modelState._set(newValue, at: "name", on: self, keyPath: \\.name)
+                            let old = _name.value
+                            _name.value = newValue
+                            modelState._didSet(at: "name", on: self, old: old, new: newValue)
                         }
                     }
                 }
 
-                private var _name: _PersistedSlot
+                private var _name: _PersistedSlot<String>
                 var cache: Int = 0
                 var label: String { name }
                 init() { name = "" }

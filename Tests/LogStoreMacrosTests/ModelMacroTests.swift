@@ -23,41 +23,43 @@ final class ModelMacroTests: XCTestCase {
             expandedSource: """
             final class Item {
                 var title: String {
-                    @storageRestrictions(initializes: _title, accesses: modelState)
+                    @storageRestrictions(initializes: _title)
                     init(initialValue) {
-                        modelState._initialize(initialValue, at: "title")
-                        _title = _PersistedSlot()
+                        _title = _PersistedSlot(initialValue)
                     }
                     get {
                         _$observationRegistrar.access(self, keyPath: \\.title)
-                        return modelState._value(at: "title", of: Self.entityName)
+                        return _title.value ?? modelState._missingValue(at: "title", of: Self.entityName)
                     }
                     set {
                         _$observationRegistrar.withMutation(of: self, keyPath: \\.title) {
-                            modelState._set(newValue, at: "title", on: self, keyPath: \\.title)
+                            let old = _title.value
+                            _title.value = newValue
+                            modelState._didSet(at: "title", on: self, old: old, new: newValue)
                         }
                     }
                 }
 
-                private var _title: _PersistedSlot
+                private var _title: _PersistedSlot<String>
                 var count: Int {
-                    @storageRestrictions(initializes: _count, accesses: modelState)
+                    @storageRestrictions(initializes: _count)
                     init(initialValue) {
-                        modelState._initialize(initialValue, at: "count")
-                        _count = _PersistedSlot()
+                        _count = _PersistedSlot(initialValue)
                     }
                     get {
                         _$observationRegistrar.access(self, keyPath: \\.count)
-                        return modelState._value(at: "count", of: Self.entityName)
+                        return _count.value ?? modelState._missingValue(at: "count", of: Self.entityName)
                     }
                     set {
                         _$observationRegistrar.withMutation(of: self, keyPath: \\.count) {
-                            modelState._set(newValue, at: "count", on: self, keyPath: \\.count)
+                            let old = _count.value
+                            _count.value = newValue
+                            modelState._didSet(at: "count", on: self, old: old, new: newValue)
                         }
                     }
                 }
 
-                private var _count: _PersistedSlot
+                private var _count: _PersistedSlot<Int>
 
                 static let schemaProperties: [ModelProperty<Item>] = [
                     ._persisted("title", \\Item.title),
@@ -77,7 +79,6 @@ final class ModelMacroTests: XCTestCase {
                 /// An empty instance, which a fetch fills property by property.
                 required init() {
                     _title = _PersistedSlot()
-                    _count = _PersistedSlot()
                 }
             }
 
@@ -105,59 +106,62 @@ final class ModelMacroTests: XCTestCase {
             expandedSource: """
             public final class Trip {
                 var name: String {
-                    @storageRestrictions(initializes: _name, accesses: modelState)
+                    @storageRestrictions(initializes: _name)
                     init(initialValue) {
-                        modelState._initialize(initialValue, at: "name")
-                        _name = _PersistedSlot()
+                        _name = _PersistedSlot(initialValue)
                     }
                     get {
                         _$observationRegistrar.access(self, keyPath: \\.name)
-                        return modelState._value(at: "name", of: Self.entityName)
+                        return _name.value ?? modelState._missingValue(at: "name", of: Self.entityName)
                     }
                     set {
                         _$observationRegistrar.withMutation(of: self, keyPath: \\.name) {
-                            modelState._set(newValue, at: "name", on: self, keyPath: \\.name)
+                            let old = _name.value
+                            _name.value = newValue
+                            modelState._didSet(at: "name", on: self, old: old, new: newValue)
                         }
                     }
                 }
 
-                private var _name: _PersistedSlot
+                private var _name: _PersistedSlot<String>
                 var startDate: Date {
-                    @storageRestrictions(initializes: _startDate, accesses: modelState)
+                    @storageRestrictions(initializes: _startDate)
                     init(initialValue) {
-                        modelState._initialize(initialValue, at: "startDate")
-                        _startDate = _PersistedSlot()
+                        _startDate = _PersistedSlot(initialValue)
                     }
                     get {
                         _$observationRegistrar.access(self, keyPath: \\.startDate)
-                        return modelState._value(at: "startDate", of: Self.entityName)
+                        return _startDate.value ?? modelState._missingValue(at: "startDate", of: Self.entityName)
                     }
                     set {
                         _$observationRegistrar.withMutation(of: self, keyPath: \\.startDate) {
-                            modelState._set(newValue, at: "startDate", on: self, keyPath: \\.startDate)
+                            let old = _startDate.value
+                            _startDate.value = newValue
+                            modelState._didSet(at: "startDate", on: self, old: old, new: newValue)
                         }
                     }
                 }
 
-                private var _startDate: _PersistedSlot
+                private var _startDate: _PersistedSlot<Date>
                 var stay: Stay? {
-                    @storageRestrictions(initializes: _stay, accesses: modelState)
+                    @storageRestrictions(initializes: _stay)
                     init(initialValue) {
-                        modelState._initialize(initialValue, at: "stay")
-                        _stay = _PersistedSlot()
+                        _stay = _PersistedSlot(initialValue)
                     }
                     get {
                         _$observationRegistrar.access(self, keyPath: \\.stay)
-                        return modelState._value(at: "stay", of: Self.entityName)
+                        return _stay.value ?? modelState._missingValue(at: "stay", of: Self.entityName)
                     }
                     set {
                         _$observationRegistrar.withMutation(of: self, keyPath: \\.stay) {
-                            modelState._set(newValue, at: "stay", on: self, keyPath: \\.stay)
+                            let old = _stay.value
+                            _stay.value = newValue
+                            modelState._didSet(at: "stay", on: self, old: old, new: newValue)
                         }
                     }
                 }
 
-                private var _stay: _PersistedSlot
+                private var _stay: _PersistedSlot<Stay?>
                 var isSelected: Bool = false
                 var computed: Int { 1 }
                 init() { name = ""; startDate = .now }
@@ -198,23 +202,24 @@ final class ModelMacroTests: XCTestCase {
             expandedSource: """
             final class Trip {
                 var name: String {
-                    @storageRestrictions(initializes: _name, accesses: modelState)
+                    @storageRestrictions(initializes: _name)
                     init(initialValue) {
-                        modelState._initialize(initialValue, at: "name")
-                        _name = _PersistedSlot()
+                        _name = _PersistedSlot(initialValue)
                     }
                     get {
                         _$observationRegistrar.access(self, keyPath: \\.name)
-                        return modelState._value(at: "name", of: Self.entityName)
+                        return _name.value ?? modelState._missingValue(at: "name", of: Self.entityName)
                     }
                     set {
                         _$observationRegistrar.withMutation(of: self, keyPath: \\.name) {
-                            modelState._set(newValue, at: "name", on: self, keyPath: \\.name)
+                            let old = _name.value
+                            _name.value = newValue
+                            modelState._didSet(at: "name", on: self, old: old, new: newValue)
                         }
                     }
                 }
 
-                private var _name: _PersistedSlot
+                private var _name: _PersistedSlot<String>
                 init() { name = "" }
 
                 static let schemaProperties: [ModelProperty<Trip>] = [

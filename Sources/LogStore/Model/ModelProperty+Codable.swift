@@ -86,8 +86,7 @@ extension ModelProperty {
                 guard let converted = decode(value) else {
                     throw ModelError.valueTypeMismatch(entity: Model.entityName, property: name, value: value)
                 }
-                Self.seed(model, name, converted)
-                model[keyPath: keyPath] = converted
+                Self.set(model, name, keyPath, converted)
             },
             related: { _ in [] }, destinationType: nil)
     }

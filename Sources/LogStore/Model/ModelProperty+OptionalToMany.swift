@@ -31,8 +31,7 @@ extension ModelProperty {
                     }
                 default: throw ModelError.valueTypeMismatch(entity: Model.entityName, property: name, value: value)
                 }
-                Self.seed(model, name, Optional(targets))
-                model[keyPath: keyPath] = targets
+                Self.set(model, name, keyPath, Optional(targets))
             },
             related: { model in model[keyPath: keyPath] ?? [] }, destinationType: Destination.self)
         property.inverseKeyPath = inverse

@@ -124,8 +124,7 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
                 guard let converted = Value(attributeValue: value) else {
                     throw ModelError.valueTypeMismatch(entity: Model.entityName, property: name, value: value)
                 }
-                Self.seed(model, name, converted)
-                model[keyPath: keyPath] = converted
+                Self.set(model, name, keyPath, converted)
             },
             related: { _ in [] }, destinationType: nil)
     }
@@ -148,11 +147,17 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
         return property
     }
 
-    /// Before a key-path write into a `@Model` instance: a key-path write reads the property first
-    /// (get, then set), and a fetched instance has no value yet to read.
-    static func seed<Value>(_ model: Model, _ name: String, _ value: Value) {
-        guard Model._usesModelStorage, model.modelState.values[name] == nil else { return }
-        model.modelState.values[name] = value
+    /// Writes `value` through the property's key path (a fetch filling the model, a rollback). A
+    /// key-path write reads the property first (get, then set), and a `@Model` instance that a
+    /// fetch just made has no value yet to read: its empty slot reads `value` meanwhile.
+    static func set<Value>(
+        _ model: Model, _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Value> & Sendable, _ value: Value
+    ) {
+        guard Model._usesModelStorage else {
+            model[keyPath: keyPath] = value
+            return
+        }
+        model.modelState.seeding(value, at: name) { model[keyPath: keyPath] = value }
     }
 
     /// A to-one relationship to another model.
@@ -168,15 +173,13 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
             write: { model, value, resolve in
                 switch value {
                 case .null:
-                    Self.seed(model, name, Destination?.none)
-                    model[keyPath: keyPath] = nil
+                    Self.set(model, name, keyPath, Destination?.none)
                 case .reference(let identifier):
                     guard let target = try resolve(identifier) as? Destination else {
                         throw ModelError.missingReference(
                             entity: Model.entityName, property: name, identifier: identifier)
                     }
-                    Self.seed(model, name, Optional(target))
-                    model[keyPath: keyPath] = target
+                    Self.set(model, name, keyPath, Optional(target))
                 default: throw ModelError.valueTypeMismatch(entity: Model.entityName, property: name, value: value)
                 }
             },
@@ -206,8 +209,7 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
                     }
                     targets.append(target)
                 }
-                Self.seed(model, name, targets)
-                model[keyPath: keyPath] = targets
+                Self.set(model, name, keyPath, targets)
             },
             related: { model in model[keyPath: keyPath] }, destinationType: Destination.self)
     }

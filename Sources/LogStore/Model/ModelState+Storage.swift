@@ -1,10 +1,30 @@
 import Foundation
+import Synchronization
 
-/// A stored property's placeholder in a `@Model` class: the value lives in the model's
-/// ``ModelState``; this field only lets the compiler check that every initializer sets the
-/// property (its init accessor initializes it).
-public struct _PersistedSlot: Sendable {
-    public init() {}
+/// A persisted property's value in a `@Model` class: the macro's peer `_name` field, typed, so
+/// reading a property costs a field load (no dictionary, no existential, no dynamic cast —
+/// measured on the P3-ctx benchmark, where each save makes a model, sets each property once and
+/// reads each back to encode it). Empty in an instance that a fetch made with `init()` and has not
+/// filled yet, or whose row lacks the attribute.
+public struct _PersistedSlot<Value> {
+    public var value: Value?
+
+    /// An empty slot (`init()` of a `@Model` class, before a fetch fills it).
+    @inlinable public init() { value = nil }
+
+    /// A slot holding the property's initial value.
+    @inlinable public init(_ value: Value) { self.value = value }
+}
+
+extension _PersistedSlot: Sendable where Value: Sendable {}
+
+/// Whether a slot holds a value, without knowing its type (``ModelState/_propertiesWithValues(of:)``).
+protocol _AnyPersistedSlot {
+    var hasValue: Bool { get }
+}
+
+extension _PersistedSlot: _AnyPersistedSlot {
+    var hasValue: Bool { value != nil }
 }
 
 /// Told by a model's ``ModelState`` when a tracked property changes (the context the model is
@@ -13,7 +33,7 @@ protocol ModelChangeObserver: AnyObject {
     func modelDidChange(_ model: any PersistentModel)
 }
 
-/// Lets `_value(at:)` answer `nil` for an optional property that has no stored value yet.
+/// Lets `_missingValue(at:of:)` answer `nil` for an optional property that has no stored value yet.
 protocol _OptionalValue {
     static var nilValue: Self { get }
 }
@@ -22,61 +42,53 @@ extension Optional: _OptionalValue {
     static var nilValue: Optional<Wrapped> { nil }
 }
 
-/// A model's property values by name. A model has a handful of properties and their names are
-/// short literals, so a linear search comparing names (a small string compares as two words) costs
-/// less than hashing each name into a dictionary — measured on the P3-ctx benchmark, where every
-/// save makes a model, sets each property once and reads each back to encode it.
-struct PropertyValues {
-    private var entries: [(name: String, value: Any)] = []
-
-    subscript(name: String) -> Any? {
-        get {
-            for entry in entries where entry.name == name { return entry.value }
-            return nil
-        }
-        set {
-            if let index = entries.firstIndex(where: { $0.name == name }) {
-                if let newValue { entries[index].value = newValue } else { entries.remove(at: index) }
-            } else if let newValue {
-                if entries.isEmpty { entries.reserveCapacity(8) }
-                entries.append((name, newValue))
-            }
-        }
-    }
-}
-
 extension ModelState {
-    // The storage of `@Model` classes: their persisted properties are computed properties over
-    // these values (the macro's accessors call the methods below). Like SwiftData's backing data,
-    // it lets a fetch make an empty instance with `init()` and fill it afterwards.
+    // `@Model` classes keep each persisted property's value in a typed slot (`_PersistedSlot`);
+    // the property is a computed property over it, and the macro's accessors call the methods
+    // below. Like SwiftData's backing data, an empty slot lets a fetch make an instance with
+    // `init()` and fill it afterwards.
 
-    /// Called by a property's init accessor: the initial value, not a change.
-    public func _initialize<Value>(_ value: Value, at name: String) {
-        values[name] = value
-        isTracked = true
-    }
-
-    /// The property's value. A property without a value (saved before the attribute existed)
-    /// reads as `nil` when optional; otherwise that is a programmer error.
-    public func _value<Value>(at name: String, of entityName: @autoclosure () -> String) -> Value {
-        if let value = values[name] { return value as! Value }
+    /// The value of a property whose slot is empty: the value a fetch is writing through the
+    /// property's key path (a key-path write reads the property first, then sets it), else `nil`
+    /// for an optional property. A required property without a value (saved before the attribute
+    /// existed) is a programmer error.
+    public func _missingValue<Value>(at name: String, of entityName: @autoclosure () -> String) -> Value {
+        if let seed = seedValue, seed.name == name, let value = seed.value as? Value { return value }
         if let optional = Value.self as? any _OptionalValue.Type { return optional.nilValue as! Value }
         preconditionFailure("\(entityName()).\(name) has no value: it was not set by the initializer and not "
             + "stored (a required attribute added after the model was saved needs a default value).")
     }
 
-    /// Sets the property: records the change for the next save, tells the context, and keeps the
-    /// inverse of a relationship in step.
-    public func _set<Model: PersistentModel, Value>(
-        _ value: Value, at name: String, on model: Model, keyPath: ReferenceWritableKeyPath<Model, Value>
-    ) {
-        let old = values[name]
-        values[name] = value
-        isTracked = true
+    /// After a property was set (its slot holds `new`): records the change for the next save,
+    /// tells the context, and keeps the inverse of a relationship in step.
+    public func _didSet<Model: PersistentModel, Value>(at name: String, on model: Model, old: Value?, new: Value) {
         guard !isFilling else { return }
         changedNames.insert(name)
-        Model.relationshipInverses.maintain(name, of: model, old: old, new: value)
+        Model.relationshipInverses.maintain(name, of: model, old: old, new: new)
         (context as? ModelChangeObserver)?.modelDidChange(model)
+    }
+
+    /// Runs `write` (a fetch writing `value` through the property's key path) with `value` as
+    /// what an empty slot reads: the key-path write reads the property before it sets it.
+    func seeding<Value>(_ value: Value, at name: String, _ write: () throws -> Void) rethrows {
+        seedValue = (name, value)
+        defer { seedValue = nil }
+        try write()
+    }
+
+    /// The names of the persisted properties whose slots hold a value in `model` (a blank
+    /// instance: those with an initial value). Read by reflection, once per type.
+    static func _propertiesWithValues<Model: PersistentModel>(of model: Model) -> Set<String> {
+        if let names = PropertiesWithValuesCache.names.withLock({ $0[ObjectIdentifier(Model.self)] }) { return names }
+        var names: Set<String> = []
+        for child in Mirror(reflecting: model).children {
+            guard let label = child.label, label.hasPrefix("_"), let slot = child.value as? any _AnyPersistedSlot,
+                slot.hasValue
+            else { continue }
+            names.insert(String(label.dropFirst()))
+        }
+        PropertiesWithValuesCache.names.withLock { $0[ObjectIdentifier(Model.self)] = names }
+        return names
     }
 
     /// Runs `body` (a fetch filling the model) without recording changes or maintaining inverses:
@@ -87,4 +99,9 @@ extension ModelState {
         defer { isFilling = wasFilling }
         return try body()
     }
+}
+
+/// ``ModelState/_propertiesWithValues(of:)`` per model type.
+private enum PropertiesWithValuesCache {
+    static let names = Mutex<[ObjectIdentifier: Set<String>]>([:])
 }

@@ -79,10 +79,9 @@ extension PersistentModel {
 /// SwiftData's `ModelContext`, is used from one thread or actor at a time.
 public final class ModelState: @unchecked Sendable {
     private var storedIdentifier: PersistentIdentifier?
-    /// A `@Model` class's property values, by property name (ModelState+Storage.swift).
-    var values = PropertyValues()
-    /// Whether the values live here (a `@Model` class): such a model reports its own changes.
-    var isTracked = false
+    /// What an empty property slot of a `@Model` class reads while a fetch writes that property
+    /// through its key path (ModelState+Storage.swift).
+    var seedValue: (name: String, value: Any)?
     /// Names of the properties set since the last save or fetch (tracked models).
     var changedNames: Set<String> = []
     /// A fetch is filling the model: sets are not changes.

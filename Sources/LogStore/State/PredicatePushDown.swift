@@ -84,9 +84,10 @@ enum PredicatePushDown {
                     toOneByKeyPath[property.keyPath as AnyKeyPath] = property.name
                 }
             }
+            let withValues = T._usesModelStorage ? ModelState._propertiesWithValues(of: blank) : []
             for property in T.schemaProperties where property.attribute != nil {
                 // A @Model instance has no value for a property its row lacks: it reads as nil.
-                let missing = T._usesModelStorage && blank.modelState.values[property.name] == nil
+                let missing = T._usesModelStorage && !withValues.contains(property.name)
                     ? AttributeValue.null : property.read(blank)
                 byKeyPath[property.keyPath as AnyKeyPath] = (property.name, missing)
             }
