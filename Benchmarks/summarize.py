@@ -605,6 +605,11 @@ def floors_section(results):
     if p7 and sqlite_row and "logBytes" in p7["counters"]:
         checks.append(("P7: bytes per one-Trip save ÷ SQLite+history bytes per row",
                        p7["counters"]["logBytes"] / p7["counters"]["saves"] / sqlite_row, 0.5, "≤"))
+    # Issue #13: the WWDC24 session's findTrips, 100 widget changes over 5,000 trips.
+    find_trips = results.get("findTrips")
+    if find_trips and find_trips["opsPerSecond"]:
+        checks.append(("findTrips: 100 widget changes over 5,000 trips, milliseconds",
+                       100 / find_trips["opsPerSecond"] * 1000, 50, "≤"))
     memory = results.get("P8.rss")
     if memory and fact_median(memory, "checkpointUncompressedBytes"):
         growth = (fact_median(memory, "rssOpenBytes") or 0) - (fact_median(memory, "rssBaselineBytes") or 0)

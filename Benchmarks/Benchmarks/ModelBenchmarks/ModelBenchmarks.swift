@@ -27,7 +27,7 @@ enum ModelSuite {
     static let archiveSeedModels = 100
     static let recordsPerSync = DerivedMetric.ratio("records per fdatasync (x100)", "records", per: "fdatasyncs")
 
-    static var specs: [WorkloadSpec] { p1 + p2 + scaling + p3 + p4 }
+    static var specs: [WorkloadSpec] { p1 + p2 + scaling + p3 + p4 + findTrips }
 
     static func logStore(_ durability: Durability, _ layer: SaveLayer, threads: Int = 1, inserts: Int = 1)
         -> @Sendable (WorkloadContext) throws -> any Workload
@@ -166,6 +166,18 @@ enum ModelSuite {
             WorkloadSpec(
                 id: "sqlite.model.normal.100", name: "P4-ctx SQLite+history WAL NORMAL 100 rows per transaction",
                 warmupOperations: 20, make: sqlite(.normal, rows: bigSave)),
+        ]
+    }
+
+    /// The WWDC24 history session's `findTrips` (issue 13's floor: 100 widget changes over 5,000
+    /// trips in at most 50 ms): one fetch by the to-one relationship's identifier per operation.
+    static var findTrips: [WorkloadSpec] {
+        [
+            WorkloadSpec(
+                id: "findTrips", name: "findTrips LogStore one widget change over 5,000 trips", warmupOperations: 20
+            ) { context in
+                try FindTripsWorkload(directory: context.directory)
+            }
         ]
     }
 }

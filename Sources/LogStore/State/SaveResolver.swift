@@ -41,12 +41,17 @@ struct SaveResolver {
         var insertedValues: [PersistentIdentifier: [String: AttributeValue]] = [:]
         var keysOfThisSave: [String: [UniqueIndex.Key: PersistentIdentifier]] = [:]
         var upserts: Set<PersistentIdentifier> = []
+        // The properties of the entity inserted last (a save's inserts are mostly of one entity):
+        // `Schema.Entity.properties` builds an array.
+        var lastEntity: (name: String, properties: [Schema.Property])?
         for snapshot in request.inserted {
             let temporary = snapshot.persistentIdentifier
             let entity = schema.entity(named: temporary.entityName)!
-            let values = try completed(snapshot.values, entity: entity)
+            if lastEntity?.name != entity.name { lastEntity = (entity.name, entity.properties) }
+            let values = try completed(snapshot.values, entity: entity, properties: lastEntity!.properties)
+            let keys = uniqueIndex.keys(entity: entity.name, values: values)
             var target: PersistentIdentifier?
-            for key in uniqueIndex.keys(entity: entity.name, values: values) {
+            for key in keys {
                 if let owner = keysOfThisSave[entity.name]?[key]
                     ?? uniqueIndex.owner(entity: entity.name, key: key).flatMap({ deleted.contains($0) ? nil : $0 })
                 {
@@ -77,9 +82,7 @@ struct SaveResolver {
             } else {
                 insertedValues[permanent] = values
             }
-            for key in uniqueIndex.keys(entity: entity.name, values: values) {
-                keysOfThisSave[entity.name, default: [:]][key] = permanent
-            }
+            for key in keys { keysOfThisSave[entity.name, default: [:]][key] = permanent }
         }
         let remap = { (identifier: PersistentIdentifier) -> PersistentIdentifier? in
             let mapped = resolution.remapped[identifier] ?? identifier
@@ -217,18 +220,24 @@ struct SaveResolver {
         return changes
     }
 
-    /// Fills defaults for missing properties and checks every value's type.
-    private func completed(_ values: [String: AttributeValue], entity: Schema.Entity) throws(LogStoreError) -> [String:
-        AttributeValue]
-    {
-        var result: [String: AttributeValue] = [:]
-        for property in entity.properties {
-            guard let value = values[property.name] ?? property.defaultValue else {
+    /// Fills defaults for missing properties and checks every value's type. `values` names only
+    /// properties of `entity` (checked first), so a snapshot with every property is kept as it is.
+    private func completed(
+        _ values: [String: AttributeValue], entity: Schema.Entity, properties: [Schema.Property]
+    ) throws(LogStoreError) -> [String: AttributeValue] {
+        var result = values
+        for property in properties {
+            if let value = values[property.name] {
+                try check(value, property: property, entity: entity)
+                continue
+            }
+            guard let value = property.defaultValue else {
                 throw .missingValue(entity: entity.name, attribute: property.name)
             }
             try check(value, property: property, entity: entity)
             result[property.name] = value
         }
+        assert(result.count == properties.count, "a value names no property of \(entity.name)")
         return result
     }
 
