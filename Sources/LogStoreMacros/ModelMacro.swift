@@ -3,8 +3,9 @@ import SwiftSyntax
 import SwiftSyntaxBuilder
 import SwiftSyntaxMacros
 
-/// `@Model`: a class's stored `var`s become persisted properties over the model's `ModelState`,
-/// and the class gets what `PersistentModel` and `Observable` need.
+/// `@Model`: a class's stored `var`s become persisted properties, each over a typed peer slot
+/// (`_name: _PersistedSlot<Type>`) and tracked through the model's `ModelState`, and the class
+/// gets what `PersistentModel` and `Observable` need.
 ///
 /// Macros see syntax, not types (DECISIONS.md D13): whether a property is an attribute or a
 /// relationship is left to overload resolution of `ModelProperty._persisted` in the emitted
@@ -145,6 +146,11 @@ struct ModelDescription {
         guard stored.hasType else {
             context.diagnose(Diagnostic(node: Syntax(variable), message: ModelDiagnostic.needsExplicitType(stored.name)))
             return
+        }
+        if case let .accessors(list)? = variable.bindings.first?.accessorBlock?.accessors, let observer = list.first {
+            // The property becomes computed (get/set over its slot): an observer would never run.
+            context.diagnose(
+                Diagnostic(node: Syntax(observer), message: ModelDiagnostic.observerOnPersistedProperty(stored.name)))
         }
         var arguments = ""
         if let marker = attribute ?? relationship, let list = marker.arguments?.as(LabeledExprListSyntax.self) {

@@ -84,6 +84,7 @@ enum ModelDiagnostic: DiagnosticMessage {
     case keyPathListExpected
     case unknownProperty(String, String)
     case notFinalClass
+    case observerOnPersistedProperty(String)
 
     var message: String {
         switch self {
@@ -93,6 +94,9 @@ enum ModelDiagnostic: DiagnosticMessage {
         case let .needsExplicitType(name): "the persisted property '\(name)' needs an explicit type, e.g. 'var \(name): String'"
         case .keyPathListExpected: "expected an array of key paths to properties, e.g. [\\.name, \\.startDate]"
         case let .unknownProperty(name, macro): "#\(macro) names '\(name)', which is not a persisted property of this model"
+        case let .observerOnPersistedProperty(name):
+            "willSet/didSet on the persisted property '\(name)' would never run (@Model makes it a computed "
+                + "property); observe it with withObservationTracking, or mark it @Transient"
         case .notFinalClass:
             "@Model classes must be 'final': PersistentModel's requirements name 'Self' (schemaProperties: "
                 + "[ModelProperty<Self>]), which a non-final class cannot satisfy, and model inheritance is not supported"
@@ -108,6 +112,7 @@ enum ModelDiagnostic: DiagnosticMessage {
         case .keyPathListExpected: "keyPathListExpected"
         case .unknownProperty: "unknownProperty"
         case .notFinalClass: "notFinalClass"
+        case .observerOnPersistedProperty: "observerOnPersistedProperty"
         }
         return MessageID(domain: "LogStoreMacros", id: id)
     }

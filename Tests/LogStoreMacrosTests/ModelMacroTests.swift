@@ -247,6 +247,125 @@ final class ModelMacroTests: XCTestCase {
             macros: macros)
     }
 
+    /// `T!` cannot be a generic argument: its slot holds `T?`.
+    func testAnImplicitlyUnwrappedPropertyHasAnOptionalSlot() {
+        assertMacroExpansion(
+            """
+            @Model
+            final class Note {
+                var text: String!
+                init() { text = nil }
+            }
+            """,
+            expandedSource: """
+            final class Note {
+                var text: String! {
+                    @storageRestrictions(initializes: _text)
+                    init(initialValue) {
+                        _text = _PersistedSlot(initialValue)
+                    }
+                    get {
+                        _$observationRegistrar.access(self, keyPath: \\.text)
+                        return _text.value ?? modelState._missingValue(at: "text", of: Self.entityName)
+                    }
+                    set {
+                        _$observationRegistrar.withMutation(of: self, keyPath: \\.text) {
+                            let old = _text.value
+                            _text.value = newValue
+                            modelState._didSet(at: "text", on: self, old: old, new: newValue)
+                        }
+                    }
+                }
+
+                private var _text: _PersistedSlot<String?>
+                init() { text = nil }
+
+                static let schemaProperties: [ModelProperty<Note>] = [
+                    ._persisted("text", \\Note.text),
+                ]
+
+                static let uniquenessConstraints: [[String]] = []
+
+                static let indexes: [[String]] = []
+
+                static let _usesModelStorage = true
+
+                let modelState = ModelState()
+
+                private let _$observationRegistrar = Observation.ObservationRegistrar()
+            }
+
+            extension Note: PersistentModel, Observation.Observable {
+            }
+            """,
+            macros: macros)
+    }
+
+    /// An observer on a persisted property would never run: @Model makes the property computed.
+    func testAnObserverOnAPersistedPropertyIsAnError() {
+        assertMacroExpansion(
+            """
+            @Model
+            final class Counter {
+                var count: Int = 0 {
+                    didSet { print(count) }
+                }
+                init() {}
+            }
+            """,
+            expandedSource: """
+            final class Counter {
+                var count: Int {
+                    didSet { print(count) }
+                    @storageRestrictions(initializes: _count)
+                    init(initialValue) {
+                        _count = _PersistedSlot(initialValue)
+                    }
+
+                    get {
+                        _$observationRegistrar.access(self, keyPath: \\.count)
+                        return _count.value ?? modelState._missingValue(at: "count", of: Self.entityName)
+                    }
+
+                    set {
+                        _$observationRegistrar.withMutation(of: self, keyPath: \\.count) {
+                            let old = _count.value
+                            _count.value = newValue
+                            modelState._didSet(at: "count", on: self, old: old, new: newValue)
+                        }
+                    }
+                }
+
+                private var _count: _PersistedSlot<Int>
+                init() {}
+
+                static let schemaProperties: [ModelProperty<Counter>] = [
+                    ._persisted("count", \\Counter.count, defaultValue: 0),
+                ]
+
+                static let uniquenessConstraints: [[String]] = []
+
+                static let indexes: [[String]] = []
+
+                static let _usesModelStorage = true
+
+                let modelState = ModelState()
+
+                private let _$observationRegistrar = Observation.ObservationRegistrar()
+            }
+
+            extension Counter: PersistentModel, Observation.Observable {
+            }
+            """,
+            diagnostics: [
+                DiagnosticSpec(
+                    message: "willSet/didSet on the persisted property 'count' would never run (@Model makes it a "
+                        + "computed property); observe it with withObservationTracking, or mark it @Transient",
+                    line: 4, column: 9)
+            ],
+            macros: macros)
+    }
+
     func testAModelMustBeAClass() {
         assertMacroExpansion(
             """

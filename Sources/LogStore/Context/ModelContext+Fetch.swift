@@ -7,6 +7,11 @@ extension ModelContext {
     /// `Predicate.evaluate` and `SortDescriptor`. With `includePendingChanges`, unsaved inserts
     /// take part, unsaved deletes do not, and unsaved changes of registered models count (the
     /// context then evaluates in memory, over the models as they are).
+    ///
+    /// Registered models are returned as the same instances, refreshed: what another context or
+    /// another process saved since this context last saw a model replaces the values it has no
+    /// pending change of (observers see those sets); its pending changes stay, and win at the
+    /// next save.
     public func fetch<T: PersistentModel>(_ descriptor: FetchDescriptor<T>) throws -> [T] {
         let pendingInserts = descriptor.includePendingChanges ? inserted.compactMap { $0 as? T } : []
         let pendingDeletes =
@@ -144,9 +149,14 @@ extension ModelContext {
         _ snapshots: [DefaultSnapshot], related: [PersistentIdentifier: DefaultSnapshot]
     ) throws -> [T] {
         var fresh: [(any PersistentModel, [String: AttributeValue])] = []
+        var refreshed: [(any PersistentModel, [String: AttributeValue])] = []
         for snapshot in snapshots + Array(related.values) {
             let identifier = snapshot.persistentIdentifier
-            guard registered[identifier] == nil, deleted[identifier] == nil else { continue }
+            if let model = registered[identifier] {
+                if let saved = savedValues[identifier], saved != snapshot.values { refreshed.append((model, snapshot.values)) }
+                continue
+            }
+            guard deleted[identifier] == nil else { continue }
             guard let type = container.modelTypes[identifier.entityName] else {
                 throw ModelError.unknownEntity(identifier.entityName)
             }
@@ -169,6 +179,45 @@ extension ModelContext {
             }
             throw error
         }
+        for (model, values) in refreshed { refresh(model, with: values) }
         return snapshots.compactMap { (registered[$0.persistentIdentifier] ?? deleted[$0.persistentIdentifier]) as? T }
+    }
+
+    /// A registered model whose stored values changed since this context last saw them (another
+    /// context's or another process's save): the attributes it has no pending change of take the
+    /// stored values (observers see the sets); pending changes stay and win at the next save
+    /// (DECISIONS.md D11). The saved values become the stored ones, except for a property whose
+    /// new value cannot be set (a reference to a model not in this fetch): it keeps the old one,
+    /// so the next save does not write the old value back over the other save.
+    private func refresh(_ model: any PersistentModel, with stored: [String: AttributeValue]) {
+        let identifier = model.persistentModelID
+        guard var saved = savedValues[identifier] else { return }
+        let pending: Set<String>
+        if type(of: model)._usesModelStorage {
+            pending = model.modelState.changedNames
+        } else {
+            let current = encode(model)
+            pending = Set(current.keys.filter { current[$0] != saved[$0] })
+        }
+        for (name, value) in stored where saved[name] != value {
+            if pending.contains(name) {
+                saved[name] = value
+            } else if (try? refill(model, name: name, with: value)) != nil {
+                saved[name] = value
+            }
+        }
+        savedValues[identifier] = saved
+    }
+
+    /// Sets one property from a stored value, as a fetch does: not a change to save.
+    private func refill(_ model: any PersistentModel, name: String, with value: AttributeValue) throws {
+        try refillTyped(model, name, value)
+    }
+
+    private func refillTyped<M: PersistentModel>(_ model: M, _ name: String, _ value: AttributeValue) throws {
+        guard let property = M.schemaProperties.first(where: { $0.name == name }) else { return }
+        try model.modelState.filling {
+            try property.write(model, value) { identifier in self.registered[identifier] }
+        }
     }
 }

@@ -71,13 +71,17 @@ extension ModelState {
     /// Runs `write` (a fetch writing `value` through the property's key path) with `value` as
     /// what an empty slot reads: the key-path write reads the property before it sets it.
     func seeding<Value>(_ value: Value, at name: String, _ write: () throws -> Void) rethrows {
+        let outer = seedValue
         seedValue = (name, value)
-        defer { seedValue = nil }
+        defer { seedValue = outer }
         try write()
     }
 
     /// The names of the persisted properties whose slots hold a value in `model` (a blank
-    /// instance: those with an initial value). Read by reflection, once per type.
+    /// instance: those with an initial value). Read by reflection, once per type — by
+    /// `Mirror(reflecting:)`, so a `@Model` class with its own `customMirror` that hides the
+    /// `_name` slots reads as having none (its predicates then treat a row without an attribute
+    /// as `nil` instead of the initial value).
     static func _propertiesWithValues<Model: PersistentModel>(of model: Model) -> Set<String> {
         if let names = PropertiesWithValuesCache.names.withLock({ $0[ObjectIdentifier(Model.self)] }) { return names }
         var names: Set<String> = []

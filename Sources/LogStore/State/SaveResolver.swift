@@ -237,7 +237,8 @@ struct SaveResolver {
             try check(value, property: property, entity: entity)
             result[property.name] = value
         }
-        assert(result.count == properties.count, "a value names no property of \(entity.name)")
+        // `resolve` refused unknown names first; a value under any other name would be recorded.
+        precondition(result.count == properties.count, "a value names no property of \(entity.name)")
         return result
     }
 
