@@ -71,6 +71,17 @@ import Testing
         let tripID = try ModelContext(container).fetch(FetchDescriptor<SampleTrips.Trip>())[0].persistentModelID
         let wrongEntity = #Predicate<SampleTrips.Trip> { $0.livingAccommodation?.persistentModelID == tripID }
         #expect(try ModelContext(container).fetch(FetchDescriptor(predicate: wrongEntity)).isEmpty)
+        // The constant on the left, and `nil` as the constant (a trip without an accommodation).
+        let flipped = #Predicate<SampleTrips.Trip> { first == $0.livingAccommodation?.persistentModelID }
+        #expect(PredicatePushDown.compile(flipped) != nil)
+        let flippedNames = Set(try ModelContext(container).fetch(FetchDescriptor(predicate: flipped)).map(\.name))
+        #expect(flippedNames == [accommodations[0].trip!.name])
+        let none: PersistentIdentifier? = nil
+        let withoutStay = #Predicate<SampleTrips.Trip> { $0.livingAccommodation?.persistentModelID == none }
+        #expect(PredicatePushDown.compile(withoutStay) != nil)
+        let withoutNames = Set(try ModelContext(container).fetch(FetchDescriptor(predicate: withoutStay)).map(\.name))
+        #expect(withoutNames.count == 30)
+        #expect(withoutNames == (try Self.evaluatedInMemory(container, withoutStay)))
     }
 
     @Test func otherUsesOfARelationshipAreStillDeclinedAndEvaluatedByTheContext() throws {

@@ -134,6 +134,34 @@ enum PredicatePushDown {
         V.self == PersistentIdentifier.self || V.self == PersistentIdentifier?.self
     }
 
+    /// `sameIdentifier` against a constant side (`… == modelID`, either way round), with the
+    /// constant's entity and key taken out once: the WWDC24 session's `findTrips` compares every
+    /// trip's stored reference with one identifier. `nil` when neither side is a constant.
+    static func identifierMatch(
+        _ lhs: @escaping Evaluation, _ rhsExpression: Any, _ rhs: @escaping Evaluation, _ lhsExpression: Any
+    ) -> ((AttributeValue, AttributeValue) -> Bool)? {
+        let constant: AttributeValue
+        let constantIsRight: Bool
+        if rhsExpression is any ConstantExpression {
+            constant = rhs([:], Bindings(count: 0))
+            constantIsRight = true
+        } else if lhsExpression is any ConstantExpression {
+            constant = lhs([:], Bindings(count: 0))
+            constantIsRight = false
+        } else {
+            return nil
+        }
+        guard case .reference(let target) = constant else {
+            return { a, b in (constantIsRight ? a : b).isNull }
+        }
+        let entityName = target.entityName
+        let primaryKey = target.primaryKey
+        return { a, b in
+            guard case .reference(let identifier) = constantIsRight ? a : b else { return false }
+            return identifier.primaryKey == primaryKey && identifier.entityName == entityName
+        }
+    }
+
     /// Equality of two identifiers as stored: the same entity and key (a reference in this store's
     /// rows and a fetched model's identifier name the same store).
     static func sameIdentifier(_ a: AttributeValue, _ b: AttributeValue) -> Bool {
@@ -255,6 +283,11 @@ extension PredicateExpressions.Variable: ReferenceVariable {
     var variableKey: PredicateExpressions.VariableID { key }
 }
 
+/// A constant of a predicate (`PredicateExpressions.Value`): its compiled value reads no row.
+protocol ConstantExpression {}
+
+extension PredicateExpressions.Value: ConstantExpression {}
+
 extension PredicateExpressions.Value: PushDownExpression {
     func pushDown(_ compiler: PredicatePushDown.Compiler) -> PredicatePushDown.Evaluation? {
         if let identifier = value as? PersistentIdentifier {
@@ -279,6 +312,9 @@ extension PredicateExpressions.Equal: PushDownExpression {
     func pushDown(_ compiler: PredicatePushDown.Compiler) -> PredicatePushDown.Evaluation? {
         if PredicatePushDown.isIdentifier(LHS.Output.self) {
             guard let lhs = compiler.compile(lhs), let rhs = compiler.compile(rhs) else { return nil }
+            if let match = PredicatePushDown.identifierMatch(lhs, self.rhs, rhs, self.lhs) {
+                return { row, bindings in .bool(match(lhs(row, bindings), rhs(row, bindings))) }
+            }
             return { row, bindings in .bool(PredicatePushDown.sameIdentifier(lhs(row, bindings), rhs(row, bindings))) }
         }
         guard let convert = PredicatePushDown.converter(LHS.Output.self),
@@ -295,6 +331,9 @@ extension PredicateExpressions.NotEqual: PushDownExpression {
     func pushDown(_ compiler: PredicatePushDown.Compiler) -> PredicatePushDown.Evaluation? {
         if PredicatePushDown.isIdentifier(LHS.Output.self) {
             guard let lhs = compiler.compile(lhs), let rhs = compiler.compile(rhs) else { return nil }
+            if let match = PredicatePushDown.identifierMatch(lhs, self.rhs, rhs, self.lhs) {
+                return { row, bindings in .bool(!match(lhs(row, bindings), rhs(row, bindings))) }
+            }
             return { row, bindings in .bool(!PredicatePushDown.sameIdentifier(lhs(row, bindings), rhs(row, bindings))) }
         }
         guard let convert = PredicatePushDown.converter(LHS.Output.self),
@@ -361,6 +400,12 @@ extension PredicateExpressions.OptionalFlatMap: PushDownExpression {
         // only read its `persistentModelID` (``Compiler/compileReference(_:)``).
         if Wrapped.self is any PersistentModel.Type {
             guard let reference = compiler.compileReference(wrapped) else { return nil }
+            // `$0.trip?.persistentModelID`: the stored reference itself (`.null` when nil), no binding.
+            if let keyPath = transform as? any ModelKeyPathExpression, keyPath.rootVariableKey == variable.key,
+                PredicatePushDown.isPersistentModelID(keyPath.anyKeyPath)
+            {
+                return reference
+            }
             let slot = compiler.bind(variable.key)
             compiler.referenceSlots[variable.key] = slot
             guard let transform = compiler.compile(transform) else { return nil }
