@@ -138,26 +138,24 @@ enum PredicatePushDown {
     /// constant's entity and key taken out once: the WWDC24 session's `findTrips` compares every
     /// trip's stored reference with one identifier. `nil` when neither side is a constant.
     static func identifierMatch(
-        _ lhs: @escaping Evaluation, _ rhsExpression: Any, _ rhs: @escaping Evaluation, _ lhsExpression: Any
-    ) -> ((AttributeValue, AttributeValue) -> Bool)? {
+        _ lhs: @escaping Evaluation, _ lhsExpression: Any, _ rhs: @escaping Evaluation, _ rhsExpression: Any
+    ) -> ((_ row: [String: AttributeValue], _ bindings: Bindings) -> Bool)? {
         let constant: AttributeValue
-        let constantIsRight: Bool
+        let side: Evaluation
         if rhsExpression is any ConstantExpression {
-            constant = rhs([:], Bindings(count: 0))
-            constantIsRight = true
+            (constant, side) = (rhs([:], Bindings(count: 0)), lhs)
         } else if lhsExpression is any ConstantExpression {
-            constant = lhs([:], Bindings(count: 0))
-            constantIsRight = false
+            (constant, side) = (lhs([:], Bindings(count: 0)), rhs)
         } else {
             return nil
         }
         guard case .reference(let target) = constant else {
-            return { a, b in (constantIsRight ? a : b).isNull }
+            return { row, bindings in side(row, bindings).isNull }
         }
         let entityName = target.entityName
         let primaryKey = target.primaryKey
-        return { a, b in
-            guard case .reference(let identifier) = constantIsRight ? a : b else { return false }
+        return { row, bindings in
+            guard case .reference(let identifier) = side(row, bindings) else { return false }
             return identifier.primaryKey == primaryKey && identifier.entityName == entityName
         }
     }
@@ -312,8 +310,8 @@ extension PredicateExpressions.Equal: PushDownExpression {
     func pushDown(_ compiler: PredicatePushDown.Compiler) -> PredicatePushDown.Evaluation? {
         if PredicatePushDown.isIdentifier(LHS.Output.self) {
             guard let lhs = compiler.compile(lhs), let rhs = compiler.compile(rhs) else { return nil }
-            if let match = PredicatePushDown.identifierMatch(lhs, self.rhs, rhs, self.lhs) {
-                return { row, bindings in .bool(match(lhs(row, bindings), rhs(row, bindings))) }
+            if let match = PredicatePushDown.identifierMatch(lhs, self.lhs, rhs, self.rhs) {
+                return { row, bindings in .bool(match(row, bindings)) }
             }
             return { row, bindings in .bool(PredicatePushDown.sameIdentifier(lhs(row, bindings), rhs(row, bindings))) }
         }
@@ -331,8 +329,8 @@ extension PredicateExpressions.NotEqual: PushDownExpression {
     func pushDown(_ compiler: PredicatePushDown.Compiler) -> PredicatePushDown.Evaluation? {
         if PredicatePushDown.isIdentifier(LHS.Output.self) {
             guard let lhs = compiler.compile(lhs), let rhs = compiler.compile(rhs) else { return nil }
-            if let match = PredicatePushDown.identifierMatch(lhs, self.rhs, rhs, self.lhs) {
-                return { row, bindings in .bool(!match(lhs(row, bindings), rhs(row, bindings))) }
+            if let match = PredicatePushDown.identifierMatch(lhs, self.lhs, rhs, self.rhs) {
+                return { row, bindings in .bool(!match(row, bindings)) }
             }
             return { row, bindings in .bool(!PredicatePushDown.sameIdentifier(lhs(row, bindings), rhs(row, bindings))) }
         }
