@@ -87,6 +87,10 @@ extension LogStore {
             return (header, inner.working)
         }
         let (header, state) = snapshot
+        // Before "nothing written since": a failed sync cuts the log back to its durable end,
+        // which may be the newest checkpoint's X, while saves acknowledged after it are gone.
+        // Returning X would call them durable (found by the simulator, seed 5664).
+        try refuseOnAFailedLog()
         if header.offset == checkpoints.newest {
             pruneCheckpoints(keeping: header.offset)
             return header.offset
@@ -99,16 +103,24 @@ extension LogStore {
     /// Syncs the log through the header's X, then writes the checkpoint file (temp, fsync,
     /// rename, directory fsync). The caller holds the writer's role.
     func writeCheckpointFile(header: CheckpointHeader, state: FoldState) throws(LogStoreError) {
-        // After a failed sync the log is read-only and the in-memory state may hold undurable saves.
-        guard !log.isReadOnly else {
-            throw .log(
-                LogError(.readOnly, "The store is read-only (a sync failed); no checkpoint is written. Reopen it."))
-        }
+        try refuseOnAFailedLog()
         // Durable through X exactly: a sync of "everything written" could return early after a fail-stop.
         do throws(LogError) { try log.sync(through: header.offset) } catch { throw .log(error) }
         guard try checkpointFiles.write(header: header, state: state, isCancelled: { checkpoints.closing }) else {
             let name = CheckpointFileName.name(offset: header.offset)
             throw .log(LogError(.closed, "The store was closed while writing checkpoint \(name)."))
+        }
+    }
+
+    /// After a failed sync the log is read-only and the in-memory state may hold undurable saves:
+    /// no checkpoint is written, and none is reported.
+    private func refuseOnAFailedLog() throws(LogStoreError) {
+        guard configuration.allowsSave else {
+            throw .log(LogError(.readOnly, "This store was opened read-only (allowsSave is false); it writes no checkpoint."))
+        }
+        guard !log.isReadOnly else {
+            throw .log(
+                LogError(.readOnly, "The store is read-only (a sync failed); no checkpoint is written. Reopen it."))
         }
     }
 
