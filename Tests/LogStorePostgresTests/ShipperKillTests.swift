@@ -69,6 +69,12 @@ struct ShipperKillTests {
                 }
                 if kills % checkEvery == 0 {
                     try await Self.checkPrefix(directory, on: connection)
+                    // The long run says how far it got (a run stopped early still reports something).
+                    if checkEvery > 1, wasRunning {
+                        let checked = try await MirrorCheck.count("SELECT transactions FROM logstore_shipping", on: connection)
+                        print("kill test progress: \(kills) kills (\(midStream) between two commits), \(finished) runs finished, "
+                            + "\(checked) transactions shipped and checked (history and state equal through PostgreSQL's token)")
+                    }
                 }
             }
             // A last run to the end: everything, once.
