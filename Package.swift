@@ -80,6 +80,13 @@ let package = Package(
             dependencies: ["LogStore"],
             path: "Tools/fuzz/Sources"
         ),
+        // The store-side halves of Tools/ship-figures/run.sh (issue 16's figures): a store of N
+        // transactions, and a writer saving at a steady rate while `logstore ship --follow` runs.
+        .executableTarget(
+            name: "logstore-ship-figures",
+            dependencies: ["LogStore"],
+            path: "Tools/ship-figures/Sources"
+        ),
         // A second process for the tests of several processes on one store (LogStoreTests spawns it).
         .executableTarget(
             name: "LogStoreProcessHelper",

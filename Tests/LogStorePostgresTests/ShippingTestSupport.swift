@@ -128,15 +128,22 @@ enum MirrorCheck {
     /// The mirror tables hold exactly `state`'s models (row for row, value for value, via
     /// PostgreSQL's own equality on the typed columns), and nothing else.
     static func tablesEqual(_ state: StoreState, on connection: PostgresConnection, schema: String = "public") async throws {
+        try await tablesEqual(state.entities.map { entity in
+            (name: entity.name, rows: entity.rows.map { ($0.persistentIdentifier.primaryKey, $0.values) })
+        }, on: connection, schema: schema)
+    }
+
+    /// The mirror tables hold exactly these models per entity (name, then primary key and values).
+    static func tablesEqual(_ entities: [(name: String, rows: [(UUID, [String: AttributeValue])])],
+                            on connection: PostgresConnection, schema: String = "public") async throws {
         let mirror = PostgresMirror(configuration: {
             var configuration = PostgresShippingConfiguration(connection: connection.configurationPlaceholder)
             configuration.schemaName = schema
             return configuration
         }())
-        for entity in state.entities {
+        for entity in entities {
             let table = mirror.table(entity.name)
-            let expected = PostgresBatch.rowsJSON(entity.rows.map { ($0.persistentIdentifier.primaryKey, $0.values) },
-                                                  primaryKeyColumn: "id")
+            let expected = PostgresBatch.rowsJSON(entity.rows, primaryKeyColumn: "id")
             let rows = try await connection.query("""
                 WITH expected AS (SELECT * FROM jsonb_populate_recordset(NULL::\(unescaped: table), \(expected)::jsonb))
                 SELECT (SELECT count(*) FROM (SELECT * FROM expected EXCEPT ALL SELECT * FROM \(unescaped: table)) a),
@@ -153,8 +160,14 @@ enum MirrorCheck {
     /// `logstore_changes` (without reseed rows) is exactly `history`'s changes, in order.
     static func changesEqual(_ history: [DefaultHistoryTransaction], on connection: PostgresConnection,
                              schema: String = "public") async throws {
+        try await changesEqual(expectedRowsJSON: try PostgresBatch(history).changeRowsJSON, on: connection, schema: schema)
+    }
+
+    /// `logstore_changes` (without reseed rows) is exactly the rows of `expected`, a JSON array of
+    /// objects with the change table's columns.
+    static func changesEqual(expectedRowsJSON expected: String, on connection: PostgresConnection,
+                             schema: String = "public") async throws {
         let table = PostgresMirror.quoted(schema) + ".logstore_changes"
-        let expected = try PostgresBatch(history).changeRowsJSON
         let rows = try await connection.query("""
             WITH expected AS (SELECT * FROM jsonb_to_recordset(\(expected)::jsonb) AS x(token_offset bigint,
                     change_index integer, token jsonb, author text, "timestamp" timestamptz, process text, kind text,
