@@ -82,6 +82,7 @@ extension LogStore: HistoryProviding {
     public func deleteHistory(_ descriptor: HistoryDescriptor<DefaultHistoryTransaction>, force: Bool) throws
         -> HistoryCompaction
     {
+        try refuseIfSharedByWriters("Deleting history")
         let query = HistoryQuery(descriptor.predicate)
         if descriptor.predicate != nil,
             query.hasTermsOtherThanUpperBounds || (query.tokenUpperBound == nil && query.timestampUpperBound == nil)
@@ -338,8 +339,12 @@ extension LogStore: HistoryProviding {
     func writeBookmark(_ operation: BookmarkRecord.Operation, name: String, token: DefaultHistoryToken?) throws(LogStoreError)
         -> LogPosition
     {
-        try inner.withLock { inner throws(LogStoreError) -> LogPosition in
+        // A store shared by writing processes: under the turn, after the others' records.
+        do throws(LogError) { try log.beginTurn() } catch { throw .log(error) }
+        defer { log.endTurn() }
+        return try inner.withLock { inner throws(LogStoreError) -> LogPosition in
             guard !inner.closed else { throw .log(LogError(.closed, "The store is closed.")) }
+            if log.isSharedByWriters { try foldOtherWritersLocked(&inner) }
             let now = max(Int64(Date().timeIntervalSince1970 * 1_000_000), inner.lastTimestampMicroseconds)
             let record = BookmarkRecord(
                 operation: operation,
@@ -350,6 +355,7 @@ extension LogStore: HistoryProviding {
             }
             record.apply(to: &inner.bookmarks)
             inner.bookmarkRecordEnd = position.endOffset
+            inner.workingEnd = position.endOffset
             return position
         }
     }

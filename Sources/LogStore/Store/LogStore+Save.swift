@@ -58,6 +58,10 @@ extension LogStore {
     private func write(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) throws(LogStoreError)
         -> (LogPosition?, DataStoreSaveChangesResult<DefaultSnapshot>)
     {
+        // A store shared by writing processes (D11 stage 2): the turn, with the log caught up;
+        // nothing otherwise.
+        do throws(LogError) { try log.beginTurn() } catch { throw .log(error) }
+        defer { log.endTurn() }
         let written = try inner.withLock { inner throws(LogStoreError) -> (LogPosition?, SaveResolver.Resolution) in
             guard !inner.closed else { throw .log(LogError(.closed, "The store is closed.")) }
             guard !usesStoredSchema else {
@@ -68,11 +72,19 @@ extension LogStore {
                 throw .log(LogError(.readOnly, "This store's configuration does not allow saves (allowsSave is false).",
                                     file: configuration.directory))
             }
+            // What the other processes saved since this one's last turn, folded before resolving.
+            if log.isSharedByWriters { try foldOtherWritersLocked(&inner) }
             let resolution = try SaveResolver(
                 schema: schema, storeIdentifier: identifier, state: inner.working,
                 uniqueIndex: inner.uniqueIndex,
-                collisionPolicy: configuration.uniqueCollisionPolicy
+                collisionPolicy: configuration.uniqueCollisionPolicy,
+                dropsChangesToDeletedModels: log.isSharedByWriters
             ).resolve(request)
+            if !resolution.droppedChanges.isEmpty {
+                inner.droppedChangeCount += resolution.droppedChanges.count
+                logger.warning(
+                    "Dropped \(resolution.droppedChanges.count) change(s) to models another process deleted: \(resolution.droppedChanges.prefix(3))")
+            }
             guard !resolution.changes.isEmpty else { return (nil, resolution) }
             let now = Int64(Date().timeIntervalSince1970 * 1_000_000)
             let timestamp = max(now, inner.lastTimestampMicroseconds)
@@ -93,6 +105,7 @@ extension LogStore {
                     change.identifier, old: old, new: inner.working.row(change.identifier)?.values)
             }
             inner.pending.append((position, resolution.changes))
+            inner.workingEnd = position.endOffset
             inner.lastTimestampMicroseconds = timestamp
             return (position, resolution)
         }
@@ -111,7 +124,7 @@ extension LogStore {
         inner.withLock { inner in publishLocked(&inner) }
     }
 
-    private func publishLocked(_ inner: inout Inner) {
+    func publishLocked(_ inner: inout Inner) {
         let visibleEnd = log.visibleEnd
         var published = 0
         for (position, changes) in inner.pending {

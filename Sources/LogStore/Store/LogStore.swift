@@ -84,6 +84,12 @@ public final class LogStore: DataStore, @unchecked Sendable {
         var foldedEnd: UInt64 = 0
         /// A read-only store: the writer's maintenance counter when L was last loaded.
         var loadedMaintenanceCounter: UInt64 = 0
+        /// A store shared by writing processes: the log offset through which `working` and
+        /// `pending` fold the log (this process's records and the others' it caught up with).
+        var workingEnd: UInt64 = 0
+        /// A store shared by writing processes: updates and deletes this process's saves dropped
+        /// because another process had deleted the model (D11 stage 2, lost updates).
+        var droppedChangeCount = 0
 
         var bookmarkList: [CheckpointBookmark] { bookmarks.values.sorted { $0.name < $1.name } }
     }
@@ -110,7 +116,22 @@ public final class LogStore: DataStore, @unchecked Sendable {
         } catch {
             throw LogStoreError.log(error)
         }
+        // A store shared by writing processes (D11 stage 2): the open folds and may append (schema
+        // additions, a migration) under the turn, from a log made durable to its end first, so
+        // the fold is exactly the log when it appends.
+        if log.isSharedByWriters {
+            do throws(LogError) {
+                try log.beginTurn()
+            } catch {
+                try? log.close()
+                throw LogStoreError.log(error)
+            }
+        }
+        defer { log.endTurn() }
         do {
+            if log.isSharedByWriters {
+                do throws(LogError) { try log.sync() } catch { throw LogStoreError.log(error) }
+            }
             // Start from the newest checkpoint (every one is validated first), replay the rest.
             let loaded = try CheckpointFiles(
                 log: log, directory: configuration.directory,
@@ -186,14 +207,16 @@ public final class LogStore: DataStore, @unchecked Sendable {
                     lowWaterMark: loaded.lowWaterMark,
                     lowWaterMarkCheckpointOffset: loaded.lowWaterMarkCheckpointOffset,
                     bookmarks: replayed.bookmarks, foldedEnd: log.visibleEnd,
-                    loadedMaintenanceCounter: log.followedMaintenanceCounter))
+                    loadedMaintenanceCounter: log.followedMaintenanceCounter, workingEnd: log.visibleEnd))
         } catch {
             try? log.close()
             throw error
         }
-        if isReadOnly {
+        if isReadOnly || log.isSharedByWriters {
+            // A store shared by writers follows the others' durable ends the same way.
             startFollowing()
-        } else {
+        }
+        if !isReadOnly && !log.isSharedByWriters {
             // A compaction cut short (a crash, a full disk) left segments wholly at or below L: finish it.
             finishCompaction()
         }
@@ -283,4 +306,7 @@ extension LogStore {
     public var logStatistics: LogStatistics { log.statistics }
     /// The log's visible end: where the next transaction will start.
     public var logEndOffset: UInt64 { log.visibleEnd }
+    /// A store shared by writing processes: updates and deletes of models another process had
+    /// deleted, dropped by this process's saves since open (never resurrected).
+    public var droppedChangeCount: Int { inner.withLock { $0.droppedChangeCount } }
 }

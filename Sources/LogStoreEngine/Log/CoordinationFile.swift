@@ -61,5 +61,24 @@ final class CoordinationFile: Sendable {
         try? handle.write(slot.encoded(), at: 0)
     }
 
+    /// The turn slot (offset 80, FORMAT.md §10.2), or `nil` when none checks out (a store never
+    /// shared by several writers, or a slot being rewritten: read again a few times).
+    func readTurn() -> TurnSlot? {
+        for _ in 0..<8 {
+            var bytes = [UInt8](repeating: 0, count: TurnSlot.byteCount)
+            guard let count = try? handle.read(into: &bytes, range: 0..<bytes.count, at: TurnSlot.fileOffset),
+                count == TurnSlot.byteCount
+            else { return nil }
+            if let slot = TurnSlot.decode(bytes) { return slot }
+            if bytes.allSatisfy({ $0 == 0 }) { return nil }
+        }
+        return nil
+    }
+
+    /// Rewrites the turn slot (the `TURN` holder only).
+    func writeTurn(_ slot: TurnSlot) {
+        try? handle.write(slot.encoded(), at: TurnSlot.fileOffset)
+    }
+
     func close() { handle.close() }
 }

@@ -17,6 +17,7 @@ extension LogCore {
         var record = try prepared.get()
         conditionLock.lock()
         defer { conditionLock.unlock() }
+        precondition(writers == nil || state.turnHeld, "a write to a store shared by writers outside a turn")
         try waitForTurn(recordByteCount: record.recordByteCount)
         let segment = state.segments.last!
         let offset = state.writtenEnd
@@ -47,7 +48,7 @@ extension LogCore {
         segment.note(offset: offset, recordByteCount: record.recordByteCount)
         state.lastWriteNanoseconds = monotonicNanoseconds()
         if options.durability != .synchronous { publishWrittenEndLocked(now: state.lastWriteNanoseconds) }
-        if !state.needsDurableEndMark {
+        if !state.needsDurableEndMark && writers == nil {
             // The syncer may sleep without a deadline: it must learn that a mark will be due.
             state.needsDurableEndMark = true
             conditionLock.signalSyncer()
@@ -145,6 +146,9 @@ extension LogCore {
         }
         try waitUntilDurableLocked(endOffset: state.writtenEnd)
         let baseOffset = state.writtenEnd
+        // A shared store: the new base is published before the segment exists, so a roller killed
+        // before the rename leaves a base the next turn holder creates (crash argument, step 5).
+        if writers != nil { publishTurnSlotLocked(lastSegmentBase: baseOffset) }
         conditionLock.unlock()
         let created: Result<SegmentFile, FileSystemError>
         do {
