@@ -167,4 +167,41 @@ import Testing
         #expect(try ModelContext(reopened).fetch(FetchDescriptor<Trip>()).map(\.name).sorted() == ["After", "Before"])
         try store.close()
     }
+
+    @MainActor @Test func twoWritingContainersInOneProcessShareTheOpenStore() throws {
+        let temporary = TemporaryDirectory("writers")
+        defer { temporary.remove() }
+        let url = URL(fileURLWithPath: temporary.appending("Trips.store"))
+        let app = try ModelContainer(for: Trip.self, configurations: ModelConfiguration(url: url))
+        // Another path to the same directory: one store per (device, inode).
+        let widget = try ModelContainer(
+            for: Trip.self, configurations: ModelConfiguration(url: URL(fileURLWithPath: url.path + "/.")))
+        let store = try #require(app.dataStore(as: LogStore.self))
+        #expect(widget.dataStore(as: LogStore.self) === store)
+        let widgetContext = ModelContext(widget)
+        widgetContext.insert(Trip(name: "Lisbon", destination: "Portugal"))
+        try widgetContext.save()
+        #expect(try ModelContext(app).fetchCount(FetchDescriptor<Trip>()) == 1)
+        // Another configuration on the open store is refused, and says why.
+        var unsynced = ModelConfiguration(url: url)
+        unsynced.durability = .none
+        let other = #expect(throws: LogStoreError.self) {
+            _ = try ModelContainer(for: Trip.self, configurations: unsynced)
+        }
+        #expect(other?.code == .alreadyOpenInProcess)
+        // Closing one container leaves the other working; the last close closes the store.
+        try widget.close()
+        try widget.close()
+        let appContext = ModelContext(app)
+        appContext.insert(Trip(name: "Porto", destination: "Portugal"))
+        try appContext.save()
+        #expect(try appContext.fetchCount(FetchDescriptor<Trip>()) == 2)
+        try app.close()
+        let closed = #expect(throws: LogStoreError.self) { try appContext.fetchCount(FetchDescriptor<Trip>()) }
+        #expect(closed?.code == .closed)
+        // And the directory opens again.
+        let again = try ModelContainer(for: Trip.self, configurations: ModelConfiguration(url: url))
+        #expect(try ModelContext(again).fetchCount(FetchDescriptor<Trip>()) == 2)
+        try again.close()
+    }
 }

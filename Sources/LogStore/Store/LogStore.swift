@@ -227,6 +227,9 @@ public final class LogStore: DataStore, @unchecked Sendable {
         if configuration.isStoredInMemoryOnly { try? FileManager.default.removeItem(atPath: configuration.directory) }
     }
 
+    /// Whether ``close()`` has not begun.
+    var isOpen: Bool { inner.withLock { !$0.closed } }
+
     /// Throws ``LogError/Code/closed`` once ``close()`` has begun: a closed store answers nothing
     /// from the memory it kept.
     func checkOpen() throws(LogStoreError) {
