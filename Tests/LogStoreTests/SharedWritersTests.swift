@@ -204,4 +204,28 @@ import Testing
         #expect(try ModelContext(again).fetchCount(FetchDescriptor<Trip>()) == 2)
         try again.close()
     }
+
+    @Test func aReadOnlyProcessFollowsSeveralWritingOnes() throws {
+        let temporary = TemporaryDirectory("writers")
+        defer { temporary.remove() }
+        let directory = temporary.appending("Trips.store")
+        let first = try HelperProcess("shared", directory, "first")
+        defer { first.stop() }
+        try first.expect("open")
+        let second = try HelperProcess("shared", directory, "second")
+        defer { second.stop() }
+        try second.expect("open")
+        // Stage 1's read-only store follows slot 1, which in a shared store is the shared durable end.
+        let reader = try ModelContainer(
+            for: Trip.self, configurations: ModelConfiguration(url: URL(fileURLWithPath: directory), allowsSave: false))
+        first.send("burst 2 10")
+        second.send("burst 2 10")
+        let acknowledged = try Self.acknowledged(by: first) + Self.acknowledged(by: second)
+        let names = try ModelContext(reader).fetch(FetchDescriptor<Trip>()).map(\.name)
+        #expect(Set(names) == Set(acknowledged))
+        #expect(names.count == 40)
+        try first.quit()
+        try second.quit()
+        try reader.dataStore(as: LogStore.self)?.close()
+    }
 }
