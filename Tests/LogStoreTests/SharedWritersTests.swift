@@ -228,4 +228,32 @@ import Testing
         try second.quit()
         try reader.dataStore(as: LogStore.self)?.close()
     }
+
+    @Test func writerProcessesRollSegmentsUnderEachOther() throws {
+        let temporary = TemporaryDirectory("writers")
+        defer { temporary.remove() }
+        let directory = temporary.appending("Trips.store")
+        // 2 KiB segments: about ten saves each, so each process rolls, and finds the other's rolls
+        // when it catches up.
+        let helpers = try ["a", "b"].map { try HelperProcess("shared", directory, $0, "2048") }
+        defer { for helper in helpers { helper.stop() } }
+        for helper in helpers { try helper.expect("open") }
+        for helper in helpers { helper.send("burst 2 25") }
+        var acknowledged: [String] = []
+        for helper in helpers { acknowledged += try Self.acknowledged(by: helper) }
+        for helper in helpers {
+            helper.send("count")
+            try helper.expect("count 100")
+        }
+        for helper in helpers { try helper.quit() }
+        var configuration = Self.configuration(directory)
+        configuration.segmentByteCountMax = 2048
+        let container = try ModelContainer(for: Trip.self, configurations: configuration)
+        let store = try #require(container.dataStore(as: LogStore.self))
+        #expect(store.log.segmentBaseOffsets.count > 5)
+        let names = try ModelContext(container).fetch(FetchDescriptor<Trip>()).map(\.name)
+        #expect(names.count == 100)
+        #expect(Set(names) == Set(acknowledged))
+        try store.close()
+    }
 }

@@ -18,7 +18,7 @@ import Synchronization
 ///
 /// Several writing processes (D11 stage 2: the store is opened with `allowsOtherWriters`):
 ///
-///     LogStoreProcessHelper shared <directory> <author>
+///     LogStoreProcessHelper shared <directory> <author> [segment bytes]
 ///         as "write", plus: "burst <threads> <saves>" saves from that many threads at once, each
 ///         with its own context, printing "saved <name>" for each acknowledged save and
 ///         "done" at the end; "upsert <name> <saves>" saves that many trips with one unique key
@@ -30,7 +30,9 @@ import Synchronization
 struct ProcessHelper {
     static func main() throws {
         let arguments = CommandLine.arguments
-        guard arguments.count == 4, ["write", "stream", "shared", "shared-stream"].contains(arguments[1]) else {
+        guard arguments.count == 4 || (arguments.count == 5 && arguments[1].hasPrefix("shared")),
+            ["write", "stream", "shared", "shared-stream"].contains(arguments[1])
+        else {
             FileHandle.standardError.write(
                 Data("usage: LogStoreProcessHelper write|stream|shared|shared-stream <directory> <author>\n".utf8))
             exit(2)
@@ -78,6 +80,8 @@ struct ProcessHelper {
     static func shared(_ arguments: [String]) throws {
         var configuration = ModelConfiguration(url: URL(fileURLWithPath: arguments[2]))
         configuration.allowsOtherWriters = true
+        // An optional fifth argument: the segment size (small ones make the processes roll often).
+        if arguments.count == 5 { configuration.segmentByteCountMax = UInt64(arguments[4])! }
         let container = try ModelContainer(for: Trip.self, configurations: configuration)
         let store = container.dataStore(as: LogStore.self)!
         let author = arguments[3]
