@@ -61,6 +61,17 @@ final class CoordinationFile: Sendable {
         try? handle.write(slot.encoded(), at: 0)
     }
 
+    /// Rewrites the slot, throwing when the write fails: a store shared by several writers
+    /// acknowledges nothing whose durable end it could not publish, and a failure must reach
+    /// the others (D11 stage 2).
+    func writeChecked(_ slot: SharedEnd) throws(LogError) {
+        do throws(FileSystemError) {
+            try handle.write(slot.encoded(), at: 0)
+        } catch {
+            throw LogError.io(error, "Writing the coordination file's slot")
+        }
+    }
+
     /// The turn slot (offset 80, FORMAT.md §10.2), or `nil` when none checks out (a store never
     /// shared by several writers, or a slot being rewritten: read again a few times).
     func readTurn() -> TurnSlot? {

@@ -175,7 +175,10 @@ extension LogCore {
             // A full disk leaves the old segment in use and the append fails; an fsync or rename
             // failure leaves the new file's durability unknown: fail-stop.
             if !error.isOutOfSpace || error.operation.contains("sync") {
-                failStop(LogError(.syncFailed, failure.message, file: failure.file, underlying: error))
+                let stop = LogError(.syncFailed, failure.message, file: failure.file, underlying: error)
+                // A shared store: the file may be in the directory, not durably; the next turn
+                // holder would adopt it while the others acknowledge. Every process must stop.
+                if writers != nil { failStopShared(stop) } else { failStop(stop) }
             }
             throw failure
         }

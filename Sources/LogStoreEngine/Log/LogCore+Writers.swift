@@ -292,13 +292,35 @@ extension LogCore {
             let recovery = Recovery(
                 directory: directory, meta: meta, options: options, writable: true, report: RecoveryReport())
             segment = try recovery.openSegment(baseOffset: first, writable: true)
+            // Another process created it, and may have been killed between its rename and its
+            // directory fsync: this process writes into it only once the file and its name are
+            // durable (rare — once per segment another process rolled to — and cheap).
+            do throws(FileSystemError) {
+                try segment.handle.sync()
+                try fileSystem.syncDirectory(directory)
+            } catch {
+                segment.handle.close()
+                let failure = LogError(
+                    .syncFailed,
+                    "Making segment \(LogFileNames.segment(first)), which another writer created, durable failed: "
+                        + "\(error). The log is read-only until reopened.", file: segment.path, underlying: error)
+                failStopShared(failure)
+                throw failure
+            }
         } else if publishedBase == offset {
             do {
                 segment = try Self.createSegment(
                     directory: directory, storeID: meta.storeID, baseOffset: offset, fileSystem: fileSystem)
             } catch {
-                throw LogError.io(
-                    error, "Creating segment \(LogFileNames.segment(offset)), which a writer that died had announced")
+                let failure = LogError(
+                    .syncFailed,
+                    "Creating segment \(LogFileNames.segment(offset)), which a writer that died had announced, "
+                        + "failed: \(error). The log is read-only until reopened.",
+                    file: path(LogFileNames.segment(offset)), underlying: error)
+                // A half-committed file (renamed, directory not synced) must not be adopted by
+                // the next turn holder while the others go on acknowledging: the shared failure.
+                failStopShared(failure)
+                throw failure
             }
         } else {
             throw LogError.corruption(
@@ -343,6 +365,62 @@ extension LogCore {
         }
         state.statistics.deadWriterTailsCleaned += 1
         state.statistics.deadWriterBytesZeroed += zeroed
+    }
+
+    // MARK: Failure
+
+    /// Fail-stop of a shared store after a failure whose durability is unknown (a roll's or an
+    /// adopted segment's fsync, a segment creation): slot 1 is marked failed with a new epoch
+    /// under `SYNC`, so no other process acknowledges anything more, then this process fails
+    /// stop. Lock held on entry and exit, released while it waits for `SYNC`.
+    func failStopShared(_ failure: LogError) {
+        guard let writers, state.failure == nil, !state.isFailing else {
+            return failStop(failure, cutsAtWrittenEnd: false)
+        }
+        let coordination = state.coordination
+        let known = state.shared
+        let durableEnd = state.durableEnd
+        let base = state.segments.last!.baseOffset
+        conditionLock.unlock()
+        var marked = false
+        if (try? writers.sync.acquire(for: "mark the store failed")) != nil {
+            marked = markSlotFailed(
+                coordination, slot: coordination?.read().flatMap { $0.storeID == meta.storeID ? $0 : nil },
+                known: known, durableEnd: durableEnd, base: base)
+            writers.sync.release()
+        }
+        conditionLock.lock()
+        failStop(
+            marked
+                ? failure
+                : LogError(
+                    failure.code,
+                    failure.message + " Marking the coordination file failed did not succeed either: other "
+                        + "processes writing the store may not have learnt of this failure.",
+                    file: failure.file, offset: failure.offset, underlying: failure.underlying),
+            cutsAtWrittenEnd: false)
+    }
+
+    /// Writes slot 1 marked failed with a new epoch (`SYNC` held): the slot as read, or — when it
+    /// could not be read — the last one this process knew, or a fresh one; every process reading
+    /// it stops acknowledging. Returns whether the write succeeded.
+    func markSlotFailed(
+        _ coordination: CoordinationFile?, slot: SharedEnd?, known: SharedEnd?, durableEnd: UInt64, base: UInt64
+    ) -> Bool {
+        guard let coordination else { return false }
+        var failed =
+            slot ?? known
+            ?? SharedEnd(
+                storeID: meta.storeID, epoch: 0, changeCounter: 0, lastSegmentBaseOffset: base, visibleEnd: durableEnd)
+        failed.epoch &+= 1
+        failed.isFailed = true
+        failed.changeCounter &+= 1
+        do throws(LogError) {
+            try coordination.writeChecked(failed)
+            return true
+        } catch {
+            return false
+        }
     }
 
     // MARK: Sync

@@ -1,0 +1,114 @@
+import Foundation
+import LogStoreTestSupport
+import Synchronization
+import Testing
+
+@testable import LogStoreEngine
+
+/// The real file system with a directory-fsync fault to arm and a count of directory fsyncs: two
+/// logs opened with `allowsOtherWriters` on one directory stand for two processes (a `flock`
+/// belongs to the open file description; each log has its own). `process` tags the directory's
+/// identity, so the in-process registry of open stores (one per directory) sees two stores.
+final class ObservedPosixFileSystem: FileSystem, Sendable {
+    let base = PosixFileSystem()
+    let process: UInt64
+    private let counts = Mutex((directorySyncs: 0, failNextDirectorySync: false))
+
+    init(process: UInt64) { self.process = process }
+
+    var directorySyncCount: Int { counts.withLock { $0.directorySyncs } }
+    func failNextDirectorySync() { counts.withLock { $0.failNextDirectorySync = true } }
+
+    func openFile(_ path: String, mode: FileOpenMode) throws(FileSystemError) -> any LogStoreEngine.FileHandle {
+        try base.openFile(path, mode: mode)
+    }
+    func createDirectory(_ path: String) throws(FileSystemError) { try base.createDirectory(path) }
+    func removeFile(_ path: String) throws(FileSystemError) { try base.removeFile(path) }
+    func rename(_ source: String, to destination: String) throws(FileSystemError) {
+        try base.rename(source, to: destination)
+    }
+    func syncDirectory(_ path: String) throws(FileSystemError) {
+        let fails = counts.withLock { counts in
+            counts.directorySyncs += 1
+            defer { counts.failNextDirectorySync = false }
+            return counts.failNextDirectorySync
+        }
+        if fails { throw FileSystemError(code: EIO, operation: "fsync directory", path: path) }
+        try base.syncDirectory(path)
+    }
+    func contentsOfDirectory(_ path: String) throws(FileSystemError) -> [String] { try base.contentsOfDirectory(path) }
+    func kind(of path: String) throws(FileSystemError) -> FileKind? { try base.kind(of: path) }
+    func identity(of path: String) throws(FileSystemError) -> FileIdentity {
+        var identity = try base.identity(of: path)
+        identity.inode ^= process << 48
+        return identity
+    }
+}
+
+/// Engine-level checks of the shared-writers protocol (D11 stage 2) that need a fault or an
+/// observation no real process gives.
+@Suite struct SharedWritersEngineTests {
+    static func options(_ fileSystem: ObservedPosixFileSystem) -> LogOptions {
+        var options = LogOptions()
+        options.fileSystem = fileSystem
+        options.allowsOtherWriters = true
+        options.segmentByteCountMax = 2048
+        options.durableEndMarkDelay = nil
+        options.preallocationAheadByteCount = 0
+        return options
+    }
+
+    /// Appends under one turn until the log rolls to a new segment (or an append throws).
+    static func appendUntilRoll(_ log: Log) throws(LogError) {
+        let segments = log.segmentBaseOffsets.count
+        try log.beginTurn()
+        defer { log.endTurn() }
+        // Bounded: each record is 100+ bytes of a 2 KiB segment.
+        for number in 0..<100 where log.segmentBaseOffsets.count == segments {
+            try log.append(Array("record \(number) ".utf8) + [UInt8](repeating: 7, count: 100))
+        }
+    }
+
+    /// A1: a segment another writer created may lack its directory fsync (that writer killed
+    /// between its rename and the fsync): the writer that adopts it fsyncs it and the directory
+    /// before writing into it. Seen failing before the fix (no directory fsync by the adopter).
+    @Test func aWriterAdoptingAnotherWritersSegmentMakesItsNameDurableFirst() throws {
+        let temporary = TemporaryDirectory("shared-adopt")
+        defer { temporary.remove() }
+        let fileSystemA = ObservedPosixFileSystem(process: 1), fileSystemB = ObservedPosixFileSystem(process: 2)
+        let a = try Log.open(directory: temporary.path, options: Self.options(fileSystemA))
+        let b = try Log.open(directory: temporary.path, options: Self.options(fileSystemB))
+        try Self.appendUntilRoll(a)
+        #expect(a.segmentBaseOffsets.count == 2)
+        let before = fileSystemB.directorySyncCount
+        try b.beginTurn()
+        #expect(b.segmentBaseOffsets == a.segmentBaseOffsets)
+        #expect(fileSystemB.directorySyncCount > before)
+        try b.append(Array("after the roll".utf8))
+        b.endTurn()
+        try a.close()
+        try b.close()
+    }
+
+    /// A1: a roll whose directory fsync fails leaves a new segment of unknown durability in the
+    /// directory; the failure goes to slot 1, so the other writer stops too instead of adopting
+    /// the segment and acknowledging records in it. Seen failing before the fix (the other
+    /// writer's turn and append succeeded).
+    @Test func aRollWhoseDirectoryFsyncFailsStopsEveryWriter() throws {
+        let temporary = TemporaryDirectory("shared-roll-fails")
+        defer { temporary.remove() }
+        let fileSystemA = ObservedPosixFileSystem(process: 1), fileSystemB = ObservedPosixFileSystem(process: 2)
+        let a = try Log.open(directory: temporary.path, options: Self.options(fileSystemA))
+        let b = try Log.open(directory: temporary.path, options: Self.options(fileSystemB))
+        fileSystemA.failNextDirectorySync()
+        #expect(logError { try Self.appendUntilRoll(a) } != nil)
+        let refused = logError {
+            try b.beginTurn()
+            defer { b.endTurn() }
+            try b.append(Array("must not be acknowledged".utf8))
+        }
+        #expect(refused?.code == .syncFailed)
+        try? a.close()
+        try? b.close()
+    }
+}
