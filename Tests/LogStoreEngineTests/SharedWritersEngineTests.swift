@@ -13,6 +13,8 @@ final class ObservedPosixFileSystem: FileSystem, Sendable {
     let base = PosixFileSystem()
     let process: UInt64
     private let counts = Mutex((directorySyncs: 0, failNextDirectorySync: false))
+    /// Every write to the coordination file fails while set.
+    let failsCoordinationWrites = Atomic<Bool>(false)
 
     init(process: UInt64) { self.process = process }
 
@@ -20,7 +22,9 @@ final class ObservedPosixFileSystem: FileSystem, Sendable {
     func failNextDirectorySync() { counts.withLock { $0.failNextDirectorySync = true } }
 
     func openFile(_ path: String, mode: FileOpenMode) throws(FileSystemError) -> any LogStoreEngine.FileHandle {
-        try base.openFile(path, mode: mode)
+        let handle = try base.openFile(path, mode: mode)
+        guard path.hasSuffix(FormatConstants.coordinationFileName) else { return handle }
+        return FaultyWriteHandle(handle: handle, fails: { self.failsCoordinationWrites.load(ordering: .relaxed) })
     }
     func createDirectory(_ path: String) throws(FileSystemError) { try base.createDirectory(path) }
     func removeFile(_ path: String) throws(FileSystemError) { try base.removeFile(path) }
@@ -43,6 +47,32 @@ final class ObservedPosixFileSystem: FileSystem, Sendable {
         identity.inode ^= process << 48
         return identity
     }
+}
+
+/// A handle whose writes fail (EIO, nothing written) while `fails` says so.
+final class FaultyWriteHandle: LogStoreEngine.FileHandle, Sendable {
+    let handle: any LogStoreEngine.FileHandle
+    let fails: @Sendable () -> Bool
+    init(handle: any LogStoreEngine.FileHandle, fails: @escaping @Sendable () -> Bool) {
+        self.handle = handle
+        self.fails = fails
+    }
+    var path: String { handle.path }
+    func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws(FileSystemError) -> Int {
+        try handle.read(into: buffer, at: offset)
+    }
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(FileSystemError) {
+        if fails() { throw FileSystemError(code: EIO, operation: "pwrite", path: path) }
+        try handle.write(bytes, at: offset)
+    }
+    func syncData() throws(FileSystemError) { try handle.syncData() }
+    func sync() throws(FileSystemError) { try handle.sync() }
+    func size() throws(FileSystemError) -> UInt64 { try handle.size() }
+    func truncate(toByteCount byteCount: UInt64) throws(FileSystemError) { try handle.truncate(toByteCount: byteCount) }
+    func tryLockExclusive() throws(FileSystemError) -> Bool { try handle.tryLockExclusive() }
+    func tryLockShared() throws(FileSystemError) -> Bool { try handle.tryLockShared() }
+    func unlock() throws(FileSystemError) { try handle.unlock() }
+    func close() { handle.close() }
 }
 
 /// Engine-level checks of the shared-writers protocol (D11 stage 2) that need a fault or an
@@ -109,6 +139,25 @@ final class ObservedPosixFileSystem: FileSystem, Sendable {
         }
         #expect(refused?.code == .syncFailed)
         try? a.close()
+        try? b.close()
+    }
+
+    /// A2: a save is acknowledged only once slot 1 states its durable end; a failed slot write
+    /// fails the save (and the log) instead. Seen failing before the fix (the append returned).
+    @Test func aSaveWhoseDurableEndCannotBePublishedIsNotAcknowledged() throws {
+        let temporary = TemporaryDirectory("shared-unpublished")
+        defer { temporary.remove() }
+        let fileSystemA = ObservedPosixFileSystem(process: 1), fileSystemB = ObservedPosixFileSystem(process: 2)
+        let a = try Log.open(directory: temporary.path, options: Self.options(fileSystemA))
+        let b = try Log.open(directory: temporary.path, options: Self.options(fileSystemB))
+        try b.beginTurn()
+        fileSystemB.failsCoordinationWrites.store(true, ordering: .relaxed)
+        let failure = logError { try b.append(Array("not published".utf8)) }
+        b.endTurn()
+        #expect(failure?.code == .syncFailed)
+        fileSystemB.failsCoordinationWrites.store(false, ordering: .relaxed)
+        #expect(logError { try b.beginTurn() } != nil)
+        try a.close()
         try? b.close()
     }
 }

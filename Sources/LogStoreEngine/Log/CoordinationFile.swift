@@ -86,9 +86,14 @@ final class CoordinationFile: Sendable {
         return nil
     }
 
-    /// Rewrites the turn slot (the `TURN` holder only).
-    func writeTurn(_ slot: TurnSlot) {
-        try? handle.write(slot.encoded(), at: TurnSlot.fileOffset)
+    /// Rewrites the turn slot (the `TURN` holder only), throwing when the write fails (the next
+    /// turn holder's catch-up depends on it).
+    func writeTurn(_ slot: TurnSlot) throws(LogError) {
+        do throws(FileSystemError) {
+            try handle.write(slot.encoded(), at: TurnSlot.fileOffset)
+        } catch {
+            throw LogError.io(error, "Writing the coordination file's turn slot")
+        }
     }
 
     func close() { handle.close() }

@@ -33,10 +33,11 @@ extension LogCore {
         if writers != nil {
             // A store shared by writers, opened by a process that is alone: both slots rebuilt
             // (slot 1 states the durable end, D11 stage 2).
+            // Both writes must succeed: the other writers depend on them (review12 A2).
             state.shared!.changeCounter &+= 1
-            coordination.write(state.shared!)
+            try coordination.writeChecked(state.shared!)
             state.turnCounter = (coordination.readTurn()?.turnCounter ?? 0) &+ 1
-            coordination.writeTurn(
+            try coordination.writeTurn(
                 TurnSlot(
                     storeID: meta.storeID, writtenEnd: state.writtenEnd,
                     lastSegmentBaseOffset: state.segments.last!.baseOffset, turnCounter: state.turnCounter))

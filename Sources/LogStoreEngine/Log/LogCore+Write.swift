@@ -148,7 +148,12 @@ extension LogCore {
         let baseOffset = state.writtenEnd
         // A shared store: the new base is published before the segment exists, so a roller killed
         // before the rename leaves a base the next turn holder creates (crash argument, step 5).
-        if writers != nil { publishTurnSlotLocked(lastSegmentBase: baseOffset) }
+        if writers != nil {
+            do throws(LogError) { try publishTurnSlotLocked(lastSegmentBase: baseOffset) } catch {
+                failStopShared(error)
+                throw error
+            }
+        }
         conditionLock.unlock()
         let created: Result<SegmentFile, FileSystemError>
         do {

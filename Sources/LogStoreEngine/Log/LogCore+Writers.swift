@@ -165,7 +165,13 @@ extension LogCore {
         conditionLock.withLock {
             precondition(state.turnHeld, "endTurn without beginTurn")
             // A log closed during the turn (an open that failed) closed the coordination file.
-            if !state.isClosed { publishTurnSlotLocked() }
+            if !state.isClosed {
+                do throws(LogError) { try publishTurnSlotLocked() } catch {
+                    // The slot may be torn: the next turn holder refuses it (an error, not a
+                    // guess), and every process stops.
+                    failStopShared(error)
+                }
+            }
             state.turnHeld = false
         }
         writers.turn.release()
@@ -174,13 +180,13 @@ extension LogCore {
     /// Writes the turn slot (lock and turn held) when the written end or the last segment moved
     /// since it was last read or written. `lastSegmentBase` is a roll's new base, published before
     /// the segment is created.
-    func publishTurnSlotLocked(lastSegmentBase: UInt64? = nil) {
+    func publishTurnSlotLocked(lastSegmentBase: UInt64? = nil) throws(LogError) {
         guard let coordination = state.coordination else { return }
         precondition(state.turnHeld, "the turn slot is written under the turn")
         let base = lastSegmentBase ?? state.segments.last!.baseOffset
         guard state.publishedTurnEnd != state.writtenEnd || state.publishedTurnBase != base else { return }
         state.turnCounter &+= 1
-        coordination.writeTurn(
+        try coordination.writeTurn(
             TurnSlot(
                 storeID: meta.storeID, writtenEnd: state.writtenEnd, lastSegmentBaseOffset: base,
                 turnCounter: state.turnCounter))
@@ -430,6 +436,8 @@ extension LogCore {
         case failedElsewhere
         case failed(LogError, cutBackTo: UInt64)
         case lockTimeout(LogError)
+        /// Synced, but the durable end could not be published in slot 1: nothing is acknowledged.
+        case unpublished(LogError)
     }
 
     /// ``performSync(through:)`` of a shared store (lock held on entry and exit, released while it
@@ -474,6 +482,8 @@ extension LogCore {
             failStop(failure, cutsAtWrittenEnd: false)
         case .lockTimeout(let failure):
             failStop(failure, cutsAtWrittenEnd: false)
+        case .unpublished(let failure):
+            failStop(failure, cutsAtWrittenEnd: false)
         }
     }
 
@@ -500,12 +510,9 @@ extension LogCore {
             try segment.handle.syncData()
         } catch {
             let cut = max(published, ownDurableEnd)
-            if var failed = slot {
-                failed.epoch &+= 1
-                failed.isFailed = true
-                failed.changeCounter &+= 1
-                coordination?.write(failed)
-            }
+            // Written even when the slot could not be read (a fresh one): the others must learn.
+            let marked = markSlotFailed(
+                coordination, slot: slot, known: known, durableEnd: ownDurableEnd, base: segment.baseOffset)
             // The cut-back, before SYNC is released: nothing another process had acknowledged
             // (everything up to the shared durable end stays); the truncation drops the cached
             // pages, so no open in this boot reads bytes that never reached the disk.
@@ -517,8 +524,11 @@ extension LogCore {
             return .failed(
                 LogError(
                     .syncFailed,
-                    "fdatasync failed: \(error). Records not yet durable were cut back and every process writing "
-                        + "the store was told; the log is read-only until reopened.", file: segment.path,
+                    "fdatasync failed: \(error). Records not yet durable were cut back and "
+                        + (marked
+                            ? "every process writing the store was told"
+                            : "marking the coordination file failed did not succeed: other processes may not know")
+                        + "; the log is read-only until reopened.", file: segment.path,
                     offset: cut, underlying: error), cutBackTo: cut)
         }
         // Checked after the fdatasync, before publishing or acknowledging (D11).
@@ -526,14 +536,36 @@ extension LogCore {
         if let current = after, current.isFailed || (known.map { $0.epoch != current.epoch } ?? false) {
             return .failedElsewhere
         }
-        if var current = after, end > current.visibleEnd {
+        // Acknowledged only once slot 1 states the durable end (D11): an unreadable slot or a
+        // failed write acknowledges nothing — a later failed fdatasync elsewhere cuts back to the
+        // published end, which would drop records acknowledged here.
+        guard var current = after, let coordination else {
+            let failure = LogError(
+                .syncFailed,
+                "The coordination file's slot of \(directory) could not be read after an fdatasync: the durable end "
+                    + "cannot be published, so nothing is acknowledged; the log is read-only until reopened.",
+                file: CoordinationFile.path(in: directory))
+            _ = markSlotFailed(
+                coordination, slot: nil, known: known, durableEnd: ownDurableEnd, base: segment.baseOffset)
+            return .unpublished(failure)
+        }
+        if end > current.visibleEnd {
             current.visibleEnd = end
             current.lastSegmentBaseOffset = segment.baseOffset
             current.changeCounter &+= 1
-            coordination?.write(current)
+            do throws(LogError) { try coordination.writeChecked(current) } catch {
+                _ = markSlotFailed(
+                    coordination, slot: after, known: known, durableEnd: ownDurableEnd, base: segment.baseOffset)
+                return .unpublished(
+                    LogError(
+                        .syncFailed,
+                        "Publishing the durable end in the coordination file failed (\(error.message)): nothing is "
+                            + "acknowledged; the log is read-only until reopened.", file: error.file,
+                        underlying: error.underlying))
+            }
             after = current
         }
-        return .durable(end: max(end, after?.visibleEnd ?? 0), synced: true, slot: after)
+        return .durable(end: max(end, current.visibleEnd), synced: true, slot: current)
     }
 
     // MARK: Reading the others' work without the turn
