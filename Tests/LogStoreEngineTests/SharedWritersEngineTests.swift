@@ -160,4 +160,51 @@ final class FaultyWriteHandle: LogStoreEngine.FileHandle, Sendable {
         try a.close()
         try? b.close()
     }
+
+    /// Overwrites the turn slot's bytes in the coordination file.
+    static func overwriteTurnSlot(_ directory: String, with byte: UInt8) throws {
+        let handle = try PosixFileSystem().openFile(CoordinationFile.path(in: directory), mode: .createOrOpen)
+        defer { handle.close() }
+        try handle.write([UInt8](repeating: byte, count: TurnSlot.byteCount), at: TurnSlot.fileOffset)
+    }
+
+    /// A3: a turn slot that does not check out is an error: the writer does not fall back to its
+    /// own last segment and append at offsets the other's new segment covers. Seen failing
+    /// before the fix (the turn and the append into the old segment succeeded).
+    @Test func aDamagedTurnSlotIsAnErrorNotAGuess() throws {
+        let temporary = TemporaryDirectory("shared-turn-slot")
+        defer { temporary.remove() }
+        let fileSystemA = ObservedPosixFileSystem(process: 1), fileSystemB = ObservedPosixFileSystem(process: 2)
+        let a = try Log.open(directory: temporary.path, options: Self.options(fileSystemA))
+        let b = try Log.open(directory: temporary.path, options: Self.options(fileSystemB))
+        try Self.appendUntilRoll(a)
+        try Self.overwriteTurnSlot(temporary.path, with: 0x5A)
+        let failure = logError {
+            try b.beginTurn()
+            defer { b.endTurn() }
+            try b.append(Array("into the old segment".utf8))
+        }
+        #expect(failure?.code == .corruption)
+        #expect(b.segmentBaseOffsets.count == 1)
+        try a.close()
+        try? b.close()
+    }
+
+    /// A3: with no turn slot at all, a segment that starts where the last known one ends is the
+    /// next one: catch-up opens it. Seen failing before the fix (the writer stayed in the old one).
+    @Test func withoutATurnSlotTheNextSegmentIsFoundInTheDirectory() throws {
+        let temporary = TemporaryDirectory("shared-no-turn-slot")
+        defer { temporary.remove() }
+        let fileSystemA = ObservedPosixFileSystem(process: 1), fileSystemB = ObservedPosixFileSystem(process: 2)
+        let a = try Log.open(directory: temporary.path, options: Self.options(fileSystemA))
+        let b = try Log.open(directory: temporary.path, options: Self.options(fileSystemB))
+        try Self.appendUntilRoll(a)
+        try Self.overwriteTurnSlot(temporary.path, with: 0)
+        try b.beginTurn()
+        #expect(b.segmentBaseOffsets == a.segmentBaseOffsets)
+        try b.append(Array("in the new segment".utf8))
+        b.endTurn()
+        try a.close()
+        try b.close()
+    }
 }

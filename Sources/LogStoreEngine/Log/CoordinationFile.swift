@@ -86,6 +86,26 @@ final class CoordinationFile: Sendable {
         return nil
     }
 
+    /// The turn slot for a writer's catch-up: `nil` only when none was ever written (the bytes
+    /// are zeros or absent); a slot that cannot be read or does not check out (after a few
+    /// reads) is an error — a writer never guesses where the log ends (review12 A3).
+    func readTurnChecked(in directory: String) throws(LogError) -> TurnSlot? {
+        var bytes = [UInt8](repeating: 0, count: TurnSlot.byteCount)
+        for _ in 0..<8 {
+            let count: Int
+            do { count = try handle.read(into: &bytes, range: 0..<bytes.count, at: TurnSlot.fileOffset) } catch {
+                throw LogError.io(error, "Reading the coordination file's turn slot")
+            }
+            if bytes[0..<count].allSatisfy({ $0 == 0 }) { return nil }
+            if count == TurnSlot.byteCount, let slot = TurnSlot.decode(bytes) { return slot }
+        }
+        throw LogError(
+            .corruption,
+            "The turn slot of \(directory)'s coordination file does not check out: where the other writers' "
+                + "records end is unknown. Close every process writing the store; the first to open it alone "
+                + "rebuilds the slot.", file: Self.path(in: directory), offset: TurnSlot.fileOffset)
+    }
+
     /// Rewrites the turn slot (the `TURN` holder only), throwing when the write fails (the next
     /// turn holder's catch-up depends on it).
     func writeTurn(_ slot: TurnSlot) throws(LogError) {

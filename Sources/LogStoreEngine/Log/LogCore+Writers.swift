@@ -222,7 +222,13 @@ extension LogCore {
             sharedDurableEnd = slot.visibleEnd
             state.shared = slot
         }
-        let turn = coordination.readTurn().flatMap { $0.storeID == meta.storeID ? $0 : nil }
+        let turn = try coordination.readTurnChecked(in: directory)
+        if let turn, turn.storeID != meta.storeID {
+            throw LogError(
+                .corruption,
+                "The turn slot of \(directory)'s coordination file names another store (\(turn.storeID)).",
+                file: CoordinationFile.path(in: directory), offset: TurnSlot.fileOffset)
+        }
         let publishedEnd = turn?.writtenEnd ?? state.writtenEnd
         let publishedBase = turn?.lastSegmentBaseOffset ?? state.segments.last!.baseOffset
         if let turn {
@@ -249,6 +255,12 @@ extension LogCore {
                 case .end:
                     if publishedBase > segment.baseOffset {
                         try openRolledSegment(at: offset, publishedBase: publishedBase)
+                        continue scan
+                    }
+                    // No turn slot yet: a segment starting here is the next one all the same (a
+                    // writer never appends at offsets another segment covers).
+                    if turn == nil, offset > segment.baseOffset, try segmentExists(at: offset) {
+                        try openRolledSegment(at: offset, publishedBase: offset)
                         continue scan
                     }
                     guard offset >= publishedEnd else {
@@ -336,6 +348,13 @@ extension LogCore {
         }
         state.segments.append(segment)
         state.preallocatedPosition = UInt64(FormatConstants.segmentHeaderByteCount)
+    }
+
+    /// Whether the directory holds a segment starting at `offset`.
+    private func segmentExists(at offset: UInt64) throws(LogError) -> Bool {
+        do { return try fileSystem.kind(of: path(LogFileNames.segment(offset))) != nil } catch {
+            throw LogError.io(error, "Looking for segment \(LogFileNames.segment(offset))")
+        }
     }
 
     /// A writer killed in its turn left a torn record at `offset` (at or past the published
