@@ -150,7 +150,20 @@ public final class LogStore: DataStore, @unchecked Sendable {
             }
             var replayed = try Replay(log: log, storeIdentifier: log.storeID.uuidString)
                 .run(from: start, startOffset: loaded.newest?.header.offset)
+            // D11: the schema changes only in a process that opened the store alone (the others'
+            // folds would move under them); one that is not alone refuses to open instead.
+            let besideOtherWriters = log.isSharedByWriters && !log.wasOpenedAlone
+            func refuseSchemaChange(_ what: String) -> LogStoreError {
+                LogStoreError.log(
+                    LogError(
+                        .locked,
+                        "The store at \(configuration.directory) needs \(what), and other processes have it open "
+                            + "for writing: migrate it while no other process has the store open (open it with "
+                            + "these models when it is alone), then open it beside the others.",
+                        file: configuration.directory))
+            }
             if replayed.pendingMigration != nil {
+                guard !besideOtherWriters else { throw refuseSchemaChange("an interrupted migration voided") }
                 // A migration cut between its schema record and the transaction completing it:
                 // void it now (any record but a transaction does), before a save could follow it
                 // or a checkpoint past it could forget it (docs/FORMAT.md §6.7).
@@ -166,8 +179,9 @@ public final class LogStore: DataStore, @unchecked Sendable {
             }
             // A read-only store never writes: a migration is for the process that writes the store.
             if configuration.schema != nil, let migrationPlan, !isReadOnly {
-                replayed = try MigrationRunner(log: log, configuration: configuration, schema: schema)
-                    .run(migrationPlan, from: replayed)
+                var runner = MigrationRunner(log: log, configuration: configuration, schema: schema)
+                if besideOtherWriters { runner.refusal = refuseSchemaChange("a migration") }
+                replayed = try runner.run(migrationPlan, from: replayed)
             }
             if configuration.schema != nil, let extended = try replayed.table.extended(toCover: schema) {
                 guard !isReadOnly else {
@@ -177,6 +191,9 @@ public final class LogStore: DataStore, @unchecked Sendable {
                             + "to its stored schema; open it once for writing to record the additions")
                 }
                 // Additions and renames in code: one schema record, folded like any other.
+                guard !besideOtherWriters else {
+                    throw refuseSchemaChange("its stored schema extended to the models in code")
+                }
                 let end = log.visibleEnd
                 try Self.append(extended.encoded(), type: .schema, to: log)
                 replayed = try Replay(log: log, storeIdentifier: log.storeID.uuidString).run(from: replayed, startOffset: end)

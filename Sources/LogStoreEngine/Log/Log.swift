@@ -215,6 +215,10 @@ extension Log {
     /// Whether several processes may write this store (``LogOptions/allowsOtherWriters``).
     public var isSharedByWriters: Bool { core.writers != nil }
 
+    /// Whether this process was the only one with the store open when it opened it (a store
+    /// not shared by writers always is). Only such a process changes the schema (D11).
+    public var wasOpenedAlone: Bool { core.directoryLock?.wasAlone ?? true }
+
     /// A store shared by several writing processes (D11 stage 2): takes this process's turn —
     /// the in-process mutex, then `TURN` (at most 30 s) — and catches up with every record the
     /// others appended since this process's written end: records before their published written
