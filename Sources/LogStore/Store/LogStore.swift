@@ -191,9 +191,7 @@ public final class LogStore: DataStore, @unchecked Sendable {
                             + "to its stored schema; open it once for writing to record the additions")
                 }
                 // Additions and renames in code: one schema record, folded like any other.
-                guard !besideOtherWriters else {
-                    throw refuseSchemaChange("its stored schema extended to the models in code")
-                }
+                // Beside other writers too: additions are folded by the others (foldOtherWritersLocked).
                 let end = log.visibleEnd
                 try Self.append(extended.encoded(), type: .schema, to: log)
                 replayed = try Replay(log: log, storeIdentifier: log.storeID.uuidString).run(from: replayed, startOffset: end)
