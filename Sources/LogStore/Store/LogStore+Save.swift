@@ -62,7 +62,28 @@ extension LogStore {
         // nothing otherwise.
         do throws(LogError) { try log.beginTurn() } catch { throw .log(error) }
         defer { log.endTurn() }
-        let written = try inner.withLock { inner throws(LogStoreError) -> (LogPosition?, SaveResolver.Resolution) in
+        let shared = log.isSharedByWriters
+        /// The working state, unique index and pending list take a written record's changes.
+        func apply(
+            _ inner: inout Inner, position: LogPosition, changes: [ResolvedChange], timestamp: Int64
+        ) {
+            for change in changes {
+                let old = inner.working.row(change.identifier)?.values
+                inner.working.apply(change)
+                inner.uniqueIndex.replace(
+                    change.identifier, old: old, new: inner.working.row(change.identifier)?.values)
+            }
+            inner.pending.append((position, changes))
+            inner.workingEnd = position.endOffset
+            inner.lastTimestampMicroseconds = timestamp
+        }
+        /// A store shared by writers: the record resolved and encoded under `inner`, written after it
+        /// is released (a write may wait for another process's `SYNC` — at a roll or at the unsynced
+        /// bound — and no thread waits on another process while holding `inner`, review12 B2). The
+        /// turn keeps every other save of this process (and of the others) out meanwhile, so the
+        /// working state it resolved against does not move.
+        var unwritten: (payload: [UInt8], timestamp: Int64)?
+        var written = try inner.withLock { inner throws(LogStoreError) -> (LogPosition?, SaveResolver.Resolution) in
             guard !inner.closed else { throw .log(LogError(.closed, "The store is closed.")) }
             guard !usesStoredSchema else {
                 throw .unsupportedFeature(
@@ -96,18 +117,26 @@ extension LogStore {
             guard payload.count <= FormatConstants.recordByteCountMax else {
                 throw .transactionTooLarge(byteCount: payload.count, limit: FormatConstants.recordByteCountMax)
             }
+            if shared {
+                unwritten = (payload, timestamp)
+                return (nil, resolution)
+            }
             let position: LogPosition
             do throws(LogError) { position = try log.write(payload, type: .transaction) } catch { throw .log(error) }
-            for change in resolution.changes {
-                let old = inner.working.row(change.identifier)?.values
-                inner.working.apply(change)
-                inner.uniqueIndex.replace(
-                    change.identifier, old: old, new: inner.working.row(change.identifier)?.values)
-            }
-            inner.pending.append((position, resolution.changes))
-            inner.workingEnd = position.endOffset
-            inner.lastTimestampMicroseconds = timestamp
+            apply(&inner, position: position, changes: resolution.changes, timestamp: timestamp)
             return (position, resolution)
+        }
+        if let unwritten {
+            let position: LogPosition
+            do throws(LogError) { position = try log.write(unwritten.payload, type: .transaction) } catch {
+                throw .log(error)
+            }
+            let changes = written.1.changes
+            try inner.withLock { inner throws(LogStoreError) in
+                guard !inner.closed else { throw .log(LogError(.closed, "The store is closed.")) }
+                apply(&inner, position: position, changes: changes, timestamp: unwritten.timestamp)
+            }
+            written.0 = position
         }
         let (position, resolution) = written
         var result = DataStoreSaveChangesResult<DefaultSnapshot>(

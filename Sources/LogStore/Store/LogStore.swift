@@ -32,7 +32,9 @@ public final class LogStore: DataStore, @unchecked Sendable {
     //   2. checkpoint writer  — `checkpoints.beginOnDemand`/`beginAutomatic` … `end`: a role
     //                           (a flag under CheckpointState's condition), not a held mutex; its
     //                           holder may take 3 and 4 but never 1.
-    //   3. `inner`            — the state; saves resolve, encode and `log.write` under it.
+    //   3. `inner`            — the state; saves resolve, encode and `log.write` under it (in a
+    //                           store shared by writers, `log.write` runs after `inner` is
+    //                           released, under the turn: it may wait for another process's SYNC).
     //   4. the log's locks    — LogStoreEngine (`LogCore.conditionLock`), taken under `inner` by
     //                           `log.write`; the engine never calls back up.
     //   Leaves (take nothing while held): CheckpointState's condition, `retentionSchedule`,
