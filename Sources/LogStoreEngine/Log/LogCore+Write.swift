@@ -132,7 +132,9 @@ extension LogCore {
         let failure = LogError(
             .ioError, "The append failed: \(error). The log is read-only until reopened.",
             file: segment.path, offset: state.writtenEnd, underlying: error)
-        failStop(failure)
+        // A shared store: the file's page cache is in an unknown state; every process stops
+        // (slot 1 marked failed under SYNC, review12 B6), then this one cuts its own bytes.
+        if writers != nil { failStopShared(failure, cutsAtWrittenEnd: true) } else { failStop(failure) }
         return failure
     }
 

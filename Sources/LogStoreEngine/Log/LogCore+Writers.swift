@@ -255,15 +255,18 @@ extension LogCore {
                 case .end:
                     if publishedBase > segment.baseOffset {
                         try openRolledSegment(at: offset, publishedBase: publishedBase)
+                        movePastRolledSegment(to: offset)
                         continue scan
                     }
                     // No turn slot yet: a segment starting here is the next one all the same (a
                     // writer never appends at offsets another segment covers).
                     if turn == nil, offset > segment.baseOffset, try segmentExists(at: offset) {
                         try openRolledSegment(at: offset, publishedBase: offset)
+                        movePastRolledSegment(to: offset)
                         continue scan
                     }
                     guard offset >= publishedEnd else {
+                        try checkNotFailedElsewhere(coordination)
                         throw LogError.corruption(
                             segment.path, offset: offset,
                             "no record at offset \(offset), before the written end another writer published "
@@ -271,6 +274,7 @@ extension LogCore {
                     }
                 case .bad(let reason, _):
                     guard offset >= publishedEnd else {
+                        try checkNotFailedElsewhere(coordination)
                         throw LogError.corruption(
                             segment.path, offset: offset,
                             "\(reason), before the written end another writer published (\(publishedEnd))")
@@ -350,6 +354,27 @@ extension LogCore {
         state.preallocatedPosition = UInt64(FormatConstants.segmentHeaderByteCount)
     }
 
+    /// Catch-up opened the segment starting at `base` (lock and turn held): the written end moves
+    /// to it at once, so a scan that throws later leaves no written end inside an older segment
+    /// (review12 B5). Everything before it is durable: the roller synced it before the roll.
+    private func movePastRolledSegment(to base: UInt64) {
+        state.writtenEnd = base
+        state.durableEnd = max(state.durableEnd, base)
+        state.syncRequestedEnd = max(state.syncRequestedEnd, state.durableEnd)
+    }
+
+    /// Before catch-up reports damage (lock and turn held): slot 1 read again — a failed
+    /// `fdatasync` elsewhere may have cut the log back meanwhile (review12 B4), which is that
+    /// failure, not corruption.
+    private func checkNotFailedElsewhere(_ coordination: CoordinationFile) throws(LogError) {
+        guard let slot = coordination.read(), slot.storeID == meta.storeID else { return }
+        if slot.isFailed || (state.shared.map { $0.epoch != slot.epoch } ?? false) {
+            let failure = failedElsewhere
+            failStop(failure, cutsAtWrittenEnd: false)
+            throw failure
+        }
+    }
+
     /// Whether the directory holds a segment starting at `offset`.
     private func segmentExists(at offset: UInt64) throws(LogError) -> Bool {
         do { return try fileSystem.kind(of: path(LogFileNames.segment(offset))) != nil } catch {
@@ -383,7 +408,7 @@ extension LogCore {
                 }
             } catch {
                 let failure = LogError.io(error, "Zeroing the torn record a writer that died left at offset \(offset)")
-                failStop(failure, cutsAtWrittenEnd: false)
+                failStopShared(failure)
                 throw failure
             }
             position += count
@@ -398,9 +423,9 @@ extension LogCore {
     /// adopted segment's fsync, a segment creation): slot 1 is marked failed with a new epoch
     /// under `SYNC`, so no other process acknowledges anything more, then this process fails
     /// stop. Lock held on entry and exit, released while it waits for `SYNC`.
-    func failStopShared(_ failure: LogError) {
+    func failStopShared(_ failure: LogError, cutsAtWrittenEnd: Bool = false) {
         guard let writers, state.failure == nil, !state.isFailing else {
-            return failStop(failure, cutsAtWrittenEnd: false)
+            return failStop(failure, cutsAtWrittenEnd: cutsAtWrittenEnd)
         }
         let coordination = state.coordination
         let known = state.shared
@@ -423,7 +448,7 @@ extension LogCore {
                     failure.message + " Marking the coordination file failed did not succeed either: other "
                         + "processes writing the store may not have learnt of this failure.",
                     file: failure.file, offset: failure.offset, underlying: failure.underlying),
-            cutsAtWrittenEnd: false)
+            cutsAtWrittenEnd: cutsAtWrittenEnd)
     }
 
     /// Writes slot 1 marked failed with a new epoch (`SYNC` held): the slot as read, or — when it

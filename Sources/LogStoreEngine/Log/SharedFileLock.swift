@@ -9,7 +9,8 @@ import Foundation
 /// blocking `flock`, so no thread waits on another process without a bound — and the caller
 /// holds neither the store's state lock nor the log's condition lock while it waits.
 final class SharedFileLock: @unchecked Sendable {
-    // @unchecked: `handle` is a constant; `mutex` is an NSLock, locked and unlocked on one thread.
+    // @unchecked: `handle` is a constant; `mutex` is an NSLock, locked and unlocked on one thread;
+    // `closed` is read and written under `handleLock` only.
     /// How long a process waits for `TURN`, `SYNC` or a shared `LOCK` before it gives up.
     static let waitNanosecondsMax: UInt64 = 30_000_000_000
 
@@ -17,7 +18,11 @@ final class SharedFileLock: @unchecked Sendable {
     let directory: String
     private let handle: any FileHandle
     private let mutex = NSLock()
-    private let closed = AtomicFlag()
+    /// Whether the handle is closed; guarded by `handleLock`, which `release` holds across its
+    /// `LOCK_UN` so a concurrent `close` cannot slip between the check and the unlock (whose
+    /// descriptor number may be another file's by then, review12 B7).
+    private var closed = false
+    private let handleLock = NSLock()
 
     private init(name: String, directory: String, handle: any FileHandle) {
         self.name = name
@@ -76,11 +81,17 @@ final class SharedFileLock: @unchecked Sendable {
     func release() {
         // A failed LOCK_UN leaves the flock until the handle closes; nothing to repair here. A
         // closed handle released it already (and its descriptor number may be another file's now).
-        if !closed.isSet { try? handle.unlock() }
+        handleLock.withLock {
+            if !closed { try? handle.unlock() }
+        }
         mutex.unlock()
     }
 
     func close() {
-        if closed.setOnce() { handle.close() }
+        handleLock.withLock {
+            guard !closed else { return }
+            closed = true
+            handle.close()
+        }
     }
 }
