@@ -359,9 +359,12 @@ extension LogStore: HistoryProviding {
             }
             return try inner.withLock { inner throws(LogStoreError) -> LogPosition in
                 guard !inner.closed else { throw .log(LogError(.closed, "The store is closed.")) }
-                record.apply(to: &inner.bookmarks)
-                inner.bookmarkRecordEnd = position.endOffset
-                inner.workingEnd = position.endOffset
+                // A fetch meanwhile (followOtherWriters) may have folded this record already.
+                if inner.workingEnd < position.endOffset {
+                    record.apply(to: &inner.bookmarks)
+                    inner.workingEnd = position.endOffset
+                }
+                inner.bookmarkRecordEnd = max(inner.bookmarkRecordEnd, position.endOffset)
                 return position
             }
         }

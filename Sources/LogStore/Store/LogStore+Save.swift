@@ -134,7 +134,12 @@ extension LogStore {
             let changes = written.1.changes
             try inner.withLock { inner throws(LogStoreError) in
                 guard !inner.closed else { throw .log(LogError(.closed, "The store is closed.")) }
-                apply(&inner, position: position, changes: changes, timestamp: unwritten.timestamp)
+                // A fetch meanwhile (followOtherWriters) may have folded this record from the log
+                // already, as it folds the others' — the same changes: then nothing is left to apply.
+                if inner.workingEnd < position.endOffset {
+                    precondition(inner.workingEnd == position.offset, "the working state ends where the record starts")
+                    apply(&inner, position: position, changes: changes, timestamp: unwritten.timestamp)
+                }
             }
             written.0 = position
         }

@@ -73,7 +73,10 @@ final class DirectoryLock: Sendable {
             let locked: Bool
             do { locked = try handle.tryLockExclusive() } catch { throw LogError.io(error, "Locking \(path)") }
             if shared {
-                if locked { return DirectoryLock(identity: identity, handle: handle, wasAlone: true) }
+                if locked {
+                    Self.writeHolderHint(handle)
+                    return DirectoryLock(identity: identity, handle: handle, wasAlone: true)
+                }
                 let deadline = monotonicNanoseconds() + SharedFileLock.waitNanosecondsMax
                 var pause: UInt64 = 20_000
                 // Bounded: every pass sleeps, and the deadline ends it.
@@ -108,12 +111,7 @@ final class DirectoryLock: Sendable {
                         + "that process's saves.",
                     file: path)
             }
-            // A hint for the message above in the next process; not synced, not relied upon.
-            let hint = Array(
-                "pid \(ProcessInfo.processInfo.processIdentifier) on \(ProcessInfo.processInfo.hostName) since \(Date())\n"
-                    .utf8)
-            try? handle.truncate(toByteCount: 0)
-            try? handle.write(hint, at: 0)
+            Self.writeHolderHint(handle)
             return DirectoryLock(identity: identity, handle: handle, wasAlone: true)
         } catch {
             _ = openStores.withLock { $0.remove(identity) }
@@ -125,6 +123,16 @@ final class DirectoryLock: Sendable {
         var bytes = [UInt8](repeating: 0, count: 200)
         let count = (try? handle.read(into: &bytes, range: 0..<bytes.count, at: 0)) ?? 0
         return String(decoding: bytes[0..<count], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// A hint for the "locked" messages in the next process (exclusive holder only, also a shared
+    /// store's process that is alone while it recovers); not synced, not relied upon.
+    private static func writeHolderHint(_ handle: any FileHandle) {
+        let hint = Array(
+            "pid \(ProcessInfo.processInfo.processIdentifier) on \(ProcessInfo.processInfo.hostName) since \(Date())\n"
+                .utf8)
+        try? handle.truncate(toByteCount: 0)
+        try? handle.write(hint, at: 0)
     }
 
     private static let keptUntilExit = Mutex<[DirectoryLock]>([])
