@@ -207,4 +207,31 @@ final class FaultyWriteHandle: LogStoreEngine.FileHandle, Sendable {
         try a.close()
         try b.close()
     }
+
+    /// B5: when catch-up opens another writer's new segment and then finds damage in it, the
+    /// written end is already in that segment: the next turn reports the damage again instead of
+    /// computing a file position below the segment's base (a trap before the fix, seen).
+    @Test func damageInASegmentCatchUpOpenedIsReportedAtEveryTurn() throws {
+        let temporary = TemporaryDirectory("shared-damaged-new-segment")
+        defer { temporary.remove() }
+        let fileSystemA = ObservedPosixFileSystem(process: 1), fileSystemB = ObservedPosixFileSystem(process: 2)
+        let a = try Log.open(directory: temporary.path, options: Self.options(fileSystemA))
+        let b = try Log.open(directory: temporary.path, options: Self.options(fileSystemB))
+        try Self.appendUntilRoll(a)
+        let base = a.segmentBaseOffsets.last!
+        // The first record of the new segment: one payload byte flipped (its CRC fails), before W.
+        let handle = try PosixFileSystem().openFile(
+            temporary.appending(LogFileNames.segment(base)), mode: .readWrite)
+        let position = UInt64(FormatConstants.segmentHeaderByteCount + FormatConstants.recordHeaderByteCount) + 2
+        var byte: [UInt8] = [0]
+        _ = try handle.read(into: &byte, range: 0..<1, at: position)
+        try handle.write([byte[0] ^ 0xFF], at: position)
+        handle.close()
+        for _ in 0..<2 {
+            #expect(logError { try b.beginTurn(); b.endTurn() }?.code == .corruption)
+        }
+        #expect(b.segmentBaseOffsets == a.segmentBaseOffsets)
+        try a.close()
+        try? b.close()
+    }
 }
