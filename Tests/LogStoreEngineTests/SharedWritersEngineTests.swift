@@ -15,6 +15,8 @@ final class ObservedPosixFileSystem: FileSystem, Sendable {
     private let counts = Mutex((directorySyncs: 0, failNextDirectorySync: false))
     /// Every write to the coordination file fails while set.
     let failsCoordinationWrites = Atomic<Bool>(false)
+    /// Every write to a segment file fails while set.
+    let failsSegmentWrites = Atomic<Bool>(false)
 
     init(process: UInt64) { self.process = process }
 
@@ -23,6 +25,9 @@ final class ObservedPosixFileSystem: FileSystem, Sendable {
 
     func openFile(_ path: String, mode: FileOpenMode) throws(FileSystemError) -> any LogStoreEngine.FileHandle {
         let handle = try base.openFile(path, mode: mode)
+        if path.hasSuffix(".log") {
+            return FaultyWriteHandle(handle: handle, fails: { self.failsSegmentWrites.load(ordering: .relaxed) })
+        }
         guard path.hasSuffix(FormatConstants.coordinationFileName) else { return handle }
         return FaultyWriteHandle(handle: handle, fails: { self.failsCoordinationWrites.load(ordering: .relaxed) })
     }
@@ -232,6 +237,30 @@ final class FaultyWriteHandle: LogStoreEngine.FileHandle, Sendable {
         }
         #expect(b.segmentBaseOffsets == a.segmentBaseOffsets)
         try a.close()
+        try? b.close()
+    }
+
+    /// B6: a failed record write in a shared store leaves the file's page cache in an unknown
+    /// state: slot 1 is marked failed, so the other writer stops too. Seen failing before the
+    /// fix (the other writer's turn and append succeeded).
+    @Test func aFailedWriteStopsEveryWriter() throws {
+        let temporary = TemporaryDirectory("shared-write-fails")
+        defer { temporary.remove() }
+        let fileSystemA = ObservedPosixFileSystem(process: 1), fileSystemB = ObservedPosixFileSystem(process: 2)
+        let a = try Log.open(directory: temporary.path, options: Self.options(fileSystemA))
+        let b = try Log.open(directory: temporary.path, options: Self.options(fileSystemB))
+        try a.beginTurn()
+        fileSystemA.failsSegmentWrites.store(true, ordering: .relaxed)
+        #expect(logError { try a.append(Array("fails".utf8)) }?.code == .ioError)
+        fileSystemA.failsSegmentWrites.store(false, ordering: .relaxed)
+        a.endTurn()
+        let refused = logError {
+            try b.beginTurn()
+            defer { b.endTurn() }
+            try b.append(Array("must not be acknowledged".utf8))
+        }
+        #expect(refused?.code == .syncFailed)
+        try? a.close()
         try? b.close()
     }
 }
