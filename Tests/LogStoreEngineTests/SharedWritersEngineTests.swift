@@ -263,4 +263,20 @@ final class FaultyWriteHandle: LogStoreEngine.FileHandle, Sendable {
         try? a.close()
         try? b.close()
     }
+
+    /// A1: a process opening beside others makes the last segment's file and name durable before
+    /// it writes into it (a roller may have been killed between its rename and directory fsync).
+    /// Seen failing before the fix (no directory fsync at such an open).
+    @Test func anOpenBesideOtherWritersMakesTheLastSegmentDurableFirst() throws {
+        let temporary = TemporaryDirectory("shared-open-beside")
+        defer { temporary.remove() }
+        let fileSystemA = ObservedPosixFileSystem(process: 1), fileSystemB = ObservedPosixFileSystem(process: 2)
+        let a = try Log.open(directory: temporary.path, options: Self.options(fileSystemA))
+        try Self.appendUntilRoll(a)
+        let b = try Log.open(directory: temporary.path, options: Self.options(fileSystemB))
+        #expect(fileSystemB.directorySyncCount > 0)
+        #expect(b.segmentBaseOffsets == a.segmentBaseOffsets)
+        try a.close()
+        try b.close()
+    }
 }

@@ -106,6 +106,17 @@ extension LogCore {
                 coordination.close()
                 throw error
             }
+            // The last segment may be one a roller renamed in and was killed before its directory
+            // fsync (review12 A1): its file and name are made durable before this process writes
+            // into it, as catch-up does for a segment it adopts.
+            do throws(FileSystemError) {
+                try writable.handle.sync()
+                try fileSystem.syncDirectory(directory)
+            } catch {
+                for segment in segments + [last, writable] { segment.handle.close() }
+                coordination.close()
+                throw LogError.io(error, "Making the last segment of \(directory) durable before writing into it")
+            }
             writable.replaceIndex(last.index)
             last.handle.close()
             segments.append(writable)
