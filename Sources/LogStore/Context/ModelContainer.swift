@@ -80,7 +80,14 @@ public final class ModelContainer: @unchecked Sendable {
         configuration.schema = schema
         self.schema = schema
         self.modelTypes = modelTypes.byEntityName
-        self.store = StoreBox(try Configuration.Store(configuration, migrationPlan: migrationPlan))
+        if let logConfiguration = configuration as? LogStoreConfiguration, logConfiguration.allowsSave,
+            !logConfiguration.isStoredInMemoryOnly
+        {
+            // One open store per directory in a process (D11): a second container shares it.
+            self.store = try OpenLogStores.open(logConfiguration, migrationPlan: migrationPlan)
+        } else {
+            self.store = StoreBox(try Configuration.Store(configuration, migrationPlan: migrationPlan))
+        }
     }
 
     /// A container over a store made elsewhere (a migration stage's staged models).

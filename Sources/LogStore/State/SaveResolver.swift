@@ -11,12 +11,18 @@ struct SaveResolver {
     let state: FoldState
     let uniqueIndex: UniqueIndex
     var collisionPolicy: UniqueCollisionPolicy = .upsert
+    /// A store shared by writing processes (D11 stage 2): an update or delete of a model that is
+    /// gone — another process deleted it since this process read it — is dropped and reported in
+    /// ``Resolution/droppedChanges`` (never resurrected), instead of failing the save.
+    var dropsChangesToDeletedModels = false
     /// Bound on cascaded deletes in one save (a named limit on the worklist).
     static let cascadeCountMax = 1_000_000
 
     struct Resolution {
         var changes: [ResolvedChange] = []
         var remapped: [PersistentIdentifier: PersistentIdentifier] = [:]
+        /// Updates and deletes of models another process deleted (``dropsChangesToDeletedModels``).
+        var droppedChanges: [PersistentIdentifier] = []
         /// Values after the save of every model the store changed beyond what was asked.
         var reregister: [PersistentIdentifier: [String: AttributeValue]] = [:]
     }
@@ -36,7 +42,12 @@ struct SaveResolver {
             if identifier.isTemporary { throw .modelNotFound(identifier) }
             if identifier.storeIdentifier != storeIdentifier { throw .foreignIdentifier(identifier) }
         }
-        let deleted = try deletions(request.deleted.map(\.persistentIdentifier), resolution: &resolution)
+        var requestedDeletes = request.deleted.map(\.persistentIdentifier)
+        if dropsChangesToDeletedModels {
+            resolution.droppedChanges += requestedDeletes.filter { !state.contains($0) }
+            requestedDeletes.removeAll { !state.contains($0) }
+        }
+        let deleted = try deletions(requestedDeletes, resolution: &resolution)
         // Inserts: mint identifiers, or upsert into the model already holding a unique key.
         var insertedValues: [PersistentIdentifier: [String: AttributeValue]] = [:]
         var keysOfThisSave: [String: [UniqueIndex.Key: PersistentIdentifier]] = [:]
@@ -115,7 +126,11 @@ struct SaveResolver {
         for snapshot in request.updated {
             let identifier = snapshot.persistentIdentifier
             if deleted.contains(identifier) { continue }
-            guard let current = state.row(identifier)?.values else { throw .modelNotFound(identifier) }
+            guard let current = state.row(identifier)?.values else {
+                guard dropsChangesToDeletedModels else { throw .modelNotFound(identifier) }
+                resolution.droppedChanges.append(identifier)
+                continue
+            }
             let entity = schema.entity(named: identifier.entityName)!
             var values = snapshot.values
             // Only what the context changed: the rest of a whole snapshot may be a stale copy.

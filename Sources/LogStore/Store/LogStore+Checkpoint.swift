@@ -11,6 +11,7 @@ extension LogStore {
     /// pruned afterwards (DECISIONS.md D4).
     @discardableResult
     public func checkpoint() throws -> UInt64 {
+        try refuseIfSharedByWriters("Writing a checkpoint on demand")
         try checkpoints.beginOnDemand()
         var written: UInt64?
         var failure: (any Error)?
@@ -48,7 +49,8 @@ extension LogStore {
     /// bytes of log were written since the last one (called by ``didPublish(endOffset:)``).
     func checkpointIfDue(endOffset: UInt64) {
         let interval = configuration.checkpointIntervalByteCount
-        guard interval > 0, checkpoints.beginAutomatic(endOffset: endOffset, interval: interval) else { return }
+        // Not yet in a store shared by writing processes (D11 stage 2: the maintenance lock).
+        guard interval > 0, !log.isSharedByWriters, checkpoints.beginAutomatic(endOffset: endOffset, interval: interval) else { return }
         // A Thread, not a Task: encoding and fsync block, and the cooperative pool is small (D2).
         let thread = Thread { [self] in
             // Saves that come while one is written start none; if they made the next one due,

@@ -82,6 +82,7 @@ extension LogStore: HistoryProviding {
     public func deleteHistory(_ descriptor: HistoryDescriptor<DefaultHistoryTransaction>, force: Bool) throws
         -> HistoryCompaction
     {
+        try refuseIfSharedByWriters("Deleting history")
         let query = HistoryQuery(descriptor.predicate)
         if descriptor.predicate != nil,
             query.hasTermsOtherThanUpperBounds || (query.tokenUpperBound == nil && query.timestampUpperBound == nil)
@@ -338,7 +339,36 @@ extension LogStore: HistoryProviding {
     func writeBookmark(_ operation: BookmarkRecord.Operation, name: String, token: DefaultHistoryToken?) throws(LogStoreError)
         -> LogPosition
     {
-        try inner.withLock { inner throws(LogStoreError) -> LogPosition in
+        // A store shared by writing processes: under the turn, after the others' records.
+        do throws(LogError) { try log.beginTurn() } catch { throw .log(error) }
+        defer { log.endTurn() }
+        if log.isSharedByWriters {
+            // Written without holding `inner` (the write may wait for another process's SYNC,
+            // review12 B2); the turn keeps every other write out meanwhile.
+            let record = try inner.withLock { inner throws(LogStoreError) -> BookmarkRecord in
+                guard !inner.closed else { throw .log(LogError(.closed, "The store is closed.")) }
+                try foldOtherWritersLocked(&inner)
+                let now = max(Int64(Date().timeIntervalSince1970 * 1_000_000), inner.lastTimestampMicroseconds)
+                return BookmarkRecord(
+                    operation: operation,
+                    bookmark: CheckpointBookmark(name: name, token: token, lastActivityMicroseconds: now))
+            }
+            let position: LogPosition
+            do throws(LogError) { position = try log.write(record.encoded(), type: .bookmark) } catch {
+                throw .log(error)
+            }
+            return try inner.withLock { inner throws(LogStoreError) -> LogPosition in
+                guard !inner.closed else { throw .log(LogError(.closed, "The store is closed.")) }
+                // A fetch meanwhile (followOtherWriters) may have folded this record already.
+                if inner.workingEnd < position.endOffset {
+                    record.apply(to: &inner.bookmarks)
+                    inner.workingEnd = position.endOffset
+                }
+                inner.bookmarkRecordEnd = max(inner.bookmarkRecordEnd, position.endOffset)
+                return position
+            }
+        }
+        return try inner.withLock { inner throws(LogStoreError) -> LogPosition in
             guard !inner.closed else { throw .log(LogError(.closed, "The store is closed.")) }
             let now = max(Int64(Date().timeIntervalSince1970 * 1_000_000), inner.lastTimestampMicroseconds)
             let record = BookmarkRecord(
@@ -350,6 +380,7 @@ extension LogStore: HistoryProviding {
             }
             record.apply(to: &inner.bookmarks)
             inner.bookmarkRecordEnd = position.endOffset
+            inner.workingEnd = position.endOffset
             return position
         }
     }

@@ -22,6 +22,9 @@ struct MigrationRunner {
     let configuration: LogStoreConfiguration
     /// The container's schema: the version the plan must end at.
     let schema: Schema
+    /// Set in a process that shares the store with other writers and was not alone when it
+    /// opened it: thrown instead of writing any of a migration's records (D11).
+    var refusal: LogStoreError?
 
     var storeIdentifier: String { log.storeID.uuidString }
 
@@ -242,6 +245,7 @@ struct MigrationRunner {
         _ migration: SchemaMigration?, transaction: (author: String, changes: [ResolvedChange])?,
         after replayed: Replay.Result
     ) throws -> Replay.Result {
+        if let refusal { throw refusal }
         let start = log.visibleEnd
         var payloads: [(bytes: [UInt8], type: RecordType)] = []
         if let migration { payloads.append((migration.encoded(), .schema)) }

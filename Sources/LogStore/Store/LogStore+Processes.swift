@@ -12,6 +12,7 @@ extension LogStore {
     /// the published state, then wakes live tails. Does nothing in a store opened for writing (it
     /// is the only writer).
     func followOtherProcess() throws(LogStoreError) {
+        if log.isSharedByWriters { return try followOtherWriters() }
         guard isReadOnly else { return }
         let moved = try inner.withLock { inner throws(LogStoreError) -> Bool in
             guard !inner.closed else { return false }

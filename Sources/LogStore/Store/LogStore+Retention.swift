@@ -82,7 +82,7 @@ extension LogStore {
     /// cheap (it reads the records after L up to the bounds).
     func retainIfDue() {
         let retention = configuration.historyRetention
-        guard retention.limitsHistory || retention.consumerLagByteCountMax != nil || retention.consumerIdleMax != nil,
+        guard !log.isSharedByWriters, retention.limitsHistory || retention.consumerLagByteCountMax != nil || retention.consumerIdleMax != nil,
             retentionSchedule.claim(intervalNanoseconds: 1_000_000_000)
         else { return }
         let thread = Thread { [self] in

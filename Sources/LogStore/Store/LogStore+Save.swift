@@ -58,7 +58,32 @@ extension LogStore {
     private func write(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) throws(LogStoreError)
         -> (LogPosition?, DataStoreSaveChangesResult<DefaultSnapshot>)
     {
-        let written = try inner.withLock { inner throws(LogStoreError) -> (LogPosition?, SaveResolver.Resolution) in
+        // A store shared by writing processes (D11 stage 2): the turn, with the log caught up;
+        // nothing otherwise.
+        do throws(LogError) { try log.beginTurn() } catch { throw .log(error) }
+        defer { log.endTurn() }
+        let shared = log.isSharedByWriters
+        /// The working state, unique index and pending list take a written record's changes.
+        func apply(
+            _ inner: inout Inner, position: LogPosition, changes: [ResolvedChange], timestamp: Int64
+        ) {
+            for change in changes {
+                let old = inner.working.row(change.identifier)?.values
+                inner.working.apply(change)
+                inner.uniqueIndex.replace(
+                    change.identifier, old: old, new: inner.working.row(change.identifier)?.values)
+            }
+            inner.pending.append((position, changes))
+            inner.workingEnd = position.endOffset
+            inner.lastTimestampMicroseconds = timestamp
+        }
+        /// A store shared by writers: the record resolved and encoded under `inner`, written after it
+        /// is released (a write may wait for another process's `SYNC` — at a roll or at the unsynced
+        /// bound — and no thread waits on another process while holding `inner`, review12 B2). The
+        /// turn keeps every other save of this process (and of the others) out meanwhile, so the
+        /// working state it resolved against does not move.
+        var unwritten: (payload: [UInt8], timestamp: Int64)?
+        var written = try inner.withLock { inner throws(LogStoreError) -> (LogPosition?, SaveResolver.Resolution) in
             guard !inner.closed else { throw .log(LogError(.closed, "The store is closed.")) }
             guard !usesStoredSchema else {
                 throw .unsupportedFeature(
@@ -68,11 +93,19 @@ extension LogStore {
                 throw .log(LogError(.readOnly, "This store's configuration does not allow saves (allowsSave is false).",
                                     file: configuration.directory))
             }
+            // What the other processes saved since this one's last turn, folded before resolving.
+            if log.isSharedByWriters { try foldOtherWritersLocked(&inner) }
             let resolution = try SaveResolver(
                 schema: schema, storeIdentifier: identifier, state: inner.working,
                 uniqueIndex: inner.uniqueIndex,
-                collisionPolicy: configuration.uniqueCollisionPolicy
+                collisionPolicy: configuration.uniqueCollisionPolicy,
+                dropsChangesToDeletedModels: log.isSharedByWriters
             ).resolve(request)
+            if !resolution.droppedChanges.isEmpty {
+                inner.droppedChangeCount += resolution.droppedChanges.count
+                logger.warning(
+                    "Dropped \(resolution.droppedChanges.count) change(s) to models another process deleted: \(resolution.droppedChanges.prefix(3))")
+            }
             guard !resolution.changes.isEmpty else { return (nil, resolution) }
             let now = Int64(Date().timeIntervalSince1970 * 1_000_000)
             let timestamp = max(now, inner.lastTimestampMicroseconds)
@@ -84,17 +117,31 @@ extension LogStore {
             guard payload.count <= FormatConstants.recordByteCountMax else {
                 throw .transactionTooLarge(byteCount: payload.count, limit: FormatConstants.recordByteCountMax)
             }
+            if shared {
+                unwritten = (payload, timestamp)
+                return (nil, resolution)
+            }
             let position: LogPosition
             do throws(LogError) { position = try log.write(payload, type: .transaction) } catch { throw .log(error) }
-            for change in resolution.changes {
-                let old = inner.working.row(change.identifier)?.values
-                inner.working.apply(change)
-                inner.uniqueIndex.replace(
-                    change.identifier, old: old, new: inner.working.row(change.identifier)?.values)
-            }
-            inner.pending.append((position, resolution.changes))
-            inner.lastTimestampMicroseconds = timestamp
+            apply(&inner, position: position, changes: resolution.changes, timestamp: timestamp)
             return (position, resolution)
+        }
+        if let unwritten {
+            let position: LogPosition
+            do throws(LogError) { position = try log.write(unwritten.payload, type: .transaction) } catch {
+                throw .log(error)
+            }
+            let changes = written.1.changes
+            try inner.withLock { inner throws(LogStoreError) in
+                guard !inner.closed else { throw .log(LogError(.closed, "The store is closed.")) }
+                // A fetch meanwhile (followOtherWriters) may have folded this record from the log
+                // already, as it folds the others' — the same changes: then nothing is left to apply.
+                if inner.workingEnd < position.endOffset {
+                    precondition(inner.workingEnd == position.offset, "the working state ends where the record starts")
+                    apply(&inner, position: position, changes: changes, timestamp: unwritten.timestamp)
+                }
+            }
+            written.0 = position
         }
         let (position, resolution) = written
         var result = DataStoreSaveChangesResult<DefaultSnapshot>(
@@ -111,7 +158,7 @@ extension LogStore {
         inner.withLock { inner in publishLocked(&inner) }
     }
 
-    private func publishLocked(_ inner: inout Inner) {
+    func publishLocked(_ inner: inout Inner) {
         let visibleEnd = log.visibleEnd
         var published = 0
         for (position, changes) in inner.pending {

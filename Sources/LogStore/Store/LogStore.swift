@@ -32,7 +32,9 @@ public final class LogStore: DataStore, @unchecked Sendable {
     //   2. checkpoint writer  — `checkpoints.beginOnDemand`/`beginAutomatic` … `end`: a role
     //                           (a flag under CheckpointState's condition), not a held mutex; its
     //                           holder may take 3 and 4 but never 1.
-    //   3. `inner`            — the state; saves resolve, encode and `log.write` under it.
+    //   3. `inner`            — the state; saves resolve, encode and `log.write` under it (in a
+    //                           store shared by writers, `log.write` runs after `inner` is
+    //                           released, under the turn: it may wait for another process's SYNC).
     //   4. the log's locks    — LogStoreEngine (`LogCore.conditionLock`), taken under `inner` by
     //                           `log.write`; the engine never calls back up.
     //   Leaves (take nothing while held): CheckpointState's condition, `retentionSchedule`,
@@ -84,6 +86,12 @@ public final class LogStore: DataStore, @unchecked Sendable {
         var foldedEnd: UInt64 = 0
         /// A read-only store: the writer's maintenance counter when L was last loaded.
         var loadedMaintenanceCounter: UInt64 = 0
+        /// A store shared by writing processes: the log offset through which `working` and
+        /// `pending` fold the log (this process's records and the others' it caught up with).
+        var workingEnd: UInt64 = 0
+        /// A store shared by writing processes: updates and deletes this process's saves dropped
+        /// because another process had deleted the model (D11 stage 2, lost updates).
+        var droppedChangeCount = 0
 
         var bookmarkList: [CheckpointBookmark] { bookmarks.values.sorted { $0.name < $1.name } }
     }
@@ -110,7 +118,22 @@ public final class LogStore: DataStore, @unchecked Sendable {
         } catch {
             throw LogStoreError.log(error)
         }
+        // A store shared by writing processes (D11 stage 2): the open folds and may append (schema
+        // additions, a migration) under the turn, from a log made durable to its end first, so
+        // the fold is exactly the log when it appends.
+        if log.isSharedByWriters {
+            do throws(LogError) {
+                try log.beginTurn()
+            } catch {
+                try? log.close()
+                throw LogStoreError.log(error)
+            }
+        }
+        defer { log.endTurn() }
         do {
+            if log.isSharedByWriters {
+                do throws(LogError) { try log.sync() } catch { throw LogStoreError.log(error) }
+            }
             // Start from the newest checkpoint (every one is validated first), replay the rest.
             let loaded = try CheckpointFiles(
                 log: log, directory: configuration.directory,
@@ -129,7 +152,20 @@ public final class LogStore: DataStore, @unchecked Sendable {
             }
             var replayed = try Replay(log: log, storeIdentifier: log.storeID.uuidString)
                 .run(from: start, startOffset: loaded.newest?.header.offset)
+            // D11: the schema changes only in a process that opened the store alone (the others'
+            // folds would move under them); one that is not alone refuses to open instead.
+            let besideOtherWriters = log.isSharedByWriters && !log.wasOpenedAlone
+            func refuseSchemaChange(_ what: String) -> LogStoreError {
+                LogStoreError.log(
+                    LogError(
+                        .locked,
+                        "The store at \(configuration.directory) needs \(what), and other processes have it open "
+                            + "for writing: migrate it while no other process has the store open (open it with "
+                            + "these models when it is alone), then open it beside the others.",
+                        file: configuration.directory))
+            }
             if replayed.pendingMigration != nil {
+                guard !besideOtherWriters else { throw refuseSchemaChange("an interrupted migration voided") }
                 // A migration cut between its schema record and the transaction completing it:
                 // void it now (any record but a transaction does), before a save could follow it
                 // or a checkpoint past it could forget it (docs/FORMAT.md §6.7).
@@ -145,8 +181,9 @@ public final class LogStore: DataStore, @unchecked Sendable {
             }
             // A read-only store never writes: a migration is for the process that writes the store.
             if configuration.schema != nil, let migrationPlan, !isReadOnly {
-                replayed = try MigrationRunner(log: log, configuration: configuration, schema: schema)
-                    .run(migrationPlan, from: replayed)
+                var runner = MigrationRunner(log: log, configuration: configuration, schema: schema)
+                if besideOtherWriters { runner.refusal = refuseSchemaChange("a migration") }
+                replayed = try runner.run(migrationPlan, from: replayed)
             }
             if configuration.schema != nil, let extended = try replayed.table.extended(toCover: schema) {
                 guard !isReadOnly else {
@@ -156,6 +193,7 @@ public final class LogStore: DataStore, @unchecked Sendable {
                             + "to its stored schema; open it once for writing to record the additions")
                 }
                 // Additions and renames in code: one schema record, folded like any other.
+                // Beside other writers too: additions are folded by the others (foldOtherWritersLocked).
                 let end = log.visibleEnd
                 try Self.append(extended.encoded(), type: .schema, to: log)
                 replayed = try Replay(log: log, storeIdentifier: log.storeID.uuidString).run(from: replayed, startOffset: end)
@@ -186,14 +224,16 @@ public final class LogStore: DataStore, @unchecked Sendable {
                     lowWaterMark: loaded.lowWaterMark,
                     lowWaterMarkCheckpointOffset: loaded.lowWaterMarkCheckpointOffset,
                     bookmarks: replayed.bookmarks, foldedEnd: log.visibleEnd,
-                    loadedMaintenanceCounter: log.followedMaintenanceCounter))
+                    loadedMaintenanceCounter: log.followedMaintenanceCounter, workingEnd: log.visibleEnd))
         } catch {
             try? log.close()
             throw error
         }
-        if isReadOnly {
+        if isReadOnly || log.isSharedByWriters {
+            // A store shared by writers follows the others' durable ends the same way.
             startFollowing()
-        } else {
+        }
+        if !isReadOnly && !log.isSharedByWriters {
             // A compaction cut short (a crash, a full disk) left segments wholly at or below L: finish it.
             finishCompaction()
         }
@@ -203,6 +243,9 @@ public final class LogStore: DataStore, @unchecked Sendable {
         try? log.close()
         if configuration.isStoredInMemoryOnly { try? FileManager.default.removeItem(atPath: configuration.directory) }
     }
+
+    /// Whether ``close()`` has not begun.
+    var isOpen: Bool { inner.withLock { !$0.closed } }
 
     /// Throws ``LogError/Code/closed`` once ``close()`` has begun: a closed store answers nothing
     /// from the memory it kept.
@@ -283,4 +326,7 @@ extension LogStore {
     public var logStatistics: LogStatistics { log.statistics }
     /// The log's visible end: where the next transaction will start.
     public var logEndOffset: UInt64 { log.visibleEnd }
+    /// A store shared by writing processes: updates and deletes of models another process had
+    /// deleted, dropped by this process's saves since open (never resurrected).
+    public var droppedChangeCount: Int { inner.withLock { $0.droppedChangeCount } }
 }

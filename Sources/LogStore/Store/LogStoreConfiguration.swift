@@ -44,6 +44,12 @@ public struct LogStoreConfiguration: DataStoreConfiguration, Sendable {
     /// After this long without a new record the log appends a durable-end mark
     /// (`LogOptions.durableEndMarkDelay`; `nil`: only at close). Default 1 s.
     public var durableEndMarkDelay: Duration? = LogOptions().durableEndMarkDelay
+    /// Several processes may save into the store at once (`LogOptions.allowsOtherWriters`,
+    /// DECISIONS.md D11 stage 2): each save takes the store's turn, first folds what the others
+    /// saved since, then resolves against it (unique constraints hold across processes). Every
+    /// writing process must set it. Default `false`: one writing process, others read-only.
+    /// History deletion, retention and automatic checkpoints are off in such a store for now.
+    public var allowsOtherWriters = false
 
     /// A store in `directory`, with synchronous durability, 64 MiB segments and a checkpoint every
     /// 64 MiB of log unless told otherwise.
@@ -68,6 +74,7 @@ public struct LogStoreConfiguration: DataStoreConfiguration, Sendable {
         options.fileSystem = fileSystem
         options.preallocationAheadByteCount = preallocationAheadByteCount
         options.durableEndMarkDelay = durableEndMarkDelay
+        options.allowsOtherWriters = allowsOtherWriters && allowsSave
         // Without a schema (a tool opening an existing store) a missing store is an error, not a new one.
         options.createsIfMissing = schema != nil
         return options
@@ -83,6 +90,7 @@ public struct LogStoreConfiguration: DataStoreConfiguration, Sendable {
             && lhs.allowsSave == rhs.allowsSave && lhs.isStoredInMemoryOnly == rhs.isStoredInMemoryOnly
             && lhs.durableEndMarkDelay == rhs.durableEndMarkDelay
             && lhs.preallocationAheadByteCount == rhs.preallocationAheadByteCount
+            && lhs.allowsOtherWriters == rhs.allowsOtherWriters
     }
 
     /// Hashes the name and the directory.

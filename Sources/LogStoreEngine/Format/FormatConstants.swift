@@ -45,6 +45,11 @@ public enum FormatConstants {
     /// The file through which the writing process tells readers in other processes where the
     /// visible end is (FORMAT.md §10.1, DECISIONS.md D11).
     public static let coordinationFileName = "coordination"
+    /// Lock files of a store shared by several writing processes (DECISIONS.md D11 stage 2): the
+    /// turn (catch up and write one batch) and the one `fdatasync` at a time. Created in place,
+    /// never unlinked, like `LOCK`.
+    public static let turnLockFileName = "TURN"
+    public static let syncLockFileName = "SYNC"
     public static let segmentFileExtension = ".log"
     public static let indexFileExtension = ".index"
     public static let temporaryFileExtension = ".tmp"

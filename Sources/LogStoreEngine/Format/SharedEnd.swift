@@ -85,3 +85,72 @@ public struct SharedEnd: Sendable, Equatable {
         (0..<8).reduce(UInt64(0)) { $0 | UInt64(bytes[index + $1]) << (8 * $1) }
     }
 }
+
+/// The coordination file's second 80-byte slot, at offset 80 (FORMAT.md §10.2, DECISIONS.md D11
+/// stage 2): the **turn slot**, written only by the process holding `TURN` in a store shared by
+/// several writing processes. It states the written end W — every record before it is complete —
+/// and the base of the segment holding W, as one pair under one CRC.
+///
+/// ```
+/// 0  [8]  magic "LOGSTTRN"
+/// 8  u32  version (1)
+/// 12 u32  reserved, zero
+/// 16 [16] store UUID
+/// 32 u64  written end W
+/// 40 u64  base offset of the segment holding W (a roller publishes the new base, W = that base,
+///         before it creates the segment)
+/// 48 u64  turn counter: +1 per publication
+/// 56 [20] reserved, zero
+/// 76 u32  CRC32C of bytes 0..<76
+/// ```
+public struct TurnSlot: Sendable, Equatable {
+    public static let byteCount = 80
+    public static let fileOffset: UInt64 = 80
+    static let magic: [UInt8] = Array("LOGSTTRN".utf8)
+    static let version: UInt32 = 1
+
+    public var storeID: UUID
+    public var writtenEnd: UInt64
+    public var lastSegmentBaseOffset: UInt64
+    public var turnCounter: UInt64
+
+    public init(storeID: UUID, writtenEnd: UInt64, lastSegmentBaseOffset: UInt64, turnCounter: UInt64) {
+        self.storeID = storeID
+        self.writtenEnd = writtenEnd
+        self.lastSegmentBaseOffset = lastSegmentBaseOffset
+        self.turnCounter = turnCounter
+    }
+
+    public func encoded() -> [UInt8] {
+        var writer = ByteWriter(capacity: Self.byteCount)
+        writer.write(bytes: Self.magic)
+        writer.write(Self.version)
+        writer.write(UInt32(0))
+        writer.write(bytes: storeID.bytes)
+        writer.write(writtenEnd)
+        writer.write(lastSegmentBaseOffset)
+        writer.write(turnCounter)
+        writer.write(bytes: [UInt8](repeating: 0, count: 20))
+        writer.write(CRC32C.checksum(writer.bytes))
+        precondition(writer.bytes.count == Self.byteCount, "the turn slot is \(Self.byteCount) bytes")
+        return writer.bytes
+    }
+
+    /// The slot, or `nil` when the bytes are not a whole, checked slot of this version.
+    public static func decode(_ bytes: [UInt8]) -> TurnSlot? {
+        guard bytes.count >= byteCount, Array(bytes[0..<8]) == magic,
+            CRC32C.checksum(bytes[0..<76]) == uint32(bytes, at: 76), uint32(bytes, at: 8) == version
+        else { return nil }
+        return TurnSlot(
+            storeID: UUID(bytes: Array(bytes[16..<32])), writtenEnd: uint64(bytes, at: 32),
+            lastSegmentBaseOffset: uint64(bytes, at: 40), turnCounter: uint64(bytes, at: 48))
+    }
+
+    private static func uint32(_ bytes: [UInt8], at index: Int) -> UInt32 {
+        (0..<4).reduce(UInt32(0)) { $0 | UInt32(bytes[index + $1]) << (8 * $1) }
+    }
+
+    private static func uint64(_ bytes: [UInt8], at index: Int) -> UInt64 {
+        (0..<8).reduce(UInt64(0)) { $0 | UInt64(bytes[index + $1]) << (8 * $1) }
+    }
+}

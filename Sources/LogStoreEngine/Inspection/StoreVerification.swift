@@ -234,7 +234,8 @@ struct StoreVerifier {
                     "temporary file left by an interrupted write; the next open for writing "
                         + "removes it")
             } else if name != FormatConstants.storeMetaFileName && name != FormatConstants.lockFileName
-                && name != FormatConstants.coordinationFileName && LogFileNames.segmentBaseOffset(name) == nil
+                && name != FormatConstants.coordinationFileName && name != FormatConstants.turnLockFileName
+                && name != FormatConstants.syncLockFileName && LogFileNames.segmentBaseOffset(name) == nil
             {
                 report.unknownFiles.append(name)
             }

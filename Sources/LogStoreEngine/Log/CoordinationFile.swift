@@ -61,5 +61,60 @@ final class CoordinationFile: Sendable {
         try? handle.write(slot.encoded(), at: 0)
     }
 
+    /// Rewrites the slot, throwing when the write fails: a store shared by several writers
+    /// acknowledges nothing whose durable end it could not publish, and a failure must reach
+    /// the others (D11 stage 2).
+    func writeChecked(_ slot: SharedEnd) throws(LogError) {
+        do throws(FileSystemError) {
+            try handle.write(slot.encoded(), at: 0)
+        } catch {
+            throw LogError.io(error, "Writing the coordination file's slot")
+        }
+    }
+
+    /// The turn slot (offset 80, FORMAT.md §10.2), or `nil` when none checks out (a store never
+    /// shared by several writers, or a slot being rewritten: read again a few times).
+    func readTurn() -> TurnSlot? {
+        for _ in 0..<8 {
+            var bytes = [UInt8](repeating: 0, count: TurnSlot.byteCount)
+            guard let count = try? handle.read(into: &bytes, range: 0..<bytes.count, at: TurnSlot.fileOffset),
+                count == TurnSlot.byteCount
+            else { return nil }
+            if let slot = TurnSlot.decode(bytes) { return slot }
+            if bytes.allSatisfy({ $0 == 0 }) { return nil }
+        }
+        return nil
+    }
+
+    /// The turn slot for a writer's catch-up: `nil` only when none was ever written (the bytes
+    /// are zeros or absent); a slot that cannot be read or does not check out (after a few
+    /// reads) is an error — a writer never guesses where the log ends (review12 A3).
+    func readTurnChecked(in directory: String) throws(LogError) -> TurnSlot? {
+        var bytes = [UInt8](repeating: 0, count: TurnSlot.byteCount)
+        for _ in 0..<8 {
+            let count: Int
+            do { count = try handle.read(into: &bytes, range: 0..<bytes.count, at: TurnSlot.fileOffset) } catch {
+                throw LogError.io(error, "Reading the coordination file's turn slot")
+            }
+            if bytes[0..<count].allSatisfy({ $0 == 0 }) { return nil }
+            if count == TurnSlot.byteCount, let slot = TurnSlot.decode(bytes) { return slot }
+        }
+        throw LogError(
+            .corruption,
+            "The turn slot of \(directory)'s coordination file does not check out: where the other writers' "
+                + "records end is unknown. Close every process writing the store; the first to open it alone "
+                + "rebuilds the slot.", file: Self.path(in: directory), offset: TurnSlot.fileOffset)
+    }
+
+    /// Rewrites the turn slot (the `TURN` holder only), throwing when the write fails (the next
+    /// turn holder's catch-up depends on it).
+    func writeTurn(_ slot: TurnSlot) throws(LogError) {
+        do throws(FileSystemError) {
+            try handle.write(slot.encoded(), at: TurnSlot.fileOffset)
+        } catch {
+            throw LogError.io(error, "Writing the coordination file's turn slot")
+        }
+    }
+
     func close() { handle.close() }
 }

@@ -14,14 +14,38 @@ final class DirectoryLock: Sendable {
     private let handle: any FileHandle
     private let released = AtomicFlag()
 
-    private init(identity: FileIdentity, handle: any FileHandle) {
+    private init(identity: FileIdentity, handle: any FileHandle, wasAlone: Bool) {
         self.identity = identity
         self.handle = handle
+        self.wasAlone = wasAlone
     }
 
+    /// A process that was alone and has recovered the store lets other writing processes in:
+    /// `LOCK` becomes shared (D11 stage 2). Linux converts a `flock` by dropping the old lock
+    /// first; a process that takes it exclusive in that instant is alone too, and finds a store
+    /// this one has just recovered and not yet written to.
+    func convertToShared() throws(LogError) {
+        let granted: Bool
+        do { granted = try handle.tryLockShared() } catch { throw LogError.io(error, "Sharing \(handle.path)") }
+        guard granted else {
+            throw LogError(
+                .locked, "Another process took \(handle.path) exclusively while this one let other writers in.",
+                file: handle.path)
+        }
+    }
+
+    /// Whether this process took `LOCK` exclusive at open (a store shared by several writers,
+    /// D11 stage 2: it was alone, so it ran the full recovery). Always `true` for an exclusive open.
+    let wasAlone: Bool
+
     /// Takes the lock of `directory`, or throws ``LogError/Code/locked`` /
-    /// ``LogError/Code/alreadyOpenInProcess``.
-    static func acquire(directory: String, fileSystem: any FileSystem) throws(LogError) -> DirectoryLock {
+    /// ``LogError/Code/alreadyOpenInProcess``. With `shared` (a store several writing processes
+    /// share, D11 stage 2) it first tries `LOCK` exclusive without waiting — granted, this process
+    /// is alone (``wasAlone``) and keeps it exclusive until ``convertToShared()`` — and otherwise
+    /// takes it shared, waiting at most 30 s for a process that is alone to finish its recovery.
+    static func acquire(directory: String, fileSystem: any FileSystem, shared: Bool = false) throws(LogError)
+        -> DirectoryLock
+    {
         let identity: FileIdentity
         do { identity = try fileSystem.identity(of: directory) } catch {
             throw LogError.io(error, "Reading the store directory \(directory)")
@@ -48,6 +72,35 @@ final class DirectoryLock: Sendable {
             }
             let locked: Bool
             do { locked = try handle.tryLockExclusive() } catch { throw LogError.io(error, "Locking \(path)") }
+            if shared {
+                if locked {
+                    Self.writeHolderHint(handle)
+                    return DirectoryLock(identity: identity, handle: handle, wasAlone: true)
+                }
+                let deadline = monotonicNanoseconds() + SharedFileLock.waitNanosecondsMax
+                var pause: UInt64 = 20_000
+                // Bounded: every pass sleeps, and the deadline ends it.
+                while true {
+                    let granted: Bool
+                    do { granted = try handle.tryLockShared() } catch {
+                        handle.close()
+                        throw LogError.io(error, "Locking \(path) shared (several writing processes need POSIX flock)")
+                    }
+                    if granted { return DirectoryLock(identity: identity, handle: handle, wasAlone: false) }
+                    guard monotonicNanoseconds() < deadline else {
+                        let holder = Self.holderHint(handle)
+                        handle.close()
+                        throw LogError(
+                            .locked,
+                            "The store at \(directory) is held exclusively by another process"
+                                + (holder.isEmpty ? "" : " (\(holder))") + " for more than 30 s: a process that is "
+                                + "alone recovering it, repairing it, or one that opened it without allowsOtherWriters. "
+                                + "Open it there with allowsOtherWriters too, or close it there.", file: path)
+                    }
+                    usleep(UInt32(pause / 1000))
+                    pause = min(pause * 2, 1_000_000)
+                }
+            }
             guard locked else {
                 let holder = Self.holderHint(handle)
                 throw LogError(
@@ -58,13 +111,8 @@ final class DirectoryLock: Sendable {
                         + "that process's saves.",
                     file: path)
             }
-            // A hint for the message above in the next process; not synced, not relied upon.
-            let hint = Array(
-                "pid \(ProcessInfo.processInfo.processIdentifier) on \(ProcessInfo.processInfo.hostName) since \(Date())\n"
-                    .utf8)
-            try? handle.truncate(toByteCount: 0)
-            try? handle.write(hint, at: 0)
-            return DirectoryLock(identity: identity, handle: handle)
+            Self.writeHolderHint(handle)
+            return DirectoryLock(identity: identity, handle: handle, wasAlone: true)
         } catch {
             _ = openStores.withLock { $0.remove(identity) }
             throw error
@@ -75,6 +123,16 @@ final class DirectoryLock: Sendable {
         var bytes = [UInt8](repeating: 0, count: 200)
         let count = (try? handle.read(into: &bytes, range: 0..<bytes.count, at: 0)) ?? 0
         return String(decoding: bytes[0..<count], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// A hint for the "locked" messages in the next process (exclusive holder only, also a shared
+    /// store's process that is alone while it recovers); not synced, not relied upon.
+    private static func writeHolderHint(_ handle: any FileHandle) {
+        let hint = Array(
+            "pid \(ProcessInfo.processInfo.processIdentifier) on \(ProcessInfo.processInfo.hostName) since \(Date())\n"
+                .utf8)
+        try? handle.truncate(toByteCount: 0)
+        try? handle.write(hint, at: 0)
     }
 
     private static let keptUntilExit = Mutex<[DirectoryLock]>([])

@@ -166,6 +166,18 @@ public struct LogStatistics: Sendable, Equatable {
     /// Times the syncer thread woke from a wait (a diagnostic: an idle log wakes it about once per
     /// ``LogOptions/durableEndMarkDelay`` at most, never in a loop).
     public var syncerWakeCount: UInt64 = 0
+    /// A store shared by several writers: turns this process took (D11 stage 2).
+    public var turnCount: UInt64 = 0
+    /// A store shared by several writers: records of other processes this one caught up with.
+    public var caughtUpRecordCount: UInt64 = 0
+    /// A store shared by several writers: `fdatasync`s another process's made unnecessary (its
+    /// published durable end already covered what this one waited for).
+    public var syncsCoveredElsewhere: UInt64 = 0
+    /// A store shared by several writers: torn records of a writer that died mid-write, zeroed
+    /// by this process's turn before it wrote (D11 "dead writers").
+    public var deadWriterTailsCleaned: UInt64 = 0
+    /// Bytes those cleanings zeroed.
+    public var deadWriterBytesZeroed: UInt64 = 0
 
     /// Records written per completed sync.
     public var appendsPerSync: Double { syncCount == 0 ? 0 : Double(appendCount) / Double(syncCount) }
@@ -198,6 +210,42 @@ extension Log {
     /// read-only processes reload it (``followedMaintenanceCounter``). Does nothing read-only.
     public func publishMaintenance() {
         core.publishMaintenance()
+    }
+
+    /// Whether several processes may write this store (``LogOptions/allowsOtherWriters``).
+    public var isSharedByWriters: Bool { core.writers != nil }
+
+    /// Whether this process was the only one with the store open when it opened it (a store
+    /// not shared by writers always is). Only such a process changes the schema (D11).
+    public var wasOpenedAlone: Bool { core.directoryLock?.wasAlone ?? true }
+
+    /// A store shared by several writing processes (D11 stage 2): takes this process's turn —
+    /// the in-process mutex, then `TURN` (at most 30 s) — and catches up with every record the
+    /// others appended since this process's written end: records before their published written
+    /// end must check out (else corruption); a torn record a writer that died left past it is
+    /// zeroed. Every ``write(_:type:)`` of a shared store happens between this and ``endTurn()``,
+    /// on the same thread. Does nothing in a store not shared.
+    public func beginTurn() throws(LogError) {
+        try core.beginTurn()
+    }
+
+    /// Publishes the written end in the turn slot and releases the turn.
+    public func endTurn() {
+        core.endTurn()
+    }
+
+    /// A writer of a shared store, without the turn: learns the shared durable end from the
+    /// coordination file and reads (and checks) the records up to it that other processes wrote.
+    /// Returns whether the durable end moved. One `pread` when nothing is new.
+    @discardableResult
+    public func refreshFromOtherWriters() throws(LogError) -> Bool {
+        try core.refreshSharedWriter()
+    }
+
+    /// A writer of a shared store: the records from `offset` up to the written end as this process
+    /// knows it (others' records caught up with included, durable or not).
+    public func recordsThroughWrittenEnd(from offset: UInt64) throws(LogError) -> LogIterator {
+        try core.iteratorThroughWrittenEnd(from: offset)
     }
 
     /// A read-only log: the writer's maintenance counter as of the last ``refresh()`` (or the open).

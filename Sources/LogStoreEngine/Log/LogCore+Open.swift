@@ -8,7 +8,16 @@ extension LogCore {
         try prepareDirectory(directory, options: options, report: &report)
         // Refuse a directory that is not (and may not become) a store before creating LOCK in it.
         try checkIsOrMayBecomeStore(directory, names: try listDirectory(directory, fileSystem), options: options)
-        let lock = try DirectoryLock.acquire(directory: directory, fileSystem: fileSystem)
+        let shared = options.allowsOtherWriters
+        let lock = try DirectoryLock.acquire(directory: directory, fileSystem: fileSystem, shared: shared)
+        if shared && !lock.wasAlone {
+            do throws(LogError) {
+                return try openBesideWriters(directory: directory, options: options, lock: lock)
+            } catch {
+                lock.release()
+                throw error
+            }
+        }
         do throws(LogError) {
             let names = try listDirectory(directory, fileSystem)
             try removeTemporaryFiles(names, directory: directory, fileSystem: fileSystem, report: &report)
@@ -40,13 +49,21 @@ extension LogCore {
                 if segments.count > recovered.segments.count { indexesToWrite.append(recovered.segments.last!) }
             }
             let last = segments.last!
+            // Alone (exclusive LOCK): the full recovery above ran; other writers come in once LOCK
+            // is shared, below.
+            let writers = shared ? try SharedWriters.open(directory: directory, fileSystem: fileSystem) : nil
             let core = LogCore(
                 directory: directory, options: options, meta: meta, report: recovered.report,
                 lock: lock, segments: segments, end: recovered.end,
-                needsDurableEndMark: recovered.end > last.baseOffset && recovered.lastRecordType != .durableEndMark)
+                needsDurableEndMark: recovered.end > last.baseOffset && recovered.lastRecordType != .durableEndMark,
+                writers: writers)
             core.state.pendingIndexWrites = indexesToWrite
-            do throws(LogError) { try core.startPublishing(repaired: options.repairs) } catch {
+            do throws(LogError) {
+                try core.startPublishing(repaired: options.repairs)
+                if shared { try lock.convertToShared() }
+            } catch {
                 for segment in segments { segment.handle.close() }  // the core is never returned
+                writers?.close()
                 throw error
             }
             core.startSyncer()
@@ -365,7 +382,8 @@ extension LogCore {
     private static func unknownFiles(_ names: [String]) -> [String] {
         names.filter { name in
             name != FormatConstants.storeMetaFileName && name != FormatConstants.lockFileName
-                && name != FormatConstants.coordinationFileName && LogFileNames.segmentBaseOffset(name) == nil
+                && name != FormatConstants.coordinationFileName && name != FormatConstants.turnLockFileName
+                && name != FormatConstants.syncLockFileName && LogFileNames.segmentBaseOffset(name) == nil
                 && LogFileNames.indexBaseOffset(name) == nil
                 && LogFileNames.checkpointOffset(name) == nil && !LogFileNames.isTemporary(name)
         }.sorted()

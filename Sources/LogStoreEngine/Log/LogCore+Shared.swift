@@ -30,13 +30,26 @@ extension LogCore {
             storeID: meta.storeID, epoch: epoch, changeCounter: previous?.changeCounter ?? 0,
             lastSegmentBaseOffset: state.segments.last!.baseOffset, visibleEnd: end,
             maintenanceCounter: previous?.maintenanceCounter ?? 0)
+        if writers != nil {
+            // A store shared by writers, opened by a process that is alone: both slots rebuilt
+            // (slot 1 states the durable end, D11 stage 2).
+            // Both writes must succeed: the other writers depend on them (review12 A2).
+            state.shared!.changeCounter &+= 1
+            try coordination.writeChecked(state.shared!)
+            state.turnCounter = (coordination.readTurn()?.turnCounter ?? 0) &+ 1
+            try coordination.writeTurn(
+                TurnSlot(
+                    storeID: meta.storeID, writtenEnd: state.writtenEnd,
+                    lastSegmentBaseOffset: state.segments.last!.baseOffset, turnCounter: state.turnCounter))
+            return
+        }
         publishSharedLocked(force: true)
     }
 
     /// The writer moved the history low-water mark (a checkpoint records it): readers reload it.
     func publishMaintenance() {
         conditionLock.withLock {
-            guard directoryLock != nil, state.shared != nil, !state.isClosed else { return }
+            guard directoryLock != nil, writers == nil, state.shared != nil, !state.isClosed else { return }
             state.shared!.maintenanceCounter &+= 1
             publishSharedLocked(force: true)
         }
@@ -50,7 +63,8 @@ extension LogCore {
     /// Writes the slot (lock held) when the visible end, the last segment or the failure moved
     /// since the last publication (or when forced).
     func publishSharedLocked(force: Bool = false) {
-        guard let coordination = state.coordination, var slot = state.shared, !state.isReadOnly else { return }
+        guard writers == nil, let coordination = state.coordination, var slot = state.shared, !state.isReadOnly
+        else { return }
         let end = visibleEndLocked
         let base = min(state.segments.last!.baseOffset, end)
         let failed = state.failure != nil
@@ -70,7 +84,7 @@ extension LogCore {
     /// After a write in a non-synchronous mode (lock held): publish now, or leave it to the syncer
     /// when the last publication was less than a millisecond ago.
     func publishWrittenEndLocked(now: UInt64) {
-        guard state.coordination != nil else { return }
+        guard writers == nil, state.coordination != nil else { return }
         if now &- state.lastSharedPublishNanoseconds >= Self.sharedPublishIntervalNanoseconds {
             publishSharedLocked()
         } else if !state.sharedPublishPending {
@@ -92,7 +106,8 @@ extension LogCore {
     /// epoch moves and readers reopen. Published before the cut-back, so a reader that finds
     /// records gone past the end it read finds the new epoch too (followShared re-reads the slot).
     func publishFailingLocked() {
-        guard let coordination = state.coordination, var slot = state.shared, !state.isReadOnly else { return }
+        guard writers == nil, let coordination = state.coordination, var slot = state.shared, !state.isReadOnly
+        else { return }
         let end = state.durableEnd
         slot.epoch &+= 1
         slot.visibleEnd = end
@@ -190,8 +205,9 @@ extension LogCore {
             && lhs.withUnsafeBytes { left in rhs.withUnsafeBytes { memcmp(left.baseAddress!, $0.baseAddress!, left.count) == 0 } }
     }
 
-    /// Opens (read-only, header checked) the segments the writer rolled to, up to `lastBase`.
-    private func openSegments(through lastBase: UInt64) throws(LogError) {
+    /// Opens (read-only, header checked; for writing in a store shared by writers) the segments the
+    /// writer rolled to, up to `lastBase`.
+    func openSegments(through lastBase: UInt64, writable: Bool = false) throws(LogError) {
         let known = state.segments.last!.baseOffset
         guard lastBase > known else { return }
         let bases = try Self.listDirectory(directory, fileSystem).compactMap(LogFileNames.segmentBaseOffset)
@@ -205,7 +221,7 @@ extension LogCore {
         let recovery = Recovery(
             directory: directory, meta: meta, options: options, writable: false, report: RecoveryReport())
         for base in bases {
-            state.segments.append(try recovery.openSegment(baseOffset: base, writable: false))
+            state.segments.append(try recovery.openSegment(baseOffset: base, writable: writable))
         }
     }
 
@@ -222,8 +238,8 @@ extension LogCore {
 
     /// Reads and checks every record from the visible end to `target`, noting each in its
     /// segment's index; they must end exactly at `target`.
-    private func checkRecords(through target: UInt64) throws(LogError) {
-        var offset = state.durableEnd
+    func checkRecords(from start: UInt64? = nil, through target: UInt64) throws(LogError) {
+        var offset = start ?? state.durableEnd
         // Bounded: every pass moves `offset` past a record or throws.
         while offset < target {
             let segment = state.segments.last { $0.baseOffset <= offset }!

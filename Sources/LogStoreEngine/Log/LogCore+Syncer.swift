@@ -98,6 +98,7 @@ extension LogCore {
     /// writes. At most one runs at a time (`syncInProgress`), on the syncer or on a blocking
     /// waiter that leads it.
     func performSync(through target: UInt64) {
+        if let writers { return performSharedSync(through: target, writers: writers) }
         precondition(!state.syncInProgress, "one fdatasync at a time")
         state.syncInProgress = true
         let handle = state.segments.last!.handle
@@ -143,7 +144,7 @@ extension LogCore {
     /// Read-only processes learn of it first (the coordination slot's epoch moves before the
     /// cut-back), so none mistakes the records vanishing under it for damage. A failed sync is
     /// never retried: the kernel may have dropped the dirty pages and would report success.
-    func failStop(_ failure: LogError) {
+    func failStop(_ failure: LogError, cutsAtWrittenEnd: Bool = true) {
         guard state.failure == nil, !state.isFailing else {
             // Another thread is failing the log and may be waiting for the sync this caller just
             // finished (`syncInProgress` went false without a broadcast): wake it.
@@ -154,6 +155,28 @@ extension LogCore {
         // A leader's fdatasync may be running: let it finish first. What it covers is durable, so
         // the cut-back starts from the true durable end, and no second sync ever runs beside it.
         while state.syncInProgress { conditionLock.waitWaiter() }
+        if writers != nil {
+            // A store shared by writers: records past this process's durable end may be other
+            // processes' (a failed sync cut back to the shared durable end under SYNC already). A
+            // failed write under the turn removes only what it wrote past the written end.
+            if cutsAtWrittenEnd && state.turnHeld {
+                let segment = state.segments.last!
+                let from = SegmentScanner.filePosition(logicalOffset: state.writtenEnd, baseOffset: segment.baseOffset)
+                do {
+                    try segment.handle.truncate(toByteCount: from)
+                    try segment.handle.sync()
+                } catch {
+                    state.cutBackFailed = true
+                }
+                state.preallocatedPosition = from
+            }
+            state.durableEnd = min(state.durableEnd, state.writtenEnd)
+            state.failure = failure
+            checkInvariants()
+            resumeAsyncWaiters()
+            conditionLock.broadcastWaiters()
+            return
+        }
         publishFailingLocked()
         let segment = state.segments.last!
         let from = SegmentScanner.filePosition(
@@ -178,7 +201,7 @@ extension LogCore {
     }
 
     /// Resumes (lock held) every async waiter whose record is durable, or all of them on failure.
-    private func resumeAsyncWaiters() {
+    func resumeAsyncWaiters() {
         guard !state.asyncWaiters.isEmpty else { return }
         var remaining: [AsyncWaiter] = []
         for waiter in state.asyncWaiters {
@@ -197,7 +220,7 @@ extension LogCore {
     /// mark, everything written is durable (the mark states it, D12), nothing else is under way,
     /// and either the log is closing or no record came for ``LogOptions/durableEndMarkDelay``.
     var isDurableEndMarkDue: Bool {
-        guard state.needsDurableEndMark, state.failure == nil, !state.isFailing, !state.isReadOnly,
+        guard writers == nil, state.needsDurableEndMark, state.failure == nil, !state.isFailing, !state.isReadOnly,
             !state.isRolling, !state.syncInProgress, state.zeroFillStart == nil,
             state.writtenEnd == state.durableEnd
         else { return false }
@@ -260,6 +283,30 @@ extension LogCore {
     /// path: the next `fdatasync` makes the blocks durable, and later syncs then need no
     /// file-size journal commit.
     private func preallocateChunk() {
+        guard let writers else { return zeroFillChunk() }
+        // A store shared by writers: zeros go into the live segment only under the turn, from the
+        // caught-up end — nobody else writes meanwhile, so they never land on another process's
+        // record (D11 stage 2, preallocation). A busy turn means someone is writing: look again
+        // in a millisecond.
+        conditionLock.unlock()
+        let acquired = writers.turn.tryAcquire()
+        conditionLock.lock()
+        guard acquired else {
+            state.preallocationRetryNanoseconds = monotonicNanoseconds() + 1_000_000
+            return
+        }
+        precondition(!state.turnHeld, "the turn's mutex was free")
+        state.turnHeld = true
+        let caughtUp = (try? catchUpLocked()) != nil
+        if caughtUp && needsPreallocation { zeroFillChunk() }
+        if !caughtUp { state.preallocationRetryNanoseconds = monotonicNanoseconds() + 1_000_000_000 }
+        state.turnHeld = false
+        conditionLock.unlock()
+        writers.turn.release()
+        conditionLock.lock()
+    }
+
+    private func zeroFillChunk() {
         let segment = state.segments.last!
         let position = SegmentScanner.filePosition(logicalOffset: state.writtenEnd, baseOffset: segment.baseOffset)
         let start = max(state.preallocatedPosition, position)

@@ -17,6 +17,7 @@ extension LogCore {
         var record = try prepared.get()
         conditionLock.lock()
         defer { conditionLock.unlock() }
+        precondition(writers == nil || state.turnHeld, "a write to a store shared by writers outside a turn")
         try waitForTurn(recordByteCount: record.recordByteCount)
         let segment = state.segments.last!
         let offset = state.writtenEnd
@@ -47,7 +48,7 @@ extension LogCore {
         segment.note(offset: offset, recordByteCount: record.recordByteCount)
         state.lastWriteNanoseconds = monotonicNanoseconds()
         if options.durability != .synchronous { publishWrittenEndLocked(now: state.lastWriteNanoseconds) }
-        if !state.needsDurableEndMark {
+        if !state.needsDurableEndMark && writers == nil {
             // The syncer may sleep without a deadline: it must learn that a mark will be due.
             state.needsDurableEndMark = true
             conditionLock.signalSyncer()
@@ -131,7 +132,9 @@ extension LogCore {
         let failure = LogError(
             .ioError, "The append failed: \(error). The log is read-only until reopened.",
             file: segment.path, offset: state.writtenEnd, underlying: error)
-        failStop(failure)
+        // A shared store: the file's page cache is in an unknown state; every process stops
+        // (slot 1 marked failed under SYNC, review12 B6), then this one cuts its own bytes.
+        if writers != nil { failStopShared(failure, cutsAtWrittenEnd: true) } else { failStop(failure) }
         return failure
     }
 
@@ -145,6 +148,14 @@ extension LogCore {
         }
         try waitUntilDurableLocked(endOffset: state.writtenEnd)
         let baseOffset = state.writtenEnd
+        // A shared store: the new base is published before the segment exists, so a roller killed
+        // before the rename leaves a base the next turn holder creates (crash argument, step 5).
+        if writers != nil {
+            do throws(LogError) { try publishTurnSlotLocked(lastSegmentBase: baseOffset) } catch {
+                failStopShared(error)
+                throw error
+            }
+        }
         conditionLock.unlock()
         let created: Result<SegmentFile, FileSystemError>
         do {
@@ -171,7 +182,10 @@ extension LogCore {
             // A full disk leaves the old segment in use and the append fails; an fsync or rename
             // failure leaves the new file's durability unknown: fail-stop.
             if !error.isOutOfSpace || error.operation.contains("sync") {
-                failStop(LogError(.syncFailed, failure.message, file: failure.file, underlying: error))
+                let stop = LogError(.syncFailed, failure.message, file: failure.file, underlying: error)
+                // A shared store: the file may be in the directory, not durably; the next turn
+                // holder would adopt it while the others acknowledge. Every process must stop.
+                if writers != nil { failStopShared(stop) } else { failStop(stop) }
             }
             throw failure
         }

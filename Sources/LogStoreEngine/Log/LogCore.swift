@@ -13,6 +13,9 @@ final class LogCore: @unchecked Sendable {
     let fileSystem: any FileSystem
     /// `nil` for a read-only open.
     let directoryLock: DirectoryLock?
+    /// A store shared by several writing processes (``LogOptions/allowsOtherWriters``): its
+    /// `TURN` and `SYNC` locks. `nil` otherwise: nothing of D11 stage 2 runs.
+    let writers: SharedWriters?
 
     let conditionLock = ConditionLock()
     /// Guarded by `conditionLock`.
@@ -67,6 +70,13 @@ final class LogCore: @unchecked Sendable {
         /// waits until ``LogCore/sharedPublishIntervalNanoseconds`` has passed since the one before.
         var sharedPublishPending = false
         var lastSharedPublishNanoseconds: UInt64 = 0
+        /// A shared store: a thread of this process holds the turn (and has caught up).
+        var turnHeld = false
+        /// A shared store: the turn slot this process last published or read.
+        var turnCounter: UInt64 = 0
+        /// A shared store: the written end and last base the turn slot states, as last read or written.
+        var publishedTurnEnd: UInt64 = 0
+        var publishedTurnBase: UInt64 = 0
     }
 
     /// The rules the state keeps, checked (lock held) after every transition by
@@ -98,7 +108,10 @@ final class LogCore: @unchecked Sendable {
             "segment base offsets must increase")
         if state.failure != nil {
             precondition(state.isFailing, "a failure is recorded only by a fail-stop")
-            precondition(state.writtenEnd == state.durableEnd, "a failed log is cut back to its durable end")
+            // A shared store cuts back to the shared durable end, which this process may not have
+            // read up to: it keeps its durable end, and shows only that.
+            precondition(
+                writers != nil || state.writtenEnd == state.durableEnd, "a failed log is cut back to its durable end")
         }
         precondition(!state.cutBackFailed || state.isFailing, "a cut-back happens only in a fail-stop")
         if state.isReadOnly {
@@ -120,8 +133,10 @@ final class LogCore: @unchecked Sendable {
 
     init(
         directory: String, options: LogOptions, meta: StoreMeta, report: RecoveryReport,
-        lock: DirectoryLock?, segments: [SegmentFile], end: UInt64, needsDurableEndMark: Bool = false
+        lock: DirectoryLock?, segments: [SegmentFile], end: UInt64, needsDurableEndMark: Bool = false,
+        writers: SharedWriters? = nil
     ) {
+        self.writers = writers
         self.directory = directory
         self.options = options
         self.meta = meta
@@ -132,7 +147,7 @@ final class LogCore: @unchecked Sendable {
         state = State(
             segments: segments, writtenEnd: end, durableEnd: end, syncRequestedEnd: end,
             isReadOnly: lock == nil, preallocatedPosition: lastPosition)
-        state.needsDurableEndMark = needsDurableEndMark && lock != nil
+        state.needsDurableEndMark = needsDurableEndMark && lock != nil && writers == nil
         state.lastWriteNanoseconds = monotonicNanoseconds()
     }
 
@@ -185,6 +200,7 @@ final class LogCore: @unchecked Sendable {
         }
         for segment in conditionLock.withLock({ state.segments }) { segment.handle.close() }
         conditionLock.withLock { state.coordination }?.close()
+        writers?.close()
         if cutBackFailed, let directoryLock {
             // The page cache may still hold bytes that were never durable: keep the store locked
             // (and registered) for the rest of this process, so nothing here reads them as data.

@@ -91,4 +91,16 @@ extension LogCore {
         }
         return try LogIterator(segments: segments, from: offset, endOffset: end, includesMarks: includesMarks)
     }
+
+    /// A writer of a shared store: the records from `offset` to the written end (past the
+    /// visible end: catch-up folds what other processes wrote before it is durable).
+    func iteratorThroughWrittenEnd(from offset: UInt64) throws(LogError) -> LogIterator {
+        let (segments, end) = conditionLock.withLock { (state.segments, state.writtenEnd) }
+        guard offset >= segments.first!.baseOffset, offset <= end else {
+            throw LogError(
+                .offsetOutOfRange, "Offset \(offset) is outside the written log (to \(end)).", file: directory,
+                offset: offset)
+        }
+        return try LogIterator(segments: segments, from: offset, endOffset: end)
+    }
 }

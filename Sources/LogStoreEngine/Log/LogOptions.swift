@@ -33,6 +33,13 @@ public struct LogOptions: Sendable {
     /// Zeros written per preallocation step (writers that would reach the chunk wait for it, so
     /// it is kept small). Default 256 KiB.
     public var preallocationChunkByteCount: UInt64 = 256 * 1024
+    /// Several processes may open the store for writing at once (DECISIONS.md D11 stage 2): `LOCK`
+    /// is held shared, each save takes the store's `TURN` (catching up with what the others
+    /// wrote) and each `fdatasync` its `SYNC`. Every writing process must open it with this set;
+    /// one without it holds `LOCK` exclusively, as before. Default `false`. Needs POSIX `flock`
+    /// (not the simulated file system). Durable-end marks, history deletion and automatic
+    /// checkpoints are off in such a store for now.
+    public var allowsOtherWriters = false
     /// Create the store when the directory has none. Default `true`.
     public var createsIfMissing = true
     /// Repair on open: truncate at the first bad record anywhere, delete what follows, and report

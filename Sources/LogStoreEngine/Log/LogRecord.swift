@@ -29,4 +29,17 @@ public struct LogPosition: Sendable, Hashable, Comparable {
     public var payloadCRC: UInt32
 
     public static func < (lhs: LogPosition, rhs: LogPosition) -> Bool { lhs.offset < rhs.offset }
+
+    /// Where `record` lies (a record another process appended, folded by catch-up).
+    public init(of record: LogRecord) {
+        offset = record.offset
+        endOffset = record.endOffset
+        payloadCRC = record.payloadCRC
+    }
+
+    init(offset: UInt64, endOffset: UInt64, payloadCRC: UInt32) {
+        self.offset = offset
+        self.endOffset = endOffset
+        self.payloadCRC = payloadCRC
+    }
 }

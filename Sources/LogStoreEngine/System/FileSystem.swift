@@ -1,3 +1,5 @@
+import Foundation
+
 /// The one place LogStore touches files.
 ///
 /// Every `open`, `pread`, `pwrite`, `fdatasync`, `fsync`, `flock`, `rename`, `unlink` and
@@ -69,8 +71,27 @@ public protocol FileHandle: AnyObject, Sendable {
     /// file description holds it. The lock is released when the handle is closed.
     func tryLockExclusive() throws(FileSystemError) -> Bool
 
+    /// Tries to take (or convert the handle's lock to) a shared `flock` without waiting.
+    /// Returns `false` when another open file description holds it exclusively.
+    func tryLockShared() throws(FileSystemError) -> Bool
+
+    /// Releases this handle's `flock` (`LOCK_UN`).
+    func unlock() throws(FileSystemError)
+
     /// Closes the handle. Further calls on it are programmer errors.
     func close()
+}
+
+extension FileHandle {
+    /// File systems without shared locks (the simulated one) refuse stores shared by several
+    /// writing processes (``LogOptions/allowsOtherWriters``).
+    public func tryLockShared() throws(FileSystemError) -> Bool {
+        throw FileSystemError(code: ENOTSUP, operation: "flock(LOCK_SH)", path: path)
+    }
+
+    public func unlock() throws(FileSystemError) {
+        throw FileSystemError(code: ENOTSUP, operation: "flock(LOCK_UN)", path: path)
+    }
 }
 
 /// How ``FileSystem/openFile(_:mode:)`` opens a file. Every mode opens with `O_CLOEXEC`.

@@ -215,6 +215,19 @@ final class PosixFileHandle: FileHandle, @unchecked Sendable {
         throw FileSystemError(code: errno, operation: "flock", path: path)
     }
 
+    func tryLockShared() throws(FileSystemError) -> Bool {
+        let result = retryingInterrupts { flock(descriptor, LOCK_SH | LOCK_NB) }
+        if result == 0 { return true }
+        if errno == EWOULDBLOCK { return false }
+        throw FileSystemError(code: errno, operation: "flock", path: path)
+    }
+
+    func unlock() throws(FileSystemError) {
+        guard retryingInterrupts({ flock(descriptor, LOCK_UN) }) == 0 else {
+            throw FileSystemError(code: errno, operation: "flock(LOCK_UN)", path: path)
+        }
+    }
+
     func close() {
         if closed.setOnce() { _ = Glibc.close(descriptor) }
     }

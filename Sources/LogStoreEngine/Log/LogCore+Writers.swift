@@ -1,0 +1,667 @@
+import Foundation
+
+/// The `TURN` and `SYNC` locks of a store shared by several writing processes.
+final class SharedWriters: Sendable {
+    let turn: SharedFileLock
+    let sync: SharedFileLock
+
+    private init(turn: SharedFileLock, sync: SharedFileLock) {
+        self.turn = turn
+        self.sync = sync
+    }
+
+    static func open(directory: String, fileSystem: any FileSystem) throws(LogError) -> SharedWriters {
+        let turn = try SharedFileLock.open(FormatConstants.turnLockFileName, directory: directory, fileSystem: fileSystem)
+        do throws(LogError) {
+            let sync = try SharedFileLock.open(
+                FormatConstants.syncLockFileName, directory: directory, fileSystem: fileSystem)
+            return SharedWriters(turn: turn, sync: sync)
+        } catch {
+            turn.close()
+            throw error
+        }
+    }
+
+    func close() {
+        turn.close()
+        sync.close()
+    }
+}
+
+/// Several writing processes, one store (DECISIONS.md D11 stage 2, FORMAT.md §10.2). Only a log
+/// opened with ``LogOptions/allowsOtherWriters`` runs any of this (`writers` is set).
+///
+/// - The **turn** (`beginTurn`/`endTurn`): this process's mutex, then `TURN`; under it, catch-up
+///   (`catchUpLocked`) and the writes of one batch; at its end the turn slot states the written end.
+/// - **Sync** (`performSharedSync`): one `fdatasync` at a time across processes under `SYNC`; slot 1
+///   of the coordination file states the shared durable end, which only the `SYNC` holder moves.
+/// - **Reading the others' work** without the turn (`refreshSharedWriter`): the records up to
+///   the shared durable end, which nobody rewrites.
+extension LogCore {
+    // MARK: Opening beside other writers
+
+    /// A writing process that is not alone (another holds `LOCK` shared): it changes nothing on
+    /// disk to open — no torn-tail cut, no temp-file removal — and reads the log as a follower does,
+    /// under the turn (so nobody writes while it learns where the log ends), then catches up as any
+    /// turn does (which zeroes a dead writer's torn record past the published written end).
+    static func openBesideWriters(directory: String, options: LogOptions, lock: DirectoryLock) throws(LogError)
+        -> LogCore
+    {
+        let fileSystem = options.fileSystem
+        guard !options.repairs else {
+            throw LogError(
+                .locked,
+                "Repairing \(directory) needs the store alone: other processes have it open for writing. Close "
+                    + "them first.", file: directory)
+        }
+        let writers = try SharedWriters.open(directory: directory, fileSystem: fileSystem)
+        do throws(LogError) {
+            let meta = try readMeta(directory, fileSystem: fileSystem)
+            try writers.turn.acquire(for: "open the store beside the other writers")
+            defer { writers.turn.release() }
+            // Opened for writing: this process publishes durable ends (slot 1) and written ends (the
+            // turn slot) like every other writer (a read-only descriptor made those writes fail,
+            // unseen: found by the four-process test, whose fetches then missed acknowledged saves).
+            let coordination = try CoordinationFile.openForWriting(directory: directory, fileSystem: fileSystem)
+            guard let slot = coordination.read().flatMap({ $0.storeID == meta.storeID ? $0 : nil }) else {
+                coordination.close()
+                throw LogError(
+                    .corruption,
+                    "The store at \(directory) is open for writing in another process, but its coordination file "
+                        + "states no durable end: that process is not one that shares the store with other writers.",
+                    file: CoordinationFile.path(in: directory))
+            }
+            guard !slot.isFailed else {
+                coordination.close()
+                throw LogError(
+                    .syncFailed,
+                    "An fdatasync failed in a process writing \(directory): the store must be reopened once every "
+                        + "process has closed it (the first to open it alone cuts back what was not durable).",
+                    file: CoordinationFile.path(in: directory))
+            }
+            let segmentOffsets: [UInt64]
+            let recovered: Recovery.Result
+            var recovery = Recovery(
+                directory: directory, meta: meta, options: options, writable: false, report: RecoveryReport())
+            recovery.publishedEnd = slot.visibleEnd
+            do throws(LogError) {
+                segmentOffsets = try listDirectory(directory, fileSystem).compactMap(LogFileNames.segmentBaseOffset)
+                    .sorted()
+                guard !segmentOffsets.isEmpty else {
+                    throw LogError(.corruption, "The store at \(directory) has no segment.", file: directory)
+                }
+                recovered = try recovery.run(segmentOffsets: segmentOffsets)
+            } catch {
+                coordination.close()
+                throw error
+            }
+            var segments = recovered.segments
+            // The last segment is written to: open it again for writing, keeping what the scan noted.
+            let last = segments.removeLast()
+            let writable: SegmentFile
+            do throws(LogError) {
+                writable = try recovery.openSegment(baseOffset: last.baseOffset, writable: true)
+            } catch {
+                for segment in segments + [last] { segment.handle.close() }
+                coordination.close()
+                throw error
+            }
+            // The last segment may be one a roller renamed in and was killed before its directory
+            // fsync (review12 A1): its file and name are made durable before this process writes
+            // into it, as catch-up does for a segment it adopts.
+            do throws(FileSystemError) {
+                try writable.handle.sync()
+                try fileSystem.syncDirectory(directory)
+            } catch {
+                for segment in segments + [last, writable] { segment.handle.close() }
+                coordination.close()
+                throw LogError.io(error, "Making the last segment of \(directory) durable before writing into it")
+            }
+            writable.replaceIndex(last.index)
+            last.handle.close()
+            segments.append(writable)
+            let core = LogCore(
+                directory: directory, options: options, meta: meta, report: recovered.report, lock: lock,
+                segments: segments, end: recovered.end, writers: writers)
+            core.conditionLock.lock()
+            core.state.coordination = coordination
+            core.state.shared = slot
+            core.state.durableEnd = max(min(slot.visibleEnd, recovered.end), writable.baseOffset)
+            core.state.syncRequestedEnd = core.state.durableEnd
+            core.state.turnHeld = true
+            let caughtUp: Result<Void, LogError>
+            do throws(LogError) {
+                try core.catchUpLocked()
+                caughtUp = .success(())
+            } catch {
+                caughtUp = .failure(error)
+            }
+            core.state.turnHeld = false
+            core.checkInvariants()
+            core.conditionLock.unlock()
+            if case .failure(let error) = caughtUp {
+                for segment in core.state.segments { segment.handle.close() }
+                coordination.close()
+                throw error
+            }
+            core.startSyncer()
+            return core
+        } catch {
+            writers.close()
+            throw error
+        }
+    }
+
+    // MARK: The turn
+
+    func beginTurn() throws(LogError) {
+        guard let writers else { return }
+        try writers.turn.acquire(for: "take its turn to write")
+        conditionLock.lock()
+        precondition(!state.turnHeld, "one turn at a time in a process")
+        state.turnHeld = true
+        state.statistics.turnCount += 1
+        var failure: LogError?
+        do throws(LogError) { try catchUpLocked() } catch { failure = error }
+        if failure != nil { state.turnHeld = false }
+        conditionLock.unlock()
+        if let failure {
+            writers.turn.release()
+            throw failure
+        }
+    }
+
+    func endTurn() {
+        guard let writers else { return }
+        conditionLock.withLock {
+            precondition(state.turnHeld, "endTurn without beginTurn")
+            // A log closed during the turn (an open that failed) closed the coordination file.
+            if !state.isClosed {
+                do throws(LogError) { try publishTurnSlotLocked() } catch {
+                    // The slot may be torn: the next turn holder refuses it (an error, not a
+                    // guess), and every process stops.
+                    failStopShared(error)
+                }
+            }
+            state.turnHeld = false
+        }
+        writers.turn.release()
+    }
+
+    /// Writes the turn slot (lock and turn held) when the written end or the last segment moved
+    /// since it was last read or written. `lastSegmentBase` is a roll's new base, published before
+    /// the segment is created.
+    func publishTurnSlotLocked(lastSegmentBase: UInt64? = nil) throws(LogError) {
+        guard let coordination = state.coordination else { return }
+        precondition(state.turnHeld, "the turn slot is written under the turn")
+        let base = lastSegmentBase ?? state.segments.last!.baseOffset
+        guard state.publishedTurnEnd != state.writtenEnd || state.publishedTurnBase != base else { return }
+        state.turnCounter &+= 1
+        try coordination.writeTurn(
+            TurnSlot(
+                storeID: meta.storeID, writtenEnd: state.writtenEnd, lastSegmentBaseOffset: base,
+                turnCounter: state.turnCounter))
+        state.publishedTurnEnd = state.writtenEnd
+        state.publishedTurnBase = base
+    }
+
+    /// The failure every process of a shared store reports once one of them failed an `fdatasync`.
+    private var failedElsewhere: LogError {
+        LogError(
+            .syncFailed,
+            "An fdatasync failed in a process writing \(directory) (its coordination file is marked failed): nothing "
+                + "past the durable end it published is acknowledged. Every process must reopen the store.",
+            file: CoordinationFile.path(in: directory))
+    }
+
+    /// Catch-up (lock and turn held): reads every record other processes appended since this
+    /// process's written end, opening the segments they rolled to, and moves the written end
+    /// past them. A record that does not check out before the published written end W is
+    /// corruption; at or past W it is the torn write of a process killed in its turn, zeroed here
+    /// before anything is written over it. Learns the shared durable end too (and a failure).
+    func catchUpLocked() throws(LogError) {
+        guard let coordination = state.coordination else { return }
+        try checkWritable()
+        precondition(state.turnHeld, "catch-up runs under the turn")
+        var sharedDurableEnd: UInt64?
+        if let slot = coordination.read(), slot.storeID == meta.storeID {
+            if slot.isFailed || (state.shared.map { $0.epoch != slot.epoch } ?? false) {
+                let failure = failedElsewhere
+                failStop(failure, cutsAtWrittenEnd: false)
+                throw failure
+            }
+            sharedDurableEnd = slot.visibleEnd
+            state.shared = slot
+        }
+        let turn = try coordination.readTurnChecked(in: directory)
+        if let turn, turn.storeID != meta.storeID {
+            throw LogError(
+                .corruption,
+                "The turn slot of \(directory)'s coordination file names another store (\(turn.storeID)).",
+                file: CoordinationFile.path(in: directory), offset: TurnSlot.fileOffset)
+        }
+        let publishedEnd = turn?.writtenEnd ?? state.writtenEnd
+        let publishedBase = turn?.lastSegmentBaseOffset ?? state.segments.last!.baseOffset
+        if let turn {
+            state.turnCounter = turn.turnCounter
+            state.publishedTurnEnd = turn.writtenEnd
+            state.publishedTurnBase = turn.lastSegmentBaseOffset
+        }
+        var offset = state.writtenEnd
+        var caughtUp: UInt64 = 0
+        // Bounded: each pass reads a record, opens a later segment, or ends the scan.
+        scan: while true {
+            let segment = state.segments.last!
+            var scanner = SegmentScanner(
+                segment: segment,
+                position: SegmentScanner.filePosition(logicalOffset: offset, baseOffset: segment.baseOffset))
+            // Bounded by the segment's length: each record moves the scanner forward.
+            while true {
+                switch try scanner.next(decodesPayload: false) {
+                case .record(let record):
+                    if record.offset >= segment.endOffset { segment.note(record) }
+                    offset = record.endOffset
+                    caughtUp += 1
+                    continue
+                case .end:
+                    if publishedBase > segment.baseOffset {
+                        try openRolledSegment(at: offset, publishedBase: publishedBase)
+                        movePastRolledSegment(to: offset)
+                        continue scan
+                    }
+                    // No turn slot yet: a segment starting here is the next one all the same (a
+                    // writer never appends at offsets another segment covers).
+                    if turn == nil, offset > segment.baseOffset, try segmentExists(at: offset) {
+                        try openRolledSegment(at: offset, publishedBase: offset)
+                        movePastRolledSegment(to: offset)
+                        continue scan
+                    }
+                    guard offset >= publishedEnd else {
+                        try checkNotFailedElsewhere(coordination)
+                        throw LogError.corruption(
+                            segment.path, offset: offset,
+                            "no record at offset \(offset), before the written end another writer published "
+                                + "(\(publishedEnd))")
+                    }
+                case .bad(let reason, _):
+                    guard offset >= publishedEnd else {
+                        try checkNotFailedElsewhere(coordination)
+                        throw LogError.corruption(
+                            segment.path, offset: offset,
+                            "\(reason), before the written end another writer published (\(publishedEnd))")
+                    }
+                    try zeroDeadWriterTail(segment, from: offset)
+                case .unsupported(let reason):
+                    throw LogError.corruption(segment.path, offset: offset, reason)
+                }
+                break scan
+            }
+        }
+        state.writtenEnd = offset
+        state.statistics.caughtUpRecordCount += caughtUp
+        if let sharedDurableEnd { state.durableEnd = max(state.durableEnd, min(sharedDurableEnd, offset)) }
+        // A roll syncs the segments before the new one (the roller published that durable end).
+        state.durableEnd = max(state.durableEnd, state.segments.last!.baseOffset)
+        state.syncRequestedEnd = max(state.syncRequestedEnd, state.durableEnd)
+        checkInvariants()
+    }
+
+    /// Catch-up reached the end of the last segment it knows while the turn slot names a later
+    /// one: another process rolled. The next segment must start exactly here; when none is in the
+    /// directory and the slot's base is exactly here, the roller died between publishing the base
+    /// and renaming the segment in, and this process creates it.
+    private func openRolledSegment(at offset: UInt64, publishedBase: UInt64) throws(LogError) {
+        let known = state.segments.last!.baseOffset
+        let bases = try Self.listDirectory(directory, fileSystem).compactMap(LogFileNames.segmentBaseOffset)
+            .filter { $0 > known && $0 <= publishedBase }.sorted()
+        let segment: SegmentFile
+        if let first = bases.first {
+            guard first == offset else {
+                throw LogError.corruption(
+                    path(LogFileNames.segment(first)), offset: first,
+                    "segment \(LogFileNames.segment(first)) follows segment \(LogFileNames.segment(known)), which ends "
+                        + "at \(offset)")
+            }
+            let recovery = Recovery(
+                directory: directory, meta: meta, options: options, writable: true, report: RecoveryReport())
+            segment = try recovery.openSegment(baseOffset: first, writable: true)
+            // Another process created it, and may have been killed between its rename and its
+            // directory fsync: this process writes into it only once the file and its name are
+            // durable (rare — once per segment another process rolled to — and cheap).
+            do throws(FileSystemError) {
+                try segment.handle.sync()
+                try fileSystem.syncDirectory(directory)
+            } catch {
+                segment.handle.close()
+                let failure = LogError(
+                    .syncFailed,
+                    "Making segment \(LogFileNames.segment(first)), which another writer created, durable failed: "
+                        + "\(error). The log is read-only until reopened.", file: segment.path, underlying: error)
+                failStopShared(failure)
+                throw failure
+            }
+        } else if publishedBase == offset {
+            do {
+                segment = try Self.createSegment(
+                    directory: directory, storeID: meta.storeID, baseOffset: offset, fileSystem: fileSystem)
+            } catch {
+                let failure = LogError(
+                    .syncFailed,
+                    "Creating segment \(LogFileNames.segment(offset)), which a writer that died had announced, "
+                        + "failed: \(error). The log is read-only until reopened.",
+                    file: path(LogFileNames.segment(offset)), underlying: error)
+                // A half-committed file (renamed, directory not synced) must not be adopted by
+                // the next turn holder while the others go on acknowledging: the shared failure.
+                failStopShared(failure)
+                throw failure
+            }
+        } else {
+            throw LogError.corruption(
+                path(LogFileNames.segment(publishedBase)), offset: publishedBase,
+                "a writer published segment \(LogFileNames.segment(publishedBase)) as the last, but it is not in the "
+                    + "directory and the log ends at \(offset)")
+        }
+        state.segments.append(segment)
+        state.preallocatedPosition = UInt64(FormatConstants.segmentHeaderByteCount)
+    }
+
+    /// Catch-up opened the segment starting at `base` (lock and turn held): the written end moves
+    /// to it at once, so a scan that throws later leaves no written end inside an older segment
+    /// (review12 B5). Everything before it is durable: the roller synced it before the roll.
+    private func movePastRolledSegment(to base: UInt64) {
+        state.writtenEnd = base
+        state.durableEnd = max(state.durableEnd, base)
+        state.syncRequestedEnd = max(state.syncRequestedEnd, state.durableEnd)
+    }
+
+    /// Before catch-up reports damage (lock and turn held): slot 1 read again — a failed
+    /// `fdatasync` elsewhere may have cut the log back meanwhile (review12 B4), which is that
+    /// failure, not corruption.
+    private func checkNotFailedElsewhere(_ coordination: CoordinationFile) throws(LogError) {
+        guard let slot = coordination.read(), slot.storeID == meta.storeID else { return }
+        if slot.isFailed || (state.shared.map { $0.epoch != slot.epoch } ?? false) {
+            let failure = failedElsewhere
+            failStop(failure, cutsAtWrittenEnd: false)
+            throw failure
+        }
+    }
+
+    /// Whether the directory holds a segment starting at `offset`.
+    private func segmentExists(at offset: UInt64) throws(LogError) -> Bool {
+        do { return try fileSystem.kind(of: path(LogFileNames.segment(offset))) != nil } catch {
+            throw LogError.io(error, "Looking for segment \(LogFileNames.segment(offset))")
+        }
+    }
+
+    /// A writer killed in its turn left a torn record at `offset` (at or past the published
+    /// written end; nobody else writes while this process holds the turn): zeros over every
+    /// non-zero byte from there to one maximal record further. No `fdatasync` here: nothing is
+    /// acknowledged until an `fdatasync` of this file covers the next record, and that one
+    /// covers these zeros too.
+    private func zeroDeadWriterTail(_ segment: SegmentFile, from offset: UInt64) throws(LogError) {
+        let start = SegmentScanner.filePosition(logicalOffset: offset, baseOffset: segment.baseOffset)
+        let size: UInt64
+        do { size = try segment.handle.size() } catch { throw LogError.io(error, "Reading the size of \(segment.path)") }
+        let limit = min(
+            size, start + UInt64(FormatConstants.recordHeaderByteCount) + UInt64(FormatConstants.recordByteCountMax))
+        let chunk: UInt64 = 64 * 1024
+        var position = start
+        var zeroed: UInt64 = 0
+        var bytes = [UInt8](repeating: 0, count: Int(chunk))
+        // Bounded by `limit`: each pass moves one chunk.
+        while position < limit {
+            let count = min(chunk, limit - position)
+            do {
+                let read = try segment.handle.read(into: &bytes, range: 0..<Int(count), at: position)
+                if bytes[0..<read].contains(where: { $0 != 0 }) {
+                    try ZeroFill.write(segment.handle, from: position, byteCount: UInt64(read))
+                    zeroed += UInt64(read)
+                }
+            } catch {
+                let failure = LogError.io(error, "Zeroing the torn record a writer that died left at offset \(offset)")
+                failStopShared(failure)
+                throw failure
+            }
+            position += count
+        }
+        state.statistics.deadWriterTailsCleaned += 1
+        state.statistics.deadWriterBytesZeroed += zeroed
+    }
+
+    // MARK: Failure
+
+    /// Fail-stop of a shared store after a failure whose durability is unknown (a roll's or an
+    /// adopted segment's fsync, a segment creation): slot 1 is marked failed with a new epoch
+    /// under `SYNC`, so no other process acknowledges anything more, then this process fails
+    /// stop. Lock held on entry and exit, released while it waits for `SYNC`.
+    func failStopShared(_ failure: LogError, cutsAtWrittenEnd: Bool = false) {
+        guard let writers, state.failure == nil, !state.isFailing else {
+            return failStop(failure, cutsAtWrittenEnd: cutsAtWrittenEnd)
+        }
+        let coordination = state.coordination
+        let known = state.shared
+        let durableEnd = state.durableEnd
+        let base = state.segments.last!.baseOffset
+        conditionLock.unlock()
+        var marked = false
+        if (try? writers.sync.acquire(for: "mark the store failed")) != nil {
+            marked = markSlotFailed(
+                coordination, slot: coordination?.read().flatMap { $0.storeID == meta.storeID ? $0 : nil },
+                known: known, durableEnd: durableEnd, base: base)
+            writers.sync.release()
+        }
+        conditionLock.lock()
+        failStop(
+            marked
+                ? failure
+                : LogError(
+                    failure.code,
+                    failure.message + " Marking the coordination file failed did not succeed either: other "
+                        + "processes writing the store may not have learnt of this failure.",
+                    file: failure.file, offset: failure.offset, underlying: failure.underlying),
+            cutsAtWrittenEnd: cutsAtWrittenEnd)
+    }
+
+    /// Writes slot 1 marked failed with a new epoch (`SYNC` held): the slot as read, or — when it
+    /// could not be read — the last one this process knew, or a fresh one; every process reading
+    /// it stops acknowledging. Returns whether the write succeeded.
+    func markSlotFailed(
+        _ coordination: CoordinationFile?, slot: SharedEnd?, known: SharedEnd?, durableEnd: UInt64, base: UInt64
+    ) -> Bool {
+        guard let coordination else { return false }
+        var failed =
+            slot ?? known
+            ?? SharedEnd(
+                storeID: meta.storeID, epoch: 0, changeCounter: 0, lastSegmentBaseOffset: base, visibleEnd: durableEnd)
+        failed.epoch &+= 1
+        failed.isFailed = true
+        failed.changeCounter &+= 1
+        do throws(LogError) {
+            try coordination.writeChecked(failed)
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    // MARK: Sync
+
+    private enum SharedSyncOutcome {
+        case durable(end: UInt64, synced: Bool, slot: SharedEnd?)
+        case failedElsewhere
+        case failed(LogError, cutBackTo: UInt64)
+        case lockTimeout(LogError)
+        /// Synced, but the durable end could not be published in slot 1: nothing is acknowledged.
+        case unpublished(LogError)
+    }
+
+    /// ``performSync(through:)`` of a shared store (lock held on entry and exit, released while it
+    /// waits for `SYNC` and syncs). Under `SYNC`: a published durable end D that already covers
+    /// `target` is taken as is (another process's `fdatasync` covered it); otherwise E is read from
+    /// the turn slot (when it names this process's last segment; else this process's own written
+    /// end) *before* the `fdatasync` of that segment, and D = max(D, E) is published after it.
+    /// A failure marks slot 1 failed (new epoch) and cuts the segment back to the shared durable
+    /// end before `SYNC` is released.
+    func performSharedSync(through target: UInt64, writers: SharedWriters) {
+        precondition(!state.syncInProgress, "one fdatasync at a time")
+        state.syncInProgress = true
+        let segment = state.segments.last!
+        let ownEnd = state.writtenEnd
+        let ownDurableEnd = state.durableEnd
+        let known = state.shared
+        let coordination = state.coordination
+        conditionLock.unlock()
+        let outcome = sharedSync(
+            target: target, segment: segment, ownEnd: ownEnd, ownDurableEnd: ownDurableEnd, known: known,
+            coordination: coordination, writers: writers)
+        conditionLock.lock()
+        state.syncInProgress = false
+        if !state.asyncWaiters.isEmpty || state.isClosed { conditionLock.signalSyncer() }
+        switch outcome {
+        case .durable(let end, let synced, let slot):
+            state.durableEnd = max(state.durableEnd, min(end, state.writtenEnd))
+            if let slot { state.shared = slot }
+            checkInvariants()
+            state.lastSyncNanoseconds = monotonicNanoseconds()
+            if synced { state.statistics.syncCount += 1 } else { state.statistics.syncsCoveredElsewhere += 1 }
+            resumeAsyncWaiters()
+            conditionLock.broadcastWaiters()
+        case .failedElsewhere:
+            failStop(failedElsewhere, cutsAtWrittenEnd: false)
+        case .failed(let failure, let cut):
+            if cut >= segment.baseOffset, segment === state.segments.last! {
+                state.writtenEnd = min(state.writtenEnd, cut)
+                state.preallocatedPosition = SegmentScanner.filePosition(
+                    logicalOffset: state.writtenEnd, baseOffset: segment.baseOffset)
+            }
+            failStop(failure, cutsAtWrittenEnd: false)
+        case .lockTimeout(let failure):
+            failStop(failure, cutsAtWrittenEnd: false)
+        case .unpublished(let failure):
+            failStop(failure, cutsAtWrittenEnd: false)
+        }
+    }
+
+    private func sharedSync(
+        target: UInt64, segment: SegmentFile, ownEnd: UInt64, ownDurableEnd: UInt64, known: SharedEnd?,
+        coordination: CoordinationFile?, writers: SharedWriters
+    ) -> SharedSyncOutcome {
+        do throws(LogError) { try writers.sync.acquire(for: "make its saves durable") } catch {
+            return .lockTimeout(error)
+        }
+        defer { writers.sync.release() }
+        let slot = coordination?.read().flatMap { $0.storeID == meta.storeID ? $0 : nil } ?? known
+        if let slot, slot.isFailed || (known.map { $0.epoch != slot.epoch } ?? false) { return .failedElsewhere }
+        let published = slot?.visibleEnd ?? 0
+        if published >= target { return .durable(end: published, synced: false, slot: slot) }
+        // E is read before the fdatasync begins, from the segment file it syncs (D11 "per inode").
+        var end = ownEnd
+        if let turn = coordination?.readTurn(), turn.storeID == meta.storeID,
+            turn.lastSegmentBaseOffset == segment.baseOffset
+        {
+            end = max(end, turn.writtenEnd)
+        }
+        do throws(FileSystemError) {
+            try segment.handle.syncData()
+        } catch {
+            let cut = max(published, ownDurableEnd)
+            // Written even when the slot could not be read (a fresh one): the others must learn.
+            let marked = markSlotFailed(
+                coordination, slot: slot, known: known, durableEnd: ownDurableEnd, base: segment.baseOffset)
+            // The cut-back, before SYNC is released: nothing another process had acknowledged
+            // (everything up to the shared durable end stays); the truncation drops the cached
+            // pages, so no open in this boot reads bytes that never reached the disk.
+            if cut >= segment.baseOffset {
+                try? segment.handle.truncate(
+                    toByteCount: SegmentScanner.filePosition(logicalOffset: cut, baseOffset: segment.baseOffset))
+                try? segment.handle.sync()
+            }
+            return .failed(
+                LogError(
+                    .syncFailed,
+                    "fdatasync failed: \(error). Records not yet durable were cut back and "
+                        + (marked
+                            ? "every process writing the store was told"
+                            : "marking the coordination file failed did not succeed: other processes may not know")
+                        + "; the log is read-only until reopened.", file: segment.path,
+                    offset: cut, underlying: error), cutBackTo: cut)
+        }
+        // Checked after the fdatasync, before publishing or acknowledging (D11).
+        var after = coordination?.read().flatMap { $0.storeID == meta.storeID ? $0 : nil } ?? slot
+        if let current = after, current.isFailed || (known.map { $0.epoch != current.epoch } ?? false) {
+            return .failedElsewhere
+        }
+        // Acknowledged only once slot 1 states the durable end (D11): an unreadable slot or a
+        // failed write acknowledges nothing — a later failed fdatasync elsewhere cuts back to the
+        // published end, which would drop records acknowledged here.
+        guard var current = after, let coordination else {
+            let failure = LogError(
+                .syncFailed,
+                "The coordination file's slot of \(directory) could not be read after an fdatasync: the durable end "
+                    + "cannot be published, so nothing is acknowledged; the log is read-only until reopened.",
+                file: CoordinationFile.path(in: directory))
+            _ = markSlotFailed(
+                coordination, slot: nil, known: known, durableEnd: ownDurableEnd, base: segment.baseOffset)
+            return .unpublished(failure)
+        }
+        if end > current.visibleEnd {
+            current.visibleEnd = end
+            current.lastSegmentBaseOffset = segment.baseOffset
+            current.changeCounter &+= 1
+            do throws(LogError) { try coordination.writeChecked(current) } catch {
+                _ = markSlotFailed(
+                    coordination, slot: after, known: known, durableEnd: ownDurableEnd, base: segment.baseOffset)
+                return .unpublished(
+                    LogError(
+                        .syncFailed,
+                        "Publishing the durable end in the coordination file failed (\(error.message)): nothing is "
+                            + "acknowledged; the log is read-only until reopened.", file: error.file,
+                        underlying: error.underlying))
+            }
+            after = current
+        }
+        return .durable(end: max(end, current.visibleEnd), synced: true, slot: current)
+    }
+
+    // MARK: Reading the others' work without the turn
+
+    /// A writer of a shared store: moves the durable end to the shared one, reading and checking
+    /// first the records up to it that this process had not caught up with (they are durable and
+    /// complete: nobody rewrites them). One `pread` when nothing is new.
+    func refreshSharedWriter() throws(LogError) -> Bool {
+        guard writers != nil else { return false }
+        conditionLock.lock()
+        defer { conditionLock.unlock() }
+        guard !state.isClosed, state.failure == nil, !state.isFailing, let coordination = state.coordination,
+            let slot = coordination.read(), slot.storeID == meta.storeID
+        else { return false }
+        if slot.isFailed || (state.shared.map { $0.epoch != slot.epoch } ?? false) {
+            let failure = failedElsewhere
+            failStop(failure, cutsAtWrittenEnd: false)
+            throw failure
+        }
+        guard slot.visibleEnd > state.durableEnd else { return false }
+        if slot.visibleEnd > state.writtenEnd {
+            let segmentCount = state.segments.count
+            do throws(LogError) {
+                try openSegments(through: slot.lastSegmentBaseOffset, writable: true)
+                try checkRecords(from: state.writtenEnd, through: slot.visibleEnd)
+            } catch {
+                for segment in state.segments[segmentCount...] { segment.handle.close() }
+                state.segments.removeSubrange(segmentCount...)
+                throw error
+            }
+            if state.segments.count > segmentCount {
+                state.preallocatedPosition = UInt64(FormatConstants.segmentHeaderByteCount)
+            }
+            state.writtenEnd = slot.visibleEnd
+        }
+        state.durableEnd = slot.visibleEnd
+        state.syncRequestedEnd = max(state.syncRequestedEnd, state.durableEnd)
+        state.shared = slot
+        checkInvariants()
+        resumeAsyncWaiters()
+        conditionLock.broadcastWaiters()
+        return true
+    }
+}

@@ -1,0 +1,97 @@
+import Foundation
+
+/// One of the locks several writing processes take turns with (DECISIONS.md D11 stage 2): `TURN`
+/// (catch up and write one batch) or `SYNC` (one `fdatasync` at a time across processes).
+///
+/// A `flock` belongs to the open file description, so two threads of one process would both
+/// "hold" it: the in-process mutex comes first, then the `flock`. The `flock` is taken with
+/// `LOCK_NB` and retried with a growing pause (20 µs doubling to 1 ms) for at most 30 s — never a
+/// blocking `flock`, so no thread waits on another process without a bound — and the caller
+/// holds neither the store's state lock nor the log's condition lock while it waits.
+final class SharedFileLock: @unchecked Sendable {
+    // @unchecked: `handle` is a constant; `mutex` is an NSLock, locked and unlocked on one thread;
+    // `closed` is read and written under `handleLock` only.
+    /// How long a process waits for `TURN`, `SYNC` or a shared `LOCK` before it gives up.
+    static let waitNanosecondsMax: UInt64 = 30_000_000_000
+
+    let name: String
+    let directory: String
+    private let handle: any FileHandle
+    private let mutex = NSLock()
+    /// Whether the handle is closed; guarded by `handleLock`, which `release` holds across its
+    /// `LOCK_UN` so a concurrent `close` cannot slip between the check and the unlock (whose
+    /// descriptor number may be another file's by then, review12 B7).
+    private var closed = false
+    private let handleLock = NSLock()
+
+    private init(name: String, directory: String, handle: any FileHandle) {
+        self.name = name
+        self.directory = directory
+        self.handle = handle
+    }
+
+    /// Opens (creating it in place when missing) the lock file `name` of `directory`.
+    static func open(_ name: String, directory: String, fileSystem: any FileSystem) throws(LogError) -> SharedFileLock {
+        let path = LogFileNames.join(directory, name)
+        do {
+            return SharedFileLock(name: name, directory: directory, handle: try fileSystem.openFile(path, mode: .createOrOpen))
+        } catch {
+            throw LogError.io(error, "Opening the lock file \(path)")
+        }
+    }
+
+    /// Takes the lock: this process's mutex, then the `flock`, within 30 s; `what` names the
+    /// situation in the error.
+    func acquire(for what: String) throws(LogError) {
+        mutex.lock()
+        var pause: UInt64 = 20_000
+        var deadline: UInt64?
+        // Bounded: every failed pass sleeps, and the deadline ends it.
+        while true {
+            let granted: Bool
+            do { granted = try handle.tryLockExclusive() } catch {
+                mutex.unlock()
+                throw LogError.io(error, "Locking \(handle.path)")
+            }
+            if granted { return }
+            let now = monotonicNanoseconds()
+            if deadline == nil { deadline = now + Self.waitNanosecondsMax }
+            guard now < deadline! else {
+                mutex.unlock()
+                throw LogError(
+                    .locked,
+                    "Another process has held \(name) of the store at \(directory) for more than 30 s while this "
+                        + "one waited to \(what); it may be stuck (a process stopped in a debugger, say).",
+                    file: handle.path)
+            }
+            usleep(UInt32(pause / 1000))
+            pause = min(pause * 2, 1_000_000)
+        }
+    }
+
+    /// Takes the lock only when both the mutex and the `flock` are free now.
+    func tryAcquire() -> Bool {
+        guard mutex.try() else { return false }
+        if (try? handle.tryLockExclusive()) == true { return true }
+        mutex.unlock()
+        return false
+    }
+
+    /// Releases the `flock`, then the mutex (on the thread that acquired it).
+    func release() {
+        // A failed LOCK_UN leaves the flock until the handle closes; nothing to repair here. A
+        // closed handle released it already (and its descriptor number may be another file's now).
+        handleLock.withLock {
+            if !closed { try? handle.unlock() }
+        }
+        mutex.unlock()
+    }
+
+    func close() {
+        handleLock.withLock {
+            guard !closed else { return }
+            closed = true
+            handle.close()
+        }
+    }
+}

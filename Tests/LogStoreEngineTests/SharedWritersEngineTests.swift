@@ -1,0 +1,282 @@
+import Foundation
+import LogStoreTestSupport
+import Synchronization
+import Testing
+
+@testable import LogStoreEngine
+
+/// The real file system with a directory-fsync fault to arm and a count of directory fsyncs: two
+/// logs opened with `allowsOtherWriters` on one directory stand for two processes (a `flock`
+/// belongs to the open file description; each log has its own). `process` tags the directory's
+/// identity, so the in-process registry of open stores (one per directory) sees two stores.
+final class ObservedPosixFileSystem: FileSystem, Sendable {
+    let base = PosixFileSystem()
+    let process: UInt64
+    private let counts = Mutex((directorySyncs: 0, failNextDirectorySync: false))
+    /// Every write to the coordination file fails while set.
+    let failsCoordinationWrites = Atomic<Bool>(false)
+    /// Every write to a segment file fails while set.
+    let failsSegmentWrites = Atomic<Bool>(false)
+
+    init(process: UInt64) { self.process = process }
+
+    var directorySyncCount: Int { counts.withLock { $0.directorySyncs } }
+    func failNextDirectorySync() { counts.withLock { $0.failNextDirectorySync = true } }
+
+    func openFile(_ path: String, mode: FileOpenMode) throws(FileSystemError) -> any LogStoreEngine.FileHandle {
+        let handle = try base.openFile(path, mode: mode)
+        if path.hasSuffix(".log") {
+            return FaultyWriteHandle(handle: handle, fails: { self.failsSegmentWrites.load(ordering: .relaxed) })
+        }
+        guard path.hasSuffix(FormatConstants.coordinationFileName) else { return handle }
+        return FaultyWriteHandle(handle: handle, fails: { self.failsCoordinationWrites.load(ordering: .relaxed) })
+    }
+    func createDirectory(_ path: String) throws(FileSystemError) { try base.createDirectory(path) }
+    func removeFile(_ path: String) throws(FileSystemError) { try base.removeFile(path) }
+    func rename(_ source: String, to destination: String) throws(FileSystemError) {
+        try base.rename(source, to: destination)
+    }
+    func syncDirectory(_ path: String) throws(FileSystemError) {
+        let fails = counts.withLock { counts in
+            counts.directorySyncs += 1
+            defer { counts.failNextDirectorySync = false }
+            return counts.failNextDirectorySync
+        }
+        if fails { throw FileSystemError(code: EIO, operation: "fsync directory", path: path) }
+        try base.syncDirectory(path)
+    }
+    func contentsOfDirectory(_ path: String) throws(FileSystemError) -> [String] { try base.contentsOfDirectory(path) }
+    func kind(of path: String) throws(FileSystemError) -> FileKind? { try base.kind(of: path) }
+    func identity(of path: String) throws(FileSystemError) -> FileIdentity {
+        var identity = try base.identity(of: path)
+        identity.inode ^= process << 48
+        return identity
+    }
+}
+
+/// A handle whose writes fail (EIO, nothing written) while `fails` says so.
+final class FaultyWriteHandle: LogStoreEngine.FileHandle, Sendable {
+    let handle: any LogStoreEngine.FileHandle
+    let fails: @Sendable () -> Bool
+    init(handle: any LogStoreEngine.FileHandle, fails: @escaping @Sendable () -> Bool) {
+        self.handle = handle
+        self.fails = fails
+    }
+    var path: String { handle.path }
+    func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws(FileSystemError) -> Int {
+        try handle.read(into: buffer, at: offset)
+    }
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(FileSystemError) {
+        if fails() { throw FileSystemError(code: EIO, operation: "pwrite", path: path) }
+        try handle.write(bytes, at: offset)
+    }
+    func syncData() throws(FileSystemError) { try handle.syncData() }
+    func sync() throws(FileSystemError) { try handle.sync() }
+    func size() throws(FileSystemError) -> UInt64 { try handle.size() }
+    func truncate(toByteCount byteCount: UInt64) throws(FileSystemError) { try handle.truncate(toByteCount: byteCount) }
+    func tryLockExclusive() throws(FileSystemError) -> Bool { try handle.tryLockExclusive() }
+    func tryLockShared() throws(FileSystemError) -> Bool { try handle.tryLockShared() }
+    func unlock() throws(FileSystemError) { try handle.unlock() }
+    func close() { handle.close() }
+}
+
+/// Engine-level checks of the shared-writers protocol (D11 stage 2) that need a fault or an
+/// observation no real process gives.
+@Suite struct SharedWritersEngineTests {
+    static func options(_ fileSystem: ObservedPosixFileSystem) -> LogOptions {
+        var options = LogOptions()
+        options.fileSystem = fileSystem
+        options.allowsOtherWriters = true
+        options.segmentByteCountMax = 2048
+        options.durableEndMarkDelay = nil
+        options.preallocationAheadByteCount = 0
+        return options
+    }
+
+    /// Appends under one turn until the log rolls to a new segment (or an append throws).
+    static func appendUntilRoll(_ log: Log) throws(LogError) {
+        let segments = log.segmentBaseOffsets.count
+        try log.beginTurn()
+        defer { log.endTurn() }
+        // Bounded: each record is 100+ bytes of a 2 KiB segment.
+        for number in 0..<100 where log.segmentBaseOffsets.count == segments {
+            try log.append(Array("record \(number) ".utf8) + [UInt8](repeating: 7, count: 100))
+        }
+    }
+
+    /// A1: a segment another writer created may lack its directory fsync (that writer killed
+    /// between its rename and the fsync): the writer that adopts it fsyncs it and the directory
+    /// before writing into it. Seen failing before the fix (no directory fsync by the adopter).
+    @Test func aWriterAdoptingAnotherWritersSegmentMakesItsNameDurableFirst() throws {
+        let temporary = TemporaryDirectory("shared-adopt")
+        defer { temporary.remove() }
+        let fileSystemA = ObservedPosixFileSystem(process: 1), fileSystemB = ObservedPosixFileSystem(process: 2)
+        let a = try Log.open(directory: temporary.path, options: Self.options(fileSystemA))
+        let b = try Log.open(directory: temporary.path, options: Self.options(fileSystemB))
+        try Self.appendUntilRoll(a)
+        #expect(a.segmentBaseOffsets.count == 2)
+        let before = fileSystemB.directorySyncCount
+        try b.beginTurn()
+        #expect(b.segmentBaseOffsets == a.segmentBaseOffsets)
+        #expect(fileSystemB.directorySyncCount > before)
+        try b.append(Array("after the roll".utf8))
+        b.endTurn()
+        try a.close()
+        try b.close()
+    }
+
+    /// A1: a roll whose directory fsync fails leaves a new segment of unknown durability in the
+    /// directory; the failure goes to slot 1, so the other writer stops too instead of adopting
+    /// the segment and acknowledging records in it. Seen failing before the fix (the other
+    /// writer's turn and append succeeded).
+    @Test func aRollWhoseDirectoryFsyncFailsStopsEveryWriter() throws {
+        let temporary = TemporaryDirectory("shared-roll-fails")
+        defer { temporary.remove() }
+        let fileSystemA = ObservedPosixFileSystem(process: 1), fileSystemB = ObservedPosixFileSystem(process: 2)
+        let a = try Log.open(directory: temporary.path, options: Self.options(fileSystemA))
+        let b = try Log.open(directory: temporary.path, options: Self.options(fileSystemB))
+        fileSystemA.failNextDirectorySync()
+        #expect(logError { try Self.appendUntilRoll(a) } != nil)
+        let refused = logError {
+            try b.beginTurn()
+            defer { b.endTurn() }
+            try b.append(Array("must not be acknowledged".utf8))
+        }
+        #expect(refused?.code == .syncFailed)
+        try? a.close()
+        try? b.close()
+    }
+
+    /// A2: a save is acknowledged only once slot 1 states its durable end; a failed slot write
+    /// fails the save (and the log) instead. Seen failing before the fix (the append returned).
+    @Test func aSaveWhoseDurableEndCannotBePublishedIsNotAcknowledged() throws {
+        let temporary = TemporaryDirectory("shared-unpublished")
+        defer { temporary.remove() }
+        let fileSystemA = ObservedPosixFileSystem(process: 1), fileSystemB = ObservedPosixFileSystem(process: 2)
+        let a = try Log.open(directory: temporary.path, options: Self.options(fileSystemA))
+        let b = try Log.open(directory: temporary.path, options: Self.options(fileSystemB))
+        try b.beginTurn()
+        fileSystemB.failsCoordinationWrites.store(true, ordering: .relaxed)
+        let failure = logError { try b.append(Array("not published".utf8)) }
+        b.endTurn()
+        #expect(failure?.code == .syncFailed)
+        fileSystemB.failsCoordinationWrites.store(false, ordering: .relaxed)
+        #expect(logError { try b.beginTurn() } != nil)
+        try a.close()
+        try? b.close()
+    }
+
+    /// Overwrites the turn slot's bytes in the coordination file.
+    static func overwriteTurnSlot(_ directory: String, with byte: UInt8) throws {
+        let handle = try PosixFileSystem().openFile(CoordinationFile.path(in: directory), mode: .createOrOpen)
+        defer { handle.close() }
+        try handle.write([UInt8](repeating: byte, count: TurnSlot.byteCount), at: TurnSlot.fileOffset)
+    }
+
+    /// A3: a turn slot that does not check out is an error: the writer does not fall back to its
+    /// own last segment and append at offsets the other's new segment covers. Seen failing
+    /// before the fix (the turn and the append into the old segment succeeded).
+    @Test func aDamagedTurnSlotIsAnErrorNotAGuess() throws {
+        let temporary = TemporaryDirectory("shared-turn-slot")
+        defer { temporary.remove() }
+        let fileSystemA = ObservedPosixFileSystem(process: 1), fileSystemB = ObservedPosixFileSystem(process: 2)
+        let a = try Log.open(directory: temporary.path, options: Self.options(fileSystemA))
+        let b = try Log.open(directory: temporary.path, options: Self.options(fileSystemB))
+        try Self.appendUntilRoll(a)
+        try Self.overwriteTurnSlot(temporary.path, with: 0x5A)
+        let failure = logError {
+            try b.beginTurn()
+            defer { b.endTurn() }
+            try b.append(Array("into the old segment".utf8))
+        }
+        #expect(failure?.code == .corruption)
+        #expect(b.segmentBaseOffsets.count == 1)
+        try a.close()
+        try? b.close()
+    }
+
+    /// A3: with no turn slot at all, a segment that starts where the last known one ends is the
+    /// next one: catch-up opens it. Seen failing before the fix (the writer stayed in the old one).
+    @Test func withoutATurnSlotTheNextSegmentIsFoundInTheDirectory() throws {
+        let temporary = TemporaryDirectory("shared-no-turn-slot")
+        defer { temporary.remove() }
+        let fileSystemA = ObservedPosixFileSystem(process: 1), fileSystemB = ObservedPosixFileSystem(process: 2)
+        let a = try Log.open(directory: temporary.path, options: Self.options(fileSystemA))
+        let b = try Log.open(directory: temporary.path, options: Self.options(fileSystemB))
+        try Self.appendUntilRoll(a)
+        try Self.overwriteTurnSlot(temporary.path, with: 0)
+        try b.beginTurn()
+        #expect(b.segmentBaseOffsets == a.segmentBaseOffsets)
+        try b.append(Array("in the new segment".utf8))
+        b.endTurn()
+        try a.close()
+        try b.close()
+    }
+
+    /// B5: when catch-up opens another writer's new segment and then finds damage in it, the
+    /// written end is already in that segment: the next turn reports the damage again instead of
+    /// computing a file position below the segment's base (a trap before the fix, seen).
+    @Test func damageInASegmentCatchUpOpenedIsReportedAtEveryTurn() throws {
+        let temporary = TemporaryDirectory("shared-damaged-new-segment")
+        defer { temporary.remove() }
+        let fileSystemA = ObservedPosixFileSystem(process: 1), fileSystemB = ObservedPosixFileSystem(process: 2)
+        let a = try Log.open(directory: temporary.path, options: Self.options(fileSystemA))
+        let b = try Log.open(directory: temporary.path, options: Self.options(fileSystemB))
+        try Self.appendUntilRoll(a)
+        let base = a.segmentBaseOffsets.last!
+        // The first record of the new segment: one payload byte flipped (its CRC fails), before W.
+        let handle = try PosixFileSystem().openFile(
+            temporary.appending(LogFileNames.segment(base)), mode: .readWrite)
+        let position = UInt64(FormatConstants.segmentHeaderByteCount + FormatConstants.recordHeaderByteCount) + 2
+        var byte: [UInt8] = [0]
+        _ = try handle.read(into: &byte, range: 0..<1, at: position)
+        try handle.write([byte[0] ^ 0xFF], at: position)
+        handle.close()
+        for _ in 0..<2 {
+            #expect(logError { try b.beginTurn(); b.endTurn() }?.code == .corruption)
+        }
+        #expect(b.segmentBaseOffsets == a.segmentBaseOffsets)
+        try a.close()
+        try? b.close()
+    }
+
+    /// B6: a failed record write in a shared store leaves the file's page cache in an unknown
+    /// state: slot 1 is marked failed, so the other writer stops too. Seen failing before the
+    /// fix (the other writer's turn and append succeeded).
+    @Test func aFailedWriteStopsEveryWriter() throws {
+        let temporary = TemporaryDirectory("shared-write-fails")
+        defer { temporary.remove() }
+        let fileSystemA = ObservedPosixFileSystem(process: 1), fileSystemB = ObservedPosixFileSystem(process: 2)
+        let a = try Log.open(directory: temporary.path, options: Self.options(fileSystemA))
+        let b = try Log.open(directory: temporary.path, options: Self.options(fileSystemB))
+        try a.beginTurn()
+        fileSystemA.failsSegmentWrites.store(true, ordering: .relaxed)
+        #expect(logError { try a.append(Array("fails".utf8)) }?.code == .ioError)
+        fileSystemA.failsSegmentWrites.store(false, ordering: .relaxed)
+        a.endTurn()
+        let refused = logError {
+            try b.beginTurn()
+            defer { b.endTurn() }
+            try b.append(Array("must not be acknowledged".utf8))
+        }
+        #expect(refused?.code == .syncFailed)
+        try? a.close()
+        try? b.close()
+    }
+
+    /// A1: a process opening beside others makes the last segment's file and name durable before
+    /// it writes into it (a roller may have been killed between its rename and directory fsync).
+    /// Seen failing before the fix (no directory fsync at such an open).
+    @Test func anOpenBesideOtherWritersMakesTheLastSegmentDurableFirst() throws {
+        let temporary = TemporaryDirectory("shared-open-beside")
+        defer { temporary.remove() }
+        let fileSystemA = ObservedPosixFileSystem(process: 1), fileSystemB = ObservedPosixFileSystem(process: 2)
+        let a = try Log.open(directory: temporary.path, options: Self.options(fileSystemA))
+        try Self.appendUntilRoll(a)
+        let b = try Log.open(directory: temporary.path, options: Self.options(fileSystemB))
+        #expect(fileSystemB.directorySyncCount > 0)
+        #expect(b.segmentBaseOffsets == a.segmentBaseOffsets)
+        try a.close()
+        try b.close()
+    }
+}

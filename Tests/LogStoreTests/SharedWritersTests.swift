@@ -1,0 +1,259 @@
+import Foundation
+@testable import LogStore
+import LogStoreEngine
+import LogStoreTestSupport
+import SampleTrips
+import Testing
+
+/// Several writing processes, one store (issue 12 stage 2, DECISIONS.md D11 as built on
+/// `allowsOtherWriters`): real processes (`LogStoreProcessHelper shared …`) save into one store at
+/// once; afterwards the store, opened alone, must hold every acknowledged save exactly once.
+@Suite struct SharedWritersTests {
+    static func configuration(_ directory: String) -> LogStoreConfiguration {
+        var configuration = ModelConfiguration(url: URL(fileURLWithPath: directory))
+        configuration.allowsOtherWriters = true
+        return configuration
+    }
+
+    /// The names a helper acknowledged ("saved <name>" lines) up to its "done".
+    static func acknowledged(by helper: HelperProcess) throws -> [String] {
+        var names: [String] = []
+        // Bounded by the helper: nextLine throws when it ends or hangs.
+        while true {
+            let line = try helper.nextLine()
+            if line == "done" { return names }
+            guard line.hasPrefix("saved ") else {
+                throw HelperProcess.HelperError(message: "expected \"saved <name>\" or \"done\", got \"\(line)\"")
+            }
+            names.append(String(line.dropFirst("saved ".count)))
+        }
+    }
+
+    /// Opens the store alone (full recovery) and returns every trip's name.
+    static func namesAfterReopening(_ directory: String) throws -> [String] {
+        let container = try ModelContainer(for: Trip.self, configurations: configuration(directory))
+        defer { try? container.dataStore(as: LogStore.self)?.close() }
+        return try ModelContext(container).fetch(FetchDescriptor<Trip>()).map(\.name)
+    }
+
+    @Test(arguments: [2, 4])
+    func writerProcessesSaveAtOnceAndEveryAcknowledgedSaveIsThereExactlyOnce(processCount: Int) throws {
+        let temporary = TemporaryDirectory("writers")
+        defer { temporary.remove() }
+        let directory = temporary.appending("Trips.store")
+        var helpers: [HelperProcess] = []
+        defer { for helper in helpers { helper.stop() } }
+        for index in 0..<processCount {
+            let helper = try HelperProcess("shared", directory, "w\(index)")
+            helpers.append(helper)
+            // The first creates the store; the others open it beside it.
+            try helper.expect("open")
+        }
+        let threads = 4
+        let saves = 20
+        for helper in helpers { helper.send("burst \(threads) \(saves)") }
+        var acknowledged: [String] = []
+        for helper in helpers { acknowledged += try Self.acknowledged(by: helper) }
+        #expect(acknowledged.count == processCount * threads * saves)
+        #expect(Set(acknowledged).count == acknowledged.count)
+        // Each process's fetch sees every other's saves.
+        for helper in helpers {
+            helper.send("count")
+            try helper.expect("count \(acknowledged.count)")
+        }
+        for helper in helpers { try helper.quit() }
+
+        let container = try ModelContainer(for: Trip.self, configurations: Self.configuration(directory))
+        let context = ModelContext(container)
+        let names = try context.fetch(FetchDescriptor<Trip>()).map(\.name)
+        #expect(names.count == acknowledged.count)
+        #expect(Set(names) == Set(acknowledged))
+        // One transaction per save, tokens strictly increasing, each process's found by author.
+        let history = try context.fetchHistory(HistoryDescriptor<DefaultHistoryTransaction>())
+        #expect(history.count == acknowledged.count)
+        #expect(zip(history, history.dropFirst()).allSatisfy { $0.token.offset < $1.token.offset })
+        for index in 0..<processCount {
+            #expect(history.filter { $0.author == "w\(index)" }.count == threads * saves)
+        }
+        try container.dataStore(as: LogStore.self)?.close()
+    }
+
+    @Test func twoProcessesUpsertingOneUniqueKeyMakeOneModel() throws {
+        let temporary = TemporaryDirectory("writers")
+        defer { temporary.remove() }
+        let directory = temporary.appending("Trips.store")
+        let first = try HelperProcess("shared", directory, "first")
+        defer { first.stop() }
+        try first.expect("open")
+        let second = try HelperProcess("shared", directory, "second")
+        defer { second.stop() }
+        try second.expect("open")
+        first.send("upsert Same 15")
+        second.send("upsert Same 15")
+        #expect(try Self.acknowledged(by: first).count == 15)
+        #expect(try Self.acknowledged(by: second).count == 15)
+        // Without catch-up each process would insert its own model with the key.
+        first.send("count")
+        try first.expect("count 1")
+        try first.quit()
+        try second.quit()
+        #expect(try Self.namesAfterReopening(directory) == ["Same"])
+    }
+
+    @Test func aWriterKilledMidStreamLosesNothingAcknowledgedAndTheOtherGoesOn() throws {
+        let temporary = TemporaryDirectory("writers")
+        defer { temporary.remove() }
+        let directory = temporary.appending("Trips.store")
+        let survivor = try HelperProcess("shared", directory, "survivor")
+        defer { survivor.stop() }
+        try survivor.expect("open")
+        let killed = try HelperProcess("shared-stream", directory, "killed")
+        defer { killed.stop() }
+        try killed.expect("open")
+        survivor.send("burst 2 30")
+        var acknowledged: [String] = []
+        // Bounded: the streamer saves until killed; nextLine throws if it stops saying anything.
+        while acknowledged.count < 40 {
+            let line = try killed.nextLine()
+            if line.hasPrefix("saved ") { acknowledged.append(String(line.dropFirst("saved ".count))) }
+        }
+        killed.stop()  // SIGKILL, mid-stream
+        // Lines it printed before it died are acknowledged saves too.
+        while let line = try? killed.nextLine() {
+            if line.hasPrefix("saved ") { acknowledged.append(String(line.dropFirst("saved ".count))) }
+        }
+        acknowledged += try Self.acknowledged(by: survivor)
+        // The survivor goes on writing after the kill.
+        survivor.send("burst 2 10")
+        acknowledged += try Self.acknowledged(by: survivor)
+        survivor.send("count")
+        let count = try survivor.nextLine()
+        try survivor.quit()
+
+        let names = try Self.namesAfterReopening(directory)
+        #expect(Set(names).count == names.count)
+        #expect(Set(acknowledged).isSubset(of: Set(names)))
+        #expect(count == "count \(names.count)")
+        #expect(names.filter { $0.hasPrefix("survivor-") }.count == 80)
+    }
+
+    @Test func aTornRecordPastThePublishedWrittenEndIsZeroedByTheNextTurn() throws {
+        let temporary = TemporaryDirectory("writers")
+        defer { temporary.remove() }
+        let directory = temporary.appending("Trips.store")
+        let container = try ModelContainer(for: Trip.self, configurations: Self.configuration(directory))
+        let writer = try #require(container.dataStore(as: LogStore.self))
+        let context = ModelContext(container)
+        context.insert(Trip(name: "Before", destination: "Somewhere"))
+        try context.save()
+        // What a writer killed in the middle of its pwrite leaves past the written end it had not
+        // published yet: the first bytes of a record that does not check out.
+        let end = writer.log.writtenEnd
+        let base = writer.log.segmentBaseOffsets.last!
+        let segment = FileHandle(forUpdatingAtPath: directory + "/" + String(format: "%020llu.log", base))!
+        try segment.seek(toOffset: UInt64(FormatConstants.segmentHeaderByteCount) + end - base)
+        segment.write(Data(repeating: 0xA5, count: 300))
+        try segment.close()
+
+        context.insert(Trip(name: "After", destination: "Somewhere"))
+        try context.save()
+        #expect(writer.logStatistics.deadWriterTailsCleaned == 1)
+        #expect(writer.logStatistics.deadWriterBytesZeroed > 0)
+        try writer.close()
+        // Opened alone: a full recovery finds nothing torn, and nothing is lost.
+        let reopened = try ModelContainer(for: Trip.self, configurations: Self.configuration(directory))
+        let store = try #require(reopened.dataStore(as: LogStore.self))
+        #expect(store.recoveryReport.truncatedAt == nil && store.recoveryReport.droppedRecords.isEmpty)
+        #expect(try ModelContext(reopened).fetch(FetchDescriptor<Trip>()).map(\.name).sorted() == ["After", "Before"])
+        try store.close()
+    }
+
+    @MainActor @Test func twoWritingContainersInOneProcessShareTheOpenStore() throws {
+        let temporary = TemporaryDirectory("writers")
+        defer { temporary.remove() }
+        let url = URL(fileURLWithPath: temporary.appending("Trips.store"))
+        let app = try ModelContainer(for: Trip.self, configurations: ModelConfiguration(url: url))
+        // Another path to the same directory: one store per (device, inode).
+        let widget = try ModelContainer(
+            for: Trip.self, configurations: ModelConfiguration(url: URL(fileURLWithPath: url.path + "/.")))
+        let store = try #require(app.dataStore(as: LogStore.self))
+        #expect(widget.dataStore(as: LogStore.self) === store)
+        let widgetContext = ModelContext(widget)
+        widgetContext.insert(Trip(name: "Lisbon", destination: "Portugal"))
+        try widgetContext.save()
+        #expect(try ModelContext(app).fetchCount(FetchDescriptor<Trip>()) == 1)
+        // Another configuration on the open store is refused, and says why.
+        var unsynced = ModelConfiguration(url: url)
+        unsynced.durability = .none
+        let other = #expect(throws: LogStoreError.self) {
+            _ = try ModelContainer(for: Trip.self, configurations: unsynced)
+        }
+        #expect(other?.code == .alreadyOpenInProcess)
+        // Closing one container leaves the other working; the last close closes the store.
+        try widget.close()
+        try widget.close()
+        let appContext = ModelContext(app)
+        appContext.insert(Trip(name: "Porto", destination: "Portugal"))
+        try appContext.save()
+        #expect(try appContext.fetchCount(FetchDescriptor<Trip>()) == 2)
+        try app.close()
+        let closed = #expect(throws: LogStoreError.self) { try appContext.fetchCount(FetchDescriptor<Trip>()) }
+        #expect(closed?.code == .closed)
+        // And the directory opens again.
+        let again = try ModelContainer(for: Trip.self, configurations: ModelConfiguration(url: url))
+        #expect(try ModelContext(again).fetchCount(FetchDescriptor<Trip>()) == 2)
+        try again.close()
+    }
+
+    @Test func aReadOnlyProcessFollowsSeveralWritingOnes() throws {
+        let temporary = TemporaryDirectory("writers")
+        defer { temporary.remove() }
+        let directory = temporary.appending("Trips.store")
+        let first = try HelperProcess("shared", directory, "first")
+        defer { first.stop() }
+        try first.expect("open")
+        let second = try HelperProcess("shared", directory, "second")
+        defer { second.stop() }
+        try second.expect("open")
+        // Stage 1's read-only store follows slot 1, which in a shared store is the shared durable end.
+        let reader = try ModelContainer(
+            for: Trip.self, configurations: ModelConfiguration(url: URL(fileURLWithPath: directory), allowsSave: false))
+        first.send("burst 2 10")
+        second.send("burst 2 10")
+        let acknowledged = try Self.acknowledged(by: first) + Self.acknowledged(by: second)
+        let names = try ModelContext(reader).fetch(FetchDescriptor<Trip>()).map(\.name)
+        #expect(Set(names) == Set(acknowledged))
+        #expect(names.count == 40)
+        try first.quit()
+        try second.quit()
+        try reader.dataStore(as: LogStore.self)?.close()
+    }
+
+    @Test func writerProcessesRollSegmentsUnderEachOther() throws {
+        let temporary = TemporaryDirectory("writers")
+        defer { temporary.remove() }
+        let directory = temporary.appending("Trips.store")
+        // 2 KiB segments: about ten saves each, so each process rolls, and finds the other's rolls
+        // when it catches up.
+        let helpers = try ["a", "b"].map { try HelperProcess("shared", directory, $0, "2048") }
+        defer { for helper in helpers { helper.stop() } }
+        for helper in helpers { try helper.expect("open") }
+        for helper in helpers { helper.send("burst 2 25") }
+        var acknowledged: [String] = []
+        for helper in helpers { acknowledged += try Self.acknowledged(by: helper) }
+        for helper in helpers {
+            helper.send("count")
+            try helper.expect("count 100")
+        }
+        for helper in helpers { try helper.quit() }
+        var configuration = Self.configuration(directory)
+        configuration.segmentByteCountMax = 2048
+        let container = try ModelContainer(for: Trip.self, configurations: configuration)
+        let store = try #require(container.dataStore(as: LogStore.self))
+        #expect(store.log.segmentBaseOffsets.count > 5)
+        let names = try ModelContext(container).fetch(FetchDescriptor<Trip>()).map(\.name)
+        #expect(names.count == 100)
+        #expect(Set(names) == Set(acknowledged))
+        try store.close()
+    }
+}
