@@ -64,6 +64,27 @@ import Testing
         #expect(saved.destination == "Peru (Andes)", "and the refresh did not write the old value back")
     }
 
+    /// A property set to the value it already had (a text field's binding) is not a pending change:
+    /// the refresh takes the other save's value, and the next save does not write the old one back.
+    @Test func aSameValueAssignmentIsNotAPendingChange() throws {
+        let container = try Self.container()
+        let app = ModelContext(container)
+        let trip = SampleTrips.Trip(name: "Riga", destination: "Latvia", startDate: Self.start, endDate: Self.start)
+        app.insert(trip)
+        try app.save()
+        let other = ModelContext(container)
+        try #require(try other.fetch(FetchDescriptor<SampleTrips.Trip>()).first).destination = "Latvia (coast)"
+        try other.save()
+
+        trip.destination = trip.destination  // "Latvia", as saved
+        _ = try app.fetch(FetchDescriptor<SampleTrips.Trip>())
+        #expect(trip.destination == "Latvia (coast)")
+        #expect(!app.hasChanges)
+        try app.save()
+        let saved = try #require(try ModelContext(container).fetch(FetchDescriptor<SampleTrips.Trip>()).first)
+        #expect(saved.destination == "Latvia (coast)")
+    }
+
     @Test func observersSeeARefreshedAttribute() throws {
         let container = try Self.container()
         let app = ModelContext(container)

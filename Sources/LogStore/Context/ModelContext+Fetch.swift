@@ -192,12 +192,14 @@ extension ModelContext {
     private func refresh(_ model: any PersistentModel, with stored: [String: AttributeValue]) {
         let identifier = model.persistentModelID
         guard var saved = savedValues[identifier] else { return }
-        let pending: Set<String>
+        // Pending: what differs from the saved values (a property set to its saved value is not a
+        // change), and what a save in flight carries.
+        var pending = namesBeingSaved[ObjectIdentifier(model)] ?? []
         if type(of: model)._usesModelStorage {
-            pending = model.modelState.changedNames
+            pending.formUnion(changedValues(of: model).keys)
         } else {
             let current = encode(model)
-            pending = Set(current.keys.filter { current[$0] != saved[$0] })
+            pending.formUnion(current.keys.filter { current[$0] != saved[$0] })
         }
         for (name, value) in stored where saved[name] != value {
             if pending.contains(name) {

@@ -5,6 +5,8 @@ extension ModelContext {
     /// identifiers into the inserted instances.
     public func save() throws {
         guard let (request, changed) = makeSaveRequest() else { return }
+        markBeingSaved(changed)
+        defer { unmarkBeingSaved(changed) }
         do {
             let result = try container.store.save(request)
             apply(result, request: request)
@@ -17,6 +19,8 @@ extension ModelContext {
     /// `save()` that suspends, instead of blocking a thread, while the store waits for durability.
     public nonisolated(nonsending) func save() async throws {
         guard let (request, changed) = makeSaveRequest() else { return }
+        markBeingSaved(changed)
+        defer { unmarkBeingSaved(changed) }
         do {
             let result = try await container.store.save(request)
             apply(result, request: request)
@@ -79,6 +83,16 @@ extension ModelContext {
         request.deleted = deleted.map { DefaultSnapshot(persistentIdentifier: $0.key, values: [:]) }
         if request.inserted.isEmpty && request.updated.isEmpty && request.deleted.isEmpty { return nil }
         return (request, taken)
+    }
+
+    /// The changes a save in flight carries count as pending for a fetch's refresh: an async save
+    /// suspends, and a fetch meanwhile must not set those properties to another save's values.
+    private func markBeingSaved(_ taken: TakenChanges) {
+        for (model, names) in taken { namesBeingSaved[ObjectIdentifier(model), default: []].formUnion(names) }
+    }
+
+    private func unmarkBeingSaved(_ taken: TakenChanges) {
+        for (model, _) in taken { namesBeingSaved[ObjectIdentifier(model)] = nil }
     }
 
     /// A failed save leaves its changes pending: the tracked ones are marked changed again.

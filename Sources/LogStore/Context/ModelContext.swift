@@ -29,6 +29,9 @@ public final class ModelContext {
     /// Registered, saved `@Model` instances set since their last save or fetch: they report their
     /// own changes, so a save looks at these instead of encoding every registered model.
     var changedModels: [ObjectIdentifier: any PersistentModel] = [:]
+    /// Property names of tracked models that a save in flight carries (``save()-7kswr`` async
+    /// suspends): a fetch's refresh treats them as pending.
+    var namesBeingSaved: [ObjectIdentifier: Set<String>] = [:]
     /// Whether a model without its own change tracking (a hand-written conformance) was ever
     /// registered: then saves compare every registered model's values with its saved ones.
     var hasUntrackedModels = false
