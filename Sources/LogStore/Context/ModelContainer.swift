@@ -189,7 +189,8 @@ protocol ModelStore: AnyObject {
     func close() throws
 }
 
-final class StoreBox<Store: DataStore>: ModelStore where Store.Snapshot == DefaultSnapshot {
+/// Not final: ``SharedStoreBox`` changes what closing means for a store shared by containers.
+class StoreBox<Store: DataStore>: ModelStore where Store.Snapshot == DefaultSnapshot {
     let store: Store
     init(_ store: Store) { self.store = store }
     var base: AnyObject { store }

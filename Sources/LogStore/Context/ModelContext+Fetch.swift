@@ -204,22 +204,10 @@ extension ModelContext {
         for (name, value) in stored where saved[name] != value {
             if pending.contains(name) {
                 saved[name] = value
-            } else if (try? refill(model, name: name, with: value)) != nil {
+            } else if (try? fill(model, with: [name: value], keepingPendingChanges: true)) != nil {
                 saved[name] = value
             }
         }
         savedValues[identifier] = saved
-    }
-
-    /// Sets one property from a stored value, as a fetch does: not a change to save.
-    private func refill(_ model: any PersistentModel, name: String, with value: AttributeValue) throws {
-        try refillTyped(model, name, value)
-    }
-
-    private func refillTyped<M: PersistentModel>(_ model: M, _ name: String, _ value: AttributeValue) throws {
-        guard let property = M.schemaProperties.first(where: { $0.name == name }) else { return }
-        try model.modelState.filling {
-            try property.write(model, value) { identifier in self.registered[identifier] }
-        }
     }
 }

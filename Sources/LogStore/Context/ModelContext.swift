@@ -197,11 +197,18 @@ public final class ModelContext {
         return related
     }
 
-    func fill(_ model: any PersistentModel, with values: [String: AttributeValue]) throws {
-        try fillTyped(model, values)
+    /// Sets the model's properties from stored values (not changes to save). Unless
+    /// `keepingPendingChanges` (a fetch's refresh of some properties), the model has no pending
+    /// change afterwards.
+    func fill(_ model: any PersistentModel, with values: [String: AttributeValue], keepingPendingChanges: Bool = false)
+        throws
+    {
+        try fillTyped(model, values, keepingPendingChanges: keepingPendingChanges)
     }
 
-    private func fillTyped<M: PersistentModel>(_ model: M, _ values: [String: AttributeValue]) throws {
+    private func fillTyped<M: PersistentModel>(
+        _ model: M, _ values: [String: AttributeValue], keepingPendingChanges: Bool
+    ) throws {
         // Values from the store are not changes, and the store keeps both sides of relationships.
         try model.modelState.filling {
             for property in M.schemaProperties {
@@ -209,6 +216,7 @@ public final class ModelContext {
                 try property.write(model, value) { identifier in self.registered[identifier] }
             }
         }
+        guard !keepingPendingChanges else { return }
         model.modelState.changedNames.removeAll()
         changedModels[ObjectIdentifier(model)] = nil
     }

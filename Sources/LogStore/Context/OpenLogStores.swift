@@ -85,62 +85,34 @@ enum OpenLogStores {
     }
 }
 
-/// A container's hold on a store shared by every container of the process on its directory.
-final class SharedStoreBox: ModelStore, @unchecked Sendable {
-    // @unchecked: `inner` is immutable; `released` is atomic.
-    private let inner: StoreBox<LogStore>
+/// A container's hold on a store shared by every container of the process on its directory: the
+/// store's box, except that closing releases this container's hold (the store closes with the last).
+final class SharedStoreBox: StoreBox<LogStore>, @unchecked Sendable {
+    // @unchecked: `store` and `key` are immutable; `released` is atomic.
     private let key: OpenLogStores.Key?
     private let released = Mutex(false)
 
     init(store: LogStore, key: OpenLogStores.Key?) {
-        inner = StoreBox(store)
         self.key = key
+        super.init(store)
     }
 
     deinit {
         if let key, !released.withLock({ $0 }) {
-            try? OpenLogStores.release(key, store: inner.store, closing: false)
+            try? OpenLogStores.release(key, store: store, closing: false)
         }
     }
 
-    var base: AnyObject { inner.base }
-    var identifier: String { inner.identifier }
-    func fetch<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> DataStoreFetchResult<
-        T, DefaultSnapshot
-    > {
-        try inner.fetch(request)
-    }
-    func fetchCount<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> Int {
-        try inner.fetchCount(request)
-    }
-    func fetchIdentifiers<T: PersistentModel>(_ request: DataStoreFetchRequest<T>) throws -> [PersistentIdentifier] {
-        try inner.fetchIdentifiers(request)
-    }
-    func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) throws -> DataStoreSaveChangesResult<
-        DefaultSnapshot
-    > {
-        try inner.save(request)
-    }
-    func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) async throws -> DataStoreSaveChangesResult<
-        DefaultSnapshot
-    > {
-        try await inner.save(request)
-    }
-    func snapshots<T: PersistentModel>(of type: T.Type, _ identifiers: [PersistentIdentifier]) throws
-        -> (fetched: [DefaultSnapshot], related: [PersistentIdentifier: DefaultSnapshot])
-    {
-        try inner.snapshots(of: type, identifiers)
-    }
     /// Closes the store when this is the last container holding it; closing twice is harmless.
-    func close() throws {
+    override func close() throws {
         guard released.withLock({ released in
             defer { released = true }
             return !released
         }) else { return }
         if let key {
-            try OpenLogStores.release(key, store: inner.store, closing: true)
+            try OpenLogStores.release(key, store: store, closing: true)
         } else {
-            try inner.close()
+            try super.close()
         }
     }
 }
