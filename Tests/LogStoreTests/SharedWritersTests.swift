@@ -256,4 +256,60 @@ import Testing
         #expect(Set(names) == Set(acknowledged))
         try store.close()
     }
+
+    /// D11: checkpoints in a store shared by writers — one process at a time (`MAINTENANCE`), each
+    /// the fold of every process's records before its X. Automatic ones while two processes save,
+    /// then one on demand in each at once: both name the same checkpoint (the second finds the
+    /// first's), a process opening beside them starts from it and replays nothing, and the store
+    /// opened alone afterwards validates the checkpoint left and holds every acknowledged save.
+    /// (Before the maintenance lock, `checkpoint()` threw `unsupportedFeature` in a shared store.)
+    @Test func writerProcessesWriteCheckpointsOneAtATime() throws {
+        let temporary = TemporaryDirectory("writers")
+        defer { temporary.remove() }
+        let directory = temporary.appending("Trips.store")
+        // 2 KiB of log between automatic checkpoints: several while the two save.
+        let helpers = try ["a", "b"].map { try HelperProcess("shared", directory, $0, "\(64 << 20)", "2048") }
+        defer { for helper in helpers { helper.stop() } }
+        for helper in helpers { try helper.expect("open") }
+        for helper in helpers { helper.send("burst 2 25") }
+        var acknowledged: [String] = []
+        for helper in helpers { acknowledged += try Self.acknowledged(by: helper) }
+        var states: [String] = []
+        for helper in helpers {
+            helper.send("checkpoints")
+            states.append(try helper.nextLine())
+        }
+        #expect(states.allSatisfy { $0.hasSuffix(" error none") }, "\(states)")
+        #expect(states.contains { !$0.hasPrefix("newest none") }, "no automatic checkpoint: \(states)")
+        // On demand in both at once: one writes it, the other finds it (nothing is saved between).
+        for helper in helpers { helper.send("checkpoint") }
+        let answers = try helpers.map { try $0.nextLine() }
+        #expect(answers[0].hasPrefix("checkpoint "), "\(answers)")
+        #expect(answers[0] == answers[1])
+        let offset = UInt64(answers[0].dropFirst("checkpoint ".count))
+        #expect(offset != nil)
+
+        // Beside them, an open starts from that checkpoint and replays nothing after it.
+        let beside = try ModelContainer(for: Trip.self, configurations: Self.configuration(directory))
+        let besideStore = try #require(beside.dataStore(as: LogStore.self))
+        #expect(besideStore.openedFromCheckpointOffset == offset)
+        #expect(besideStore.lastOpenReplayedRecordCount == 0)
+        let besideNames = try ModelContext(beside).fetch(FetchDescriptor<Trip>()).map(\.name)
+        #expect(besideNames.count == 100)
+        #expect(Set(besideNames) == Set(acknowledged))
+        try besideStore.close()
+        for helper in helpers { try helper.quit() }
+
+        // Alone: the open validates every checkpoint file; the older ones were pruned.
+        let checkpointFiles = try FileManager.default.contentsOfDirectory(atPath: directory)
+            .filter { $0.hasPrefix(FormatConstants.checkpointFilePrefix) }
+        #expect(checkpointFiles.count == 1, "\(checkpointFiles)")
+        let alone = try ModelContainer(for: Trip.self, configurations: Self.configuration(directory))
+        let aloneStore = try #require(alone.dataStore(as: LogStore.self))
+        #expect(aloneStore.openedFromCheckpointOffset == offset)
+        let names = try ModelContext(alone).fetch(FetchDescriptor<Trip>()).map(\.name)
+        #expect(names.count == 100)
+        #expect(Set(names) == Set(acknowledged))
+        try aloneStore.close()
+    }
 }

@@ -18,19 +18,20 @@ import Synchronization
 ///
 /// Several writing processes (D11 stage 2: the store is opened with `allowsOtherWriters`):
 ///
-///     LogStoreProcessHelper shared <directory> <author> [segment bytes]
+///     LogStoreProcessHelper shared <directory> <author> [segment bytes [checkpoint interval bytes]]
 ///         as "write", plus: "burst <threads> <saves>" saves from that many threads at once, each
 ///         with its own context, printing "saved <name>" for each acknowledged save and
 ///         "done" at the end; "upsert <name> <saves>" saves that many trips with one unique key
 ///         (name, fixed dates), printing "saved <name>"; "count" prints "count <n>", the
-///         trips a fetch sees now.
+///         trips a fetch sees now; "checkpoint" writes one and prints "checkpoint <X>";
+///         "checkpoints" prints "newest <X or none> error <the last one's error or none>".
 ///     LogStoreProcessHelper shared-stream <directory> <author>
 ///         as "stream", with `allowsOtherWriters`; prints "saved <name>" after each save.
 @main
 struct ProcessHelper {
     static func main() throws {
         let arguments = CommandLine.arguments
-        guard arguments.count == 4 || (arguments.count == 5 && arguments[1].hasPrefix("shared")),
+        guard arguments.count == 4 || ((5...6).contains(arguments.count) && arguments[1].hasPrefix("shared")),
             ["write", "stream", "shared", "shared-stream"].contains(arguments[1])
         else {
             FileHandle.standardError.write(
@@ -81,7 +82,9 @@ struct ProcessHelper {
         var configuration = ModelConfiguration(url: URL(fileURLWithPath: arguments[2]))
         configuration.allowsOtherWriters = true
         // An optional fifth argument: the segment size (small ones make the processes roll often).
-        if arguments.count == 5 { configuration.segmentByteCountMax = UInt64(arguments[4])! }
+        if arguments.count >= 5 { configuration.segmentByteCountMax = UInt64(arguments[4])! }
+        // And a sixth: the interval of log between automatic checkpoints.
+        if arguments.count == 6 { configuration.checkpointIntervalByteCount = UInt64(arguments[5])! }
         let container = try ModelContainer(for: Trip.self, configurations: configuration)
         let store = container.dataStore(as: LogStore.self)!
         let author = arguments[3]
@@ -141,6 +144,12 @@ struct ProcessHelper {
                 let context = ModelContext(container)
                 let trips = try context.fetchCount(FetchDescriptor<Trip>())
                 say("count \(trips)")
+            case "checkpoint":
+                do { say("checkpoint \(try store.checkpoint())") } catch { say("failed \(error)") }
+            case "checkpoints":
+                say(
+                    "newest \(store.newestCheckpointOffset.map(String.init) ?? "none") error "
+                        + (store.lastCheckpointError.map { "\($0)" } ?? "none"))
             case "quit":
                 try store.close()
                 say("closed")

@@ -44,7 +44,23 @@ struct CheckpointFiles {
 
     /// Finds the checkpoint files, validates every one (a bad one is corruption, never skipped),
     /// and loads the newest. A checkpoint beyond the recovered end of the log is corruption.
+    ///
+    /// A file that vanished between listing and reading was pruned by a process writing a newer
+    /// checkpoint (a store shared by writers, or a writer beside a read-only open): the files are
+    /// listed again, a few times at most.
     func load(log: Log) throws(LogStoreError) -> LoadedCheckpoints {
+        let attemptsMax = 8
+        for attempt in 1... {
+            do throws(LogStoreError) {
+                return try loadListed(log: log)
+            } catch {
+                guard attempt < attemptsMax, error.underlying?.underlying?.code == ErrorCode.notFound else { throw error }
+            }
+        }
+        preconditionFailure("unreachable")
+    }
+
+    private func loadListed(log: Log) throws(LogStoreError) -> LoadedCheckpoints {
         let files = try offsets().map { (name: CheckpointFileName.name(offset: $0), offset: $0) }
         guard let newestFile = files.last else { return LoadedCheckpoints() }
         let end = log.visibleEnd
@@ -182,13 +198,17 @@ struct CheckpointFiles {
         }
     }
 
-    /// Deletes every checkpoint file whose offset is not in `keep`, then syncs the directory.
-    /// Best effort: a checkpoint left behind is valid and harmless, and the next prune tries again.
+    /// Deletes every checkpoint file whose offset is not in `keep` and lies below its newest, then
+    /// syncs the directory. A newer one is never deleted: in a store shared by writing processes it
+    /// is another process's. Best effort: a checkpoint left behind is valid and harmless, and the
+    /// next prune tries again.
     func prune(keeping keep: Set<UInt64>) {
-        guard let names = try? fileSystem.contentsOfDirectory(directory) else { return }
+        guard let newestKept = keep.max(), let names = try? fileSystem.contentsOfDirectory(directory) else { return }
         var removedAny = false
         for name in names {
-            guard let offset = CheckpointFileName.offset(name), !keep.contains(offset) else { continue }
+            guard let offset = CheckpointFileName.offset(name), offset < newestKept, !keep.contains(offset) else {
+                continue
+            }
             if (try? fileSystem.removeFile(CheckpointFileName.path(directory: directory, name: name))) != nil {
                 removedAny = true
             }

@@ -99,6 +99,15 @@ final class CheckpointState: @unchecked Sendable {
         if let error { lastError = error }
     }
 
+    /// A checkpoint another process of a store shared by writers wrote: the newest one, and the
+    /// next automatic one waits for another interval of log after it.
+    func adopt(_ offset: UInt64) {
+        locked {
+            newestOffset = max(newestOffset ?? offset, offset)
+            lastAttemptOffset = max(lastAttemptOffset, offset)
+        }
+    }
+
     func end(wrote offset: UInt64?, error: (any Error)?) {
         locked {
             isWriting = false

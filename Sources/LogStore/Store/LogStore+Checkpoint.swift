@@ -9,15 +9,22 @@ extension LogStore {
     /// synced through X. Returns the newest checkpoint's offset without writing when nothing was
     /// written since. Waits for a running automatic checkpoint first. Older checkpoints are
     /// pruned afterwards (DECISIONS.md D4).
+    ///
+    /// In a store shared by several writing processes (``LogStoreConfiguration/allowsOtherWriters``)
+    /// X includes what the others wrote up to the moment of the copy; one process at a time writes
+    /// a checkpoint (waiting at most 30 s for another's), and when another process wrote one at or
+    /// after X meanwhile, that one's offset is returned.
     @discardableResult
     public func checkpoint() throws -> UInt64 {
-        try refuseIfSharedByWriters("Writing a checkpoint on demand")
         try checkpoints.beginOnDemand()
         var written: UInt64?
         var failure: (any Error)?
         defer { checkpoints.end(wrote: written, error: failure) }
         do {
-            let offset = try writeCheckpoint()
+            // On demand it never skips (only an automatic one does).
+            guard let offset = try writeCheckpoint(automaticInterval: nil) else {
+                preconditionFailure("a checkpoint on demand is written or found")
+            }
             written = offset
             return offset
         } catch {
@@ -49,8 +56,7 @@ extension LogStore {
     /// bytes of log were written since the last one (called by ``didPublish(endOffset:)``).
     func checkpointIfDue(endOffset: UInt64) {
         let interval = configuration.checkpointIntervalByteCount
-        // Not yet in a store shared by writing processes (D11 stage 2: the maintenance lock).
-        guard interval > 0, !log.isSharedByWriters, checkpoints.beginAutomatic(endOffset: endOffset, interval: interval) else { return }
+        guard interval > 0, checkpoints.beginAutomatic(endOffset: endOffset, interval: interval) else { return }
         // A Thread, not a Task: encoding and fsync block, and the cooperative pool is small (D2).
         let thread = Thread { [self] in
             // Saves that come while one is written start none; if they made the next one due,
@@ -58,7 +64,7 @@ extension LogStore {
             repeat {
                 var written: UInt64?
                 var failure: (any Error)?
-                do { written = try writeCheckpoint() } catch { failure = error }
+                do { written = try writeCheckpoint(automaticInterval: interval) } catch { failure = error }
                 guard
                     checkpoints.endAutomatic(
                         wrote: written, error: failure, endOffset: log.writtenEnd, interval: interval)
@@ -71,9 +77,47 @@ extension LogStore {
 
     /// Copies the state under the lock, syncs the log through X, writes the file, prunes.
     /// The caller holds the writer's role.
-    private func writeCheckpoint() throws(LogStoreError) -> UInt64 {
-        let snapshot = try inner.withLock { inner throws(LogStoreError) -> (CheckpointHeader, FoldState) in
+    ///
+    /// A store shared by several writing processes (D11) does all of it under the maintenance
+    /// lock, so one process at a time writes and prunes; the copy is taken under the turn after
+    /// folding what the others wrote, so the state is exactly the log before X. An automatic
+    /// checkpoint (`automaticInterval` set) returns `nil`, writing nothing, when another process
+    /// holds the maintenance lock or wrote a checkpoint within the last interval of log; on
+    /// demand, a checkpoint another process wrote at or after X is the answer.
+    private func writeCheckpoint(automaticInterval: UInt64?) throws(LogStoreError) -> UInt64? {
+        guard log.isSharedByWriters else { return try writeCheckpoint(snapshot: checkpointSnapshot()) }
+        do throws(LogError) {
+            guard try log.beginMaintenance(waits: automaticInterval == nil, for: "write a checkpoint") else {
+                return nil
+            }
+        } catch { throw .log(error) }
+        defer { log.endMaintenance() }
+        let snapshot: (CheckpointHeader, FoldState)
+        do {
+            do throws(LogError) { try log.beginTurn() } catch { throw LogStoreError.log(error) }
+            defer { log.endTurn() }
+            snapshot = try checkpointSnapshot()
+        }
+        // Another process's checkpoint, written under this lock before it was granted, may
+        // already hold this state (or a later one). On a failed log, nothing is reported.
+        try refuseOnAFailedLog()
+        if let onDisk = try checkpointFiles.offsets().last, onDisk + (automaticInterval ?? 0) >= snapshot.0.offset {
+            checkpoints.adopt(onDisk)
+            return automaticInterval == nil ? onDisk : nil
+        }
+        return try writeCheckpoint(snapshot: snapshot)
+    }
+
+    /// The header and state of a checkpoint at the written end (store state held for the copy).
+    private func checkpointSnapshot() throws(LogStoreError) -> (CheckpointHeader, FoldState) {
+        try inner.withLock { inner throws(LogStoreError) -> (CheckpointHeader, FoldState) in
             guard !inner.closed else { throw .log(LogError(.closed, "The store is closed.")) }
+            // A store shared by writers, under the turn: nothing is written meanwhile, by this
+            // process or another, and the fold takes in every record the others wrote.
+            if log.isSharedByWriters {
+                try foldOtherWritersLocked(&inner)
+                precondition(inner.workingEnd == log.writtenEnd, "a checkpoint folds exactly the log before X")
+            }
             // Every write happens under this lock, and `working` folds every written record:
             // it is exactly the state after every record before the written end.
             let lastToken =
@@ -88,6 +132,10 @@ extension LogStore {
                 lowWaterMark: inner.lowWaterMark, bookmarks: inner.bookmarkList)
             return (header, inner.working)
         }
+    }
+
+    /// Writes the checkpoint of `snapshot` unless it is the newest one already, then prunes.
+    private func writeCheckpoint(snapshot: (CheckpointHeader, FoldState)) throws(LogStoreError) -> UInt64 {
         let (header, state) = snapshot
         // Before "nothing written since": a failed sync cuts the log back to its durable end,
         // which may be the newest checkpoint's X, while saves acknowledged after it are gone.

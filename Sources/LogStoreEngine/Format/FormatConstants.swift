@@ -50,6 +50,15 @@ public enum FormatConstants {
     /// never unlinked, like `LOCK`.
     public static let turnLockFileName = "TURN"
     public static let syncLockFileName = "SYNC"
+    /// The maintenance lock of a store shared by several writing processes: one process at a
+    /// time writes a checkpoint (D11; taken before `TURN`). Created in place, never unlinked.
+    public static let maintenanceLockFileName = "MAINTENANCE"
+    /// The files a store keeps beside its records that are neither records nor checkpoints: the
+    /// metadata, the lock files and the coordination file.
+    public static let controlFileNames: Set<String> = [
+        storeMetaFileName, lockFileName, coordinationFileName, turnLockFileName, syncLockFileName,
+        maintenanceLockFileName,
+    ]
     public static let segmentFileExtension = ".log"
     public static let indexFileExtension = ".index"
     public static let temporaryFileExtension = ".tmp"

@@ -233,10 +233,7 @@ struct StoreVerifier {
                     name, 0, .warning,
                     "temporary file left by an interrupted write; the next open for writing "
                         + "removes it")
-            } else if name != FormatConstants.storeMetaFileName && name != FormatConstants.lockFileName
-                && name != FormatConstants.coordinationFileName && name != FormatConstants.turnLockFileName
-                && name != FormatConstants.syncLockFileName && LogFileNames.segmentBaseOffset(name) == nil
-            {
+            } else if !FormatConstants.controlFileNames.contains(name) && LogFileNames.segmentBaseOffset(name) == nil {
                 report.unknownFiles.append(name)
             }
         }

@@ -234,6 +234,24 @@ extension Log {
         core.endTurn()
     }
 
+    /// A store shared by several writing processes (D11): takes the maintenance lock — this
+    /// process's mutex, then `MAINTENANCE` — under which one process at a time writes a
+    /// checkpoint and prunes the older ones. Taken before the turn, never while this thread holds
+    /// it. With `waits`, waits at most 30 s (then ``LogError/Code/locked``, naming `what`);
+    /// without, returns `false` at once when another thread or process holds it. In a store not
+    /// shared it takes nothing and returns `true` (the store's own bookkeeping orders checkpoints).
+    public func beginMaintenance(waits: Bool, for what: String) throws(LogError) -> Bool {
+        guard let writers = core.writers else { return true }
+        guard waits else { return writers.maintenance.tryAcquire() }
+        try writers.maintenance.acquire(for: what)
+        return true
+    }
+
+    /// Releases the maintenance lock (on the thread that took it).
+    public func endMaintenance() {
+        core.writers?.maintenance.release()
+    }
+
     /// A writer of a shared store, without the turn: learns the shared durable end from the
     /// coordination file and reads (and checks) the records up to it that other processes wrote.
     /// Returns whether the durable end moved. One `pread` when nothing is new.

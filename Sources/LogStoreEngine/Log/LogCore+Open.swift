@@ -381,9 +381,7 @@ extension LogCore {
 
     private static func unknownFiles(_ names: [String]) -> [String] {
         names.filter { name in
-            name != FormatConstants.storeMetaFileName && name != FormatConstants.lockFileName
-                && name != FormatConstants.coordinationFileName && name != FormatConstants.turnLockFileName
-                && name != FormatConstants.syncLockFileName && LogFileNames.segmentBaseOffset(name) == nil
+            !FormatConstants.controlFileNames.contains(name) && LogFileNames.segmentBaseOffset(name) == nil
                 && LogFileNames.indexBaseOffset(name) == nil
                 && LogFileNames.checkpointOffset(name) == nil && !LogFileNames.isTemporary(name)
         }.sorted()

@@ -1,28 +1,36 @@
 import Foundation
 
-/// The `TURN` and `SYNC` locks of a store shared by several writing processes.
+/// The `MAINTENANCE`, `TURN` and `SYNC` locks of a store shared by several writing processes,
+/// taken in that order (D11).
 final class SharedWriters: Sendable {
+    let maintenance: SharedFileLock
     let turn: SharedFileLock
     let sync: SharedFileLock
 
-    private init(turn: SharedFileLock, sync: SharedFileLock) {
+    private init(maintenance: SharedFileLock, turn: SharedFileLock, sync: SharedFileLock) {
+        self.maintenance = maintenance
         self.turn = turn
         self.sync = sync
     }
 
     static func open(directory: String, fileSystem: any FileSystem) throws(LogError) -> SharedWriters {
-        let turn = try SharedFileLock.open(FormatConstants.turnLockFileName, directory: directory, fileSystem: fileSystem)
+        var opened: [SharedFileLock] = []
         do throws(LogError) {
-            let sync = try SharedFileLock.open(
-                FormatConstants.syncLockFileName, directory: directory, fileSystem: fileSystem)
-            return SharedWriters(turn: turn, sync: sync)
+            for name in [
+                FormatConstants.maintenanceLockFileName, FormatConstants.turnLockFileName,
+                FormatConstants.syncLockFileName,
+            ] {
+                opened.append(try SharedFileLock.open(name, directory: directory, fileSystem: fileSystem))
+            }
         } catch {
-            turn.close()
+            for lock in opened { lock.close() }
             throw error
         }
+        return SharedWriters(maintenance: opened[0], turn: opened[1], sync: opened[2])
     }
 
     func close() {
+        maintenance.close()
         turn.close()
         sync.close()
     }

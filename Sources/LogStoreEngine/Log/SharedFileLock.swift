@@ -1,7 +1,8 @@
 import Foundation
 
-/// One of the locks several writing processes take turns with (DECISIONS.md D11 stage 2): `TURN`
-/// (catch up and write one batch) or `SYNC` (one `fdatasync` at a time across processes).
+/// One of the locks several writing processes take turns with (DECISIONS.md D11 stage 2):
+/// `MAINTENANCE` (one checkpoint at a time), `TURN` (catch up and write one batch) or `SYNC` (one
+/// `fdatasync` at a time across processes).
 ///
 /// A `flock` belongs to the open file description, so two threads of one process would both
 /// "hold" it: the in-process mutex comes first, then the `flock`. The `flock` is taken with
