@@ -312,4 +312,66 @@ import Testing
         #expect(Set(names) == Set(acknowledged))
         try aloneStore.close()
     }
+
+    /// D11 item 3: history deletion in a store shared by writers. One process deletes everything
+    /// up to its newest transaction (L), writing the checkpoint after L and deleting the segments
+    /// below it; the other learns of it at its next call — its history is what is after L, an
+    /// older token it kept expires, it lets go of the deleted segments' descriptors — and its own
+    /// checkpoint afterwards records the same L (written from L as the first left it, not its
+    /// own stale one). Opened alone afterwards: L, every acknowledged save, history after L only.
+    /// (Before the maintenance lock, `deleteHistory` threw `unsupportedFeature` in a shared store.)
+    @Test func historyDeletedByOneWriterProcessExpiresInTheOther() throws {
+        let temporary = TemporaryDirectory("writers")
+        defer { temporary.remove() }
+        let directory = temporary.appending("Trips.store")
+        // 2 KiB segments: history spans many, and deleting it removes most of them.
+        let helpers = try ["a", "b"].map { try HelperProcess("shared", directory, $0, "2048") }
+        defer { for helper in helpers { helper.stop() } }
+        let (a, b) = (helpers[0], helpers[1])
+        for helper in helpers { try helper.expect("open") }
+        var acknowledged: [String] = []
+        for helper in helpers { helper.send("burst 2 10") }
+        for helper in helpers { acknowledged += try Self.acknowledged(by: helper) }
+        b.send("remember")
+        #expect(try b.nextLine().hasPrefix("remembered "))
+        for helper in helpers { helper.send("burst 2 10") }
+        for helper in helpers { acknowledged += try Self.acknowledged(by: helper) }
+        // b reads history through segments a is about to delete: its descriptors stay open.
+        b.send("history")
+        try b.expect("history 80")
+
+        a.send("delete-history")
+        let deleted = try a.nextLine().split(separator: " ")
+        #expect(deleted.count == 4 && deleted[0] == "deleted" && deleted[2] == "segments", "\(deleted)")
+        let mark = UInt64(deleted[1])
+        #expect(mark != nil)
+        #expect((Int(deleted[3]) ?? 0) > 5, "segments deleted: \(deleted)")
+
+        b.send("history")
+        try b.expect("history 0")
+        b.send("history-after-remembered")
+        try b.expect("failed historyTokenExpired")
+        // b forgot the deleted segments: none of its descriptors names an unlinked file.
+        b.send("deleted-files")
+        try b.expect("deleted-files 0")
+        b.send("checkpoint")
+        #expect(try b.nextLine().hasPrefix("checkpoint "))
+        for helper in helpers { helper.send("burst 1 5") }
+        for helper in helpers { acknowledged += try Self.acknowledged(by: helper) }
+        for helper in helpers { try helper.quit() }
+
+        var configuration = Self.configuration(directory)
+        configuration.segmentByteCountMax = 2048
+        let container = try ModelContainer(for: Trip.self, configurations: configuration)
+        let store = try #require(container.dataStore(as: LogStore.self))
+        #expect(store.historyLowWaterMark?.offset == mark)
+        let context = ModelContext(container)
+        let names = try context.fetch(FetchDescriptor<Trip>()).map(\.name)
+        #expect(names.count == 90)
+        #expect(Set(names) == Set(acknowledged))
+        let history = try context.fetchHistory(HistoryDescriptor<DefaultHistoryTransaction>())
+        #expect(history.count == 10)
+        #expect(history.allSatisfy { $0.token.offset > mark! })
+        try store.close()
+    }
 }

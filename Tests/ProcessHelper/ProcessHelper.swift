@@ -24,7 +24,12 @@ import Synchronization
 ///         "done" at the end; "upsert <name> <saves>" saves that many trips with one unique key
 ///         (name, fixed dates), printing "saved <name>"; "count" prints "count <n>", the
 ///         trips a fetch sees now; "checkpoint" writes one and prints "checkpoint <X>";
-///         "checkpoints" prints "newest <X or none> error <the last one's error or none>".
+///         "checkpoints" prints "newest <X or none> error <the last one's error or none>";
+///         "delete-history" deletes all history and prints "deleted <L> segments <n>"; "remember"
+///         keeps the newest token and prints "remembered <offset>"; "history-after-remembered"
+///         prints "history <n>", the transactions after it, or "failed <error code>"; "history"
+///         prints "history <n>", all of it; "deleted-files" prints "deleted-files <n>", how many
+///         of its descriptors name files unlinked since they were opened.
 ///     LogStoreProcessHelper shared-stream <directory> <author>
 ///         as "stream", with `allowsOtherWriters`; prints "saved <name>" after each save.
 @main
@@ -90,6 +95,7 @@ struct ProcessHelper {
         let author = arguments[3]
         say("open")
         let counter = Mutex(0)
+        var remembered: DefaultHistoryToken?
         /// One acknowledged save of a new trip; its line is printed once `save()` returned.
         @Sendable func saveOne(_ context: ModelContext, name: String? = nil, unique: Bool = false) throws {
             let number = counter.withLock { value in
@@ -146,6 +152,34 @@ struct ProcessHelper {
                 say("count \(trips)")
             case "checkpoint":
                 do { say("checkpoint \(try store.checkpoint())") } catch { say("failed \(error)") }
+            case "delete-history":
+                do {
+                    let compaction = try store.deleteHistory(HistoryDescriptor<DefaultHistoryTransaction>(), force: false)
+                    say(
+                        "deleted \(compaction.lowWaterMark.map { String($0.offset) } ?? "none") segments "
+                            + "\(compaction.deletedSegments.count)")
+                } catch { say("failed \(error)") }
+            case "remember":
+                remembered = store.currentToken
+                say("remembered \(remembered.map { String($0.offset) } ?? "none")")
+            case "history-after-remembered":
+                let token = remembered!
+                do {
+                    let history = try ModelContext(container).fetchHistory(
+                        HistoryDescriptor<DefaultHistoryTransaction>(predicate: #Predicate { $0.token > token }))
+                    say("history \(history.count)")
+                } catch let error as LogStoreError { say("failed \(error.code)") }
+            case "history":
+                let history = try ModelContext(container).fetchHistory(HistoryDescriptor<DefaultHistoryTransaction>())
+                say("history \(history.count)")
+            case "deleted-files":
+                // /proc/self/fd: a descriptor of an unlinked file reads "<path> (deleted)".
+                let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+                let deleted = descriptors.filter { descriptor in
+                    let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + descriptor)
+                    return target?.hasSuffix(" (deleted)") ?? false
+                }
+                say("deleted-files \(deleted.count)")
             case "checkpoints":
                 say(
                     "newest \(store.newestCheckpointOffset.map(String.init) ?? "none") error "

@@ -108,6 +108,11 @@ final class CheckpointState: @unchecked Sendable {
         }
     }
 
+    /// A checkpoint written (or failed) by a holder of the role that keeps it for more work.
+    func note(wrote offset: UInt64?, error: (any Error)?) {
+        locked { record(wrote: offset, error: error) }
+    }
+
     func end(wrote offset: UInt64?, error: (any Error)?) {
         locked {
             isWriting = false

@@ -82,7 +82,6 @@ extension LogStore: HistoryProviding {
     public func deleteHistory(_ descriptor: HistoryDescriptor<DefaultHistoryTransaction>, force: Bool) throws
         -> HistoryCompaction
     {
-        try refuseIfSharedByWriters("Deleting history")
         let query = HistoryQuery(descriptor.predicate)
         if descriptor.predicate != nil,
             query.hasTermsOtherThanUpperBounds || (query.tokenUpperBound == nil && query.timestampUpperBound == nil)
@@ -93,13 +92,18 @@ extension LogStore: HistoryProviding {
         }
         compactionLock.lock()
         defer { compactionLock.unlock() }
-        let reader = historyReader()
-        try reader.validate(query)
-        var target = try newestTransaction(upTo: query, reader: reader)
-        var heldBack: String?
-        if !force { (target, heldBack) = try clampToConsumers(target) }
-        var compaction = try compact(to: target)
-        compaction.heldBackByConsumer = heldBack
+        // A store shared by writers: one process at a time, with L as the others left it.
+        let compaction = try withMaintenance(waits: true, for: "delete history") { () throws -> HistoryCompaction in
+            let reader = historyReader()
+            try reader.validate(query)
+            var target = try newestTransaction(upTo: query, reader: reader)
+            var heldBack: String?
+            if !force { (target, heldBack) = try clampToConsumers(target) }
+            var compaction = try compact(to: target)
+            compaction.heldBackByConsumer = heldBack
+            return compaction
+        }
+        guard let compaction else { preconditionFailure("a waiting maintenance pass runs") }
         return compaction
     }
 
@@ -130,8 +134,14 @@ extension LogStore: HistoryProviding {
             try syncBookmarkRecords()
             try writeLowWaterMarkCheckpoint(target.token, end: target.end)
             compaction.lowWaterMark = target.token
-            // Read-only processes reload L from the checkpoint just written.
-            log.publishMaintenance()
+            // Read-only processes (and the other writers of a shared store) reload L from the
+            // checkpoint just written.
+            do throws(LogError) { try log.publishMaintenance() } catch {
+                let message =
+                    "History deleted up to offset \(target.token.offset), but the other processes were not told: "
+                    + "\(error). They learn of it when they next delete history, write a checkpoint or open the store."
+                logger.warning("\(message)")
+            }
         }
         // Live tails behind the new L must throw historyTokenExpired now, not at the next save.
         tailSignal.signal()
@@ -247,10 +257,16 @@ extension LogStore: HistoryProviding {
 
     /// Writes the checkpoint at the end of L's record, recording L, then publishes L in memory.
     private func writeLowWaterMarkCheckpoint(_ mark: DefaultHistoryToken, end: UInt64) throws {
-        try checkpoints.beginOnDemand()
+        // A store shared by writers: the pass holds the role already (``withMaintenance``).
+        let takesRole = !log.isSharedByWriters
+        if takesRole { try checkpoints.beginOnDemand() }
         var written: UInt64?
         var failure: (any Error)?
-        defer { checkpoints.end(wrote: written, error: failure) }
+        defer {
+            if takesRole { checkpoints.end(wrote: written, error: failure) } else {
+                checkpoints.note(wrote: written, error: failure)
+            }
+        }
         do {
             var (header, state) = try stateAfter(mark, end: end)
             header.lowWaterMark = mark
@@ -271,7 +287,8 @@ extension LogStore: HistoryProviding {
     /// nothing was written after it, else a fold from the newest checkpoint at or before it.
     private func stateAfter(_ mark: DefaultHistoryToken, end: UInt64) throws(LogStoreError) -> (CheckpointHeader, FoldState) {
         let current = inner.withLock { inner -> (CheckpointHeader, FoldState)? in
-            guard log.writtenEnd == end else { return nil }
+            // A store shared by writers: `working` may not have folded what catch-up read yet.
+            guard log.writtenEnd == end, !log.isSharedByWriters || inner.workingEnd == end else { return nil }
             return (
                 CheckpointHeader(
                     storeID: log.storeID, offset: end, lastToken: mark, table: inner.table,

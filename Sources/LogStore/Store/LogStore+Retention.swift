@@ -9,18 +9,32 @@ extension LogStore {
     /// past the lag or idle limits, then deletes history beyond the byte and age limits, held
     /// back by the remaining consumers' bookmarks unless `force` is set.
     @discardableResult
+    ///
+    /// In a store shared by several writing processes one process at a time runs a pass (this
+    /// waits at most 30 s for another's).
     public func applyRetention(_ retention: HistoryRetention? = nil, force: Bool = false) throws -> HistoryCompaction {
+        guard let compaction = try applyRetention(retention, force: force, waits: true) else {
+            preconditionFailure("a waiting maintenance pass runs")
+        }
+        return compaction
+    }
+
+    /// ``applyRetention(_:force:)``; without `waits`, returns `nil` at once when another process
+    /// of a store shared by writers is running a pass or writing a checkpoint.
+    func applyRetention(_ retention: HistoryRetention?, force: Bool, waits: Bool) throws -> HistoryCompaction? {
         let retention = retention ?? configuration.historyRetention
         compactionLock.lock()
         defer { compactionLock.unlock() }
-        let dropped = try dropConsumers(retention)
-        var target = try retentionTarget(retention)
-        var heldBack: String?
-        if !force { (target, heldBack) = try clampToConsumers(target) }
-        var compaction = try compact(to: target)
-        compaction.heldBackByConsumer = heldBack
-        compaction.droppedConsumers = dropped
-        return compaction
+        return try withMaintenance(waits: waits, for: "apply history retention") { () throws -> HistoryCompaction in
+            let dropped = try dropConsumers(retention)
+            var target = try retentionTarget(retention)
+            var heldBack: String?
+            if !force { (target, heldBack) = try clampToConsumers(target) }
+            var compaction = try compact(to: target)
+            compaction.heldBackByConsumer = heldBack
+            compaction.droppedConsumers = dropped
+            return compaction
+        }
     }
 
     /// The newest transaction the byte and age limits let go, if any.
@@ -82,12 +96,13 @@ extension LogStore {
     /// cheap (it reads the records after L up to the bounds).
     func retainIfDue() {
         let retention = configuration.historyRetention
-        guard !log.isSharedByWriters, retention.limitsHistory || retention.consumerLagByteCountMax != nil || retention.consumerIdleMax != nil,
+        guard retention.limitsHistory || retention.consumerLagByteCountMax != nil || retention.consumerIdleMax != nil,
             retentionSchedule.claim(intervalNanoseconds: 1_000_000_000)
         else { return }
         let thread = Thread { [self] in
             defer { retentionSchedule.release() }
-            do { try applyRetention() } catch {
+            // In a store shared by writers, skipped while another process runs one.
+            do { _ = try applyRetention(nil, force: false, waits: false) } catch {
                 logger.error("History retention failed: \(error)")
             }
         }

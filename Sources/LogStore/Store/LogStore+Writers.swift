@@ -80,19 +80,62 @@ extension LogStore {
         let moved = try inner.withLock { inner throws(LogStoreError) -> Bool in
             guard !inner.closed else { return false }
             do throws(LogError) { _ = try log.refreshFromOtherWriters() } catch { throw .log(error) }
+            var moved = false
+            let maintenance = log.followedMaintenanceCounter
+            if maintenance != inner.loadedMaintenanceCounter {
+                // Another process moved L (and deletes the segments below it).
+                moved = try reloadLowWaterMarkLocked(&inner)
+                inner.loadedMaintenanceCounter = maintenance
+            }
             try foldOtherWritersLocked(&inner)
             let before = inner.publishedToken
             publishLocked(&inner)
-            return inner.publishedToken != before
+            return moved || inner.publishedToken != before
         }
         if moved { tailSignal.signal() }
     }
 
-    /// The operations not built yet for a store shared by writing processes throw this.
-    func refuseIfSharedByWriters(_ what: String) throws(LogStoreError) {
-        guard log.isSharedByWriters else { return }
-        throw .unsupportedFeature(
-            "\(what) is not available yet in a store shared by several writing processes (allowsOtherWriters): "
-                + "open it without allowsOtherWriters, alone, to do it.")
+    /// A store shared by writers: reads L, and the checkpoint recording it, from the checkpoint
+    /// files (store state held) — another process may have moved it — and forgets the segments
+    /// wholly at or below that checkpoint, which that process deletes (it wrote the checkpoint
+    /// first). L only moves forward. Returns whether it moved.
+    func reloadLowWaterMarkLocked(_ inner: inout Inner) throws(LogStoreError) -> Bool {
+        let headers = try checkpointFiles.headers(atOrBefore: log.visibleEnd)
+        guard let mark = CheckpointFiles.lowWaterMark(of: headers),
+            inner.lowWaterMark.map({ mark.offset > $0.offset }) ?? true
+        else { return false }
+        // The checkpoint at the end of L's record (history compaction writes it, D6): the base
+        // of time travel and of the next compaction's fold. Pruning keeps it.
+        guard let recording = headers.last(where: { $0.lowWaterMark == mark && $0.lastToken == mark }) else {
+            throw .log(
+                LogError(
+                    .corruption,
+                    "The checkpoints of \(configuration.directory) record the history low-water mark at offset "
+                        + "\(mark.offset) but none holds the state right after it.", file: configuration.directory))
+        }
+        inner.lowWaterMark = mark
+        inner.lowWaterMarkCheckpointOffset = recording.offset
+        do throws(LogError) { try log.forgetSegments(endingAtOrBefore: recording.offset) } catch { throw .log(error) }
+        return true
+    }
+
+    /// One history deletion or retention pass at a time across the processes of a store shared
+    /// by writers (the caller holds `compactionLock`): takes this process's checkpoint role, then
+    /// `MAINTENANCE` — in that order, so a `checkpoint()` here, which holds the role while it waits
+    /// for `MAINTENANCE`, never waits on this pass — then follows the others (their saves and
+    /// bookmarks, and an L one of them moved) and runs `body`. Returns `nil` without running it
+    /// when `waits` is false and another process holds `MAINTENANCE`. In a store not shared,
+    /// runs `body` (the role is taken where the checkpoint is written).
+    func withMaintenance<T>(waits: Bool, for what: String, _ body: () throws -> T) throws -> T? {
+        guard log.isSharedByWriters else { return try body() }
+        try checkpoints.beginOnDemand()
+        defer { checkpoints.end(wrote: nil, error: nil) }
+        do throws(LogError) {
+            guard try log.beginMaintenance(waits: waits, for: what) else { return nil }
+        } catch { throw LogStoreError.log(error) }
+        defer { log.endMaintenance() }
+        try followOtherWriters()
+        _ = try inner.withLock { inner throws(LogStoreError) in try reloadLowWaterMarkLocked(&inner) }
+        return try body()
     }
 }

@@ -208,8 +208,20 @@ extension Log {
     /// The writer moved something readers keep apart from the records (the history low-water
     /// mark, recorded in a checkpoint): bumps the coordination file's maintenance counter, so
     /// read-only processes reload it (``followedMaintenanceCounter``). Does nothing read-only.
-    public func publishMaintenance() {
-        core.publishMaintenance()
+    ///
+    /// In a store shared by several writing processes the other writers follow it too; there it
+    /// throws when slot 1 cannot be read or written (they then learn of the new mark only when
+    /// they take the maintenance lock or open the store).
+    public func publishMaintenance() throws(LogError) {
+        try core.publishMaintenance()
+    }
+
+    /// A store shared by several writing processes: drops from this process's list the segments
+    /// whose records all end at or before `endOffset` (never the last), which another process
+    /// deleted by moving the history low-water mark. Nothing on disk changes; a reader that holds
+    /// one keeps its descriptor until it is done, and the descriptor closes with the last of them.
+    public func forgetSegments(endingAtOrBefore endOffset: UInt64) throws(LogError) {
+        _ = try core.takeSegments(endingAtOrBefore: endOffset)
     }
 
     /// Whether several processes may write this store (``LogOptions/allowsOtherWriters``).

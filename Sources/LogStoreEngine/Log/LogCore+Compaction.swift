@@ -8,29 +8,12 @@ extension LogCore {
     /// prefix of them deleted: the log still starts at a segment base and every kept segment
     /// ends where the next begins. An index left without its segment is removed at the next open.
     func deleteSegments(endingAtOrBefore endOffset: UInt64) throws(LogError) -> [UInt64] {
-        let doomed: [SegmentFile] = try conditionLock.withLock { () throws(LogError) -> [SegmentFile] in
+        let doomed = try conditionLock.withLock { () throws(LogError) -> [SegmentFile] in
             guard !state.isClosed else { throw LogError(.closed, "The log is closed.", file: directory) }
             guard !state.isReadOnly else {
                 throw LogError(.readOnly, "The log is open read-only; history cannot be compacted.", file: directory)
             }
-            var count = 0
-            // Bounded: each pass either waits for the syncer's one index write or ends.
-            while true {
-                count = 0
-                // Segment i's records end where segment i + 1 begins.
-                while count + 1 < state.segments.count, state.segments[count + 1].baseOffset <= endOffset { count += 1 }
-                // The syncer writes an index outside the lock: let it finish, or the index it
-                // renames into place after our unlink would outlive its segment.
-                guard let inFlight = state.indexWriteInFlight,
-                    state.segments.prefix(count).contains(where: { $0.baseOffset == inFlight })
-                else { break }
-                conditionLock.waitWaiter()
-            }
-            let doomed = Array(state.segments.prefix(count))
-            state.segments.removeFirst(count)
-            let bases = Set(doomed.map(\.baseOffset))
-            state.pendingIndexWrites.removeAll { bases.contains($0.baseOffset) }
-            return doomed
+            return takeSegmentsLocked(endingAtOrBefore: endOffset)
         }
         var deleted: [UInt64] = []
         for (position, segment) in doomed.enumerated() {
@@ -53,5 +36,37 @@ extension LogCore {
             deleted.append(segment.baseOffset)
         }
         return deleted
+    }
+
+    /// Removes from the list the segments whose records all end at or before `endOffset`, never
+    /// the last: ``Log/forgetSegments(endingAtOrBefore:)``. Nothing on disk changes.
+    func takeSegments(endingAtOrBefore endOffset: UInt64) throws(LogError) -> [SegmentFile] {
+        try conditionLock.withLock { () throws(LogError) -> [SegmentFile] in
+            guard !state.isClosed else { throw LogError(.closed, "The log is closed.", file: directory) }
+            return takeSegmentsLocked(endingAtOrBefore: endOffset)
+        }
+    }
+
+    /// Removes from the list (lock held) the segments whose records all end at or before
+    /// `endOffset`, never the last, once no index write of theirs is in flight.
+    private func takeSegmentsLocked(endingAtOrBefore endOffset: UInt64) -> [SegmentFile] {
+        var count = 0
+        // Bounded: each pass either waits for the syncer's one index write or ends.
+        while true {
+            count = 0
+            // Segment i's records end where segment i + 1 begins.
+            while count + 1 < state.segments.count, state.segments[count + 1].baseOffset <= endOffset { count += 1 }
+            // The syncer writes an index outside the lock: let it finish, or the index it
+            // renames into place after our unlink would outlive its segment.
+            guard let inFlight = state.indexWriteInFlight,
+                state.segments.prefix(count).contains(where: { $0.baseOffset == inFlight })
+            else { break }
+            conditionLock.waitWaiter()
+        }
+        let doomed = Array(state.segments.prefix(count))
+        state.segments.removeFirst(count)
+        let bases = Set(doomed.map(\.baseOffset))
+        state.pendingIndexWrites.removeAll { bases.contains($0.baseOffset) }
+        return doomed
     }
 }

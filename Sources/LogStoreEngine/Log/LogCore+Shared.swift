@@ -47,11 +47,41 @@ extension LogCore {
     }
 
     /// The writer moved the history low-water mark (a checkpoint records it): readers reload it.
-    func publishMaintenance() {
+    /// In a store shared by writers the counter is bumped in slot 1 under `SYNC` (its only
+    /// writer), and the other writers reload it too.
+    func publishMaintenance() throws(LogError) {
+        if let writers { return try publishMaintenanceShared(writers) }
         conditionLock.withLock {
             guard directoryLock != nil, writers == nil, state.shared != nil, !state.isClosed else { return }
             state.shared!.maintenanceCounter &+= 1
             publishSharedLocked(force: true)
+        }
+    }
+
+    /// ``publishMaintenance()`` of a store shared by writers: read, bump and write slot 1 under
+    /// `SYNC` (no other lock held), keeping everything else in it as read.
+    private func publishMaintenanceShared(_ writers: SharedWriters) throws(LogError) {
+        let coordination: CoordinationFile? = conditionLock.withLock {
+            state.isClosed || state.isReadOnly ? nil : state.coordination
+        }
+        guard let coordination else {
+            throw LogError(.readOnly, "The log is closed or read-only: the maintenance counter was not moved.",
+                file: directory)
+        }
+        try writers.sync.acquire(for: "tell the other processes that history was deleted")
+        defer { writers.sync.release() }
+        guard var slot = coordination.read(), slot.storeID == meta.storeID, !slot.isFailed else {
+            throw LogError(
+                .syncFailed,
+                "The coordination file's slot of \(directory) could not be read (or says a process failed): the "
+                    + "other processes were not told that history was deleted.",
+                file: CoordinationFile.path(in: directory))
+        }
+        slot.maintenanceCounter &+= 1
+        slot.changeCounter &+= 1
+        try coordination.writeChecked(slot)
+        conditionLock.withLock {
+            if state.shared?.epoch == slot.epoch { state.shared?.maintenanceCounter = slot.maintenanceCounter }
         }
     }
 

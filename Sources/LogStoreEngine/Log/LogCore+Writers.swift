@@ -648,6 +648,8 @@ extension LogCore {
             failStop(failure, cutsAtWrittenEnd: false)
             throw failure
         }
+        // Another process moved the history low-water mark (``Log/publishMaintenance()``).
+        state.shared?.maintenanceCounter = slot.maintenanceCounter
         guard slot.visibleEnd > state.durableEnd else { return false }
         if slot.visibleEnd > state.writtenEnd {
             let segmentCount = state.segments.count
