@@ -313,6 +313,14 @@ final class HelperProcess: Sendable {
         }
     }
 
+    /// The lines said so far and not yet taken, without waiting.
+    func takeReadyLines() -> [String] {
+        lines.state.withLock { state in
+            defer { state.lines.removeAll() }
+            return state.lines
+        }
+    }
+
     func expect(_ expected: String) throws {
         let line = try nextLine()
         guard line == expected else { throw HelperError(message: "expected \"\(expected)\", got \"\(line)\"") }

@@ -281,9 +281,15 @@ import Testing
         }
         #expect(states.allSatisfy { $0.hasSuffix(" error none") }, "\(states)")
         #expect(states.contains { !$0.hasPrefix("newest none") }, "no automatic checkpoint: \(states)")
+        // A checkpoint's temporary file left by a process killed while writing it: only the
+        // MAINTENANCE holder writes those, so the next one removes it (review of 8838aa7: they
+        // piled up while the store was never opened alone).
+        let leftover = directory + "/checkpoint-00000000000000000100.ckpt.tmp"
+        #expect(FileManager.default.createFile(atPath: leftover, contents: Data(repeating: 7, count: 4096)))
         // On demand in both at once: one writes it, the other finds it (nothing is saved between).
         for helper in helpers { helper.send("checkpoint") }
         let answers = try helpers.map { try $0.nextLine() }
+        #expect(!FileManager.default.fileExists(atPath: leftover))
         #expect(answers[0].hasPrefix("checkpoint "), "\(answers)")
         #expect(answers[0] == answers[1])
         let offset = UInt64(answers[0].dropFirst("checkpoint ".count))
@@ -373,5 +379,31 @@ import Testing
         #expect(history.count == 10)
         #expect(history.allSatisfy { $0.token.offset > mark! })
         try store.close()
+    }
+
+    /// Review of 8838aa7, finding 1: a read-only open fixes its end, then lists the checkpoints; a
+    /// checkpoint a writer renamed in between lay beyond that end and the open failed with
+    /// `corruption` (naming a valid checkpoint). Now it follows the writer once before judging.
+    @Test func aReadOnlyOpenBesideACheckpointingWriterNeverCallsItsCheckpointCorrupt() throws {
+        let temporary = TemporaryDirectory("writers")
+        defer { temporary.remove() }
+        let directory = temporary.appending("Trips.store")
+        // Saves until stopped, with a checkpoint every 1 KiB of log: one every few saves.
+        let writer = try HelperProcess("shared-stream", directory, "writer", "\(64 << 20)", "1024")
+        defer { writer.stop() }
+        try writer.expect("open")
+        var checkpointsSeen = Set<String>()
+        for _ in 0..<25 {
+            let reader = try ModelContainer(
+                for: Trip.self,
+                configurations: ModelConfiguration(url: URL(fileURLWithPath: directory), allowsSave: false))
+            try reader.dataStore(as: LogStore.self)?.close()
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+            checkpointsSeen.formUnion(names.filter { $0.hasPrefix(FormatConstants.checkpointFilePrefix) })
+        }
+        writer.stop()
+        #expect(writer.takeReadyLines().count > 25)
+        // The writer checkpointed while the reads opened (else this test shows nothing).
+        #expect(checkpointsSeen.count > 5, "\(checkpointsSeen.count) checkpoints seen")
     }
 }

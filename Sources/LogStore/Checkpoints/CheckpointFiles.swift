@@ -48,22 +48,22 @@ struct CheckpointFiles {
     /// A file that vanished between listing and reading was pruned by a process writing a newer
     /// checkpoint (a store shared by writers, or a writer beside a read-only open): the files are
     /// listed again, a few times at most.
+    ///
+    /// A log opened without the lock (read-only, beside a writer) fixed its end before listing: a
+    /// checkpoint renamed in meanwhile lies beyond it (its writer published a durable end past X
+    /// before the rename). Such a log follows the writer once before judging.
     func load(log: Log) throws(LogStoreError) -> LoadedCheckpoints {
-        let attemptsMax = 8
-        for attempt in 1... {
-            do throws(LogStoreError) {
-                return try loadListed(log: log)
-            } catch {
-                guard attempt < attemptsMax, error.underlying?.underlying?.code == ErrorCode.notFound else { throw error }
-            }
-        }
-        preconditionFailure("unreachable")
+        try listingAgainIfAFileVanishes { () throws(LogStoreError) -> LoadedCheckpoints in try loadListed(log: log) }
     }
 
     private func loadListed(log: Log) throws(LogStoreError) -> LoadedCheckpoints {
         let files = try offsets().map { (name: CheckpointFileName.name(offset: $0), offset: $0) }
+        var end = log.visibleEnd
+        if !log.holdsLock, files.contains(where: { $0.offset > end }) {
+            do throws(LogError) { try log.refresh() } catch { throw .log(error) }
+            end = log.visibleEnd
+        }
         guard let newestFile = files.last else { return LoadedCheckpoints() }
-        let end = log.visibleEnd
         for file in files where file.offset > end {
             throw .log(
                 corruption(
@@ -158,13 +158,33 @@ struct CheckpointFiles {
 
     /// The newest checkpoint at X with `startOffset` ≤ X ≤ `endOffset` (so it holds nothing
     /// after the end), read and validated; `nil` when there is none.
+    /// A file pruned between listing and reading (beside a writer) is looked for again.
     func newest(atOrBefore endOffset: UInt64, notBefore startOffset: UInt64) throws(LogStoreError)
         -> (header: CheckpointHeader, state: FoldState)?
     {
-        guard let offset = try offsets().last(where: { $0 <= endOffset && $0 >= startOffset }) else { return nil }
-        let (header, state) = try read(offset: offset, decodesRows: true)
-        guard let state else { return nil }
-        return (header, state)
+        try listingAgainIfAFileVanishes { () throws(LogStoreError) -> (header: CheckpointHeader, state: FoldState)? in
+            guard let offset = try offsets().last(where: { $0 <= endOffset && $0 >= startOffset }) else { return nil }
+            let (header, state) = try read(offset: offset, decodesRows: true)
+            guard let state else { return nil }
+            return (header, state)
+        }
+    }
+
+    /// Runs `body` again (a few times at most) when it fails because a checkpoint file it listed
+    /// was gone when it read it: a process writing a newer checkpoint pruned it (a store shared
+    /// by writers, or a writer beside a read-only open).
+    private func listingAgainIfAFileVanishes<T>(_ body: () throws(LogStoreError) -> T) throws(LogStoreError) -> T {
+        let attemptsMax = 8
+        var attempt = 1
+        // Bounded: attemptsMax passes.
+        while true {
+            do throws(LogStoreError) {
+                return try body()
+            } catch {
+                guard attempt < attemptsMax, error.underlying?.underlying?.code == ErrorCode.notFound else { throw error }
+                attempt += 1
+            }
+        }
     }
 
     // MARK: Writing
@@ -202,10 +222,22 @@ struct CheckpointFiles {
     /// syncs the directory. A newer one is never deleted: in a store shared by writing processes it
     /// is another process's. Best effort: a checkpoint left behind is valid and harmless, and the
     /// next prune tries again.
-    func prune(keeping keep: Set<UInt64>) {
+    ///
+    /// With `removesTemporaryFiles` (a store shared by writers, `MAINTENANCE` held: only its holder
+    /// writes checkpoints) a `checkpoint-….ckpt.tmp` is a dead process's unfinished checkpoint, and
+    /// is removed too; otherwise only an open that is alone removes those.
+    func prune(keeping keep: Set<UInt64>, removesTemporaryFiles: Bool = false) {
         guard let newestKept = keep.max(), let names = try? fileSystem.contentsOfDirectory(directory) else { return }
         var removedAny = false
         for name in names {
+            if removesTemporaryFiles, name.hasSuffix(FormatConstants.temporaryFileExtension),
+                CheckpointFileName.offset(String(name.dropLast(FormatConstants.temporaryFileExtension.count))) != nil
+            {
+                if (try? fileSystem.removeFile(CheckpointFileName.path(directory: directory, name: name))) != nil {
+                    removedAny = true
+                }
+                continue
+            }
             guard let offset = CheckpointFileName.offset(name), offset < newestKept, !keep.contains(offset) else {
                 continue
             }

@@ -12,8 +12,8 @@ extension LogStore {
     ///
     /// In a store shared by several writing processes (``LogStoreConfiguration/allowsOtherWriters``)
     /// X includes what the others wrote up to the moment of the copy; one process at a time writes
-    /// a checkpoint (waiting at most 30 s for another's), and when another process wrote one at or
-    /// after X meanwhile, that one's offset is returned.
+    /// a checkpoint (waiting at most 30 s for another's), and when another process's checkpoint
+    /// already holds that state (nothing was written since it), its offset is returned.
     @discardableResult
     public func checkpoint() throws -> UInt64 {
         try checkpoints.beginOnDemand()
@@ -83,7 +83,8 @@ extension LogStore {
     /// folding what the others wrote, so the state is exactly the log before X. An automatic
     /// checkpoint (`automaticInterval` set) returns `nil`, writing nothing, when another process
     /// holds the maintenance lock or wrote a checkpoint within the last interval of log; on
-    /// demand, a checkpoint another process wrote at or after X is the answer.
+    /// demand, a checkpoint another process wrote at X is the answer (one it wrote before this
+    /// process's turn can be at X but not past it).
     private func writeCheckpoint(automaticInterval: UInt64?) throws(LogStoreError) -> UInt64? {
         guard log.isSharedByWriters else { return try writeCheckpoint(snapshot: checkpointSnapshot()) }
         do throws(LogError) {
@@ -105,6 +106,13 @@ extension LogStore {
         // already hold this state (or a later one). On a failed log, nothing is reported.
         try refuseOnAFailedLog()
         if let onDisk = try checkpointFiles.offsets().last, onDisk + (automaticInterval ?? 0) >= snapshot.0.offset {
+            // Its writer may have been killed between its rename and its directory fsync.
+            do throws(FileSystemError) { try configuration.fileSystem.syncDirectory(configuration.directory) } catch {
+                throw .log(
+                    LogError(
+                        .ioError, "Making checkpoint \(onDisk) of another process durable (directory fsync): \(error).",
+                        file: configuration.directory, underlying: error))
+            }
             checkpoints.adopt(onDisk)
             return automaticInterval == nil ? onDisk : nil
         }
@@ -119,7 +127,15 @@ extension LogStore {
             // process or another, and the fold takes in every record the others wrote.
             if log.isSharedByWriters {
                 try foldOtherWritersLocked(&inner)
-                precondition(inner.workingEnd == log.writtenEnd, "a checkpoint folds exactly the log before X")
+                // Unequal only when a failed fdatasync (another thread's save) cut the log back
+                // meanwhile: the log is failed, and no checkpoint is written.
+                guard inner.workingEnd == log.writtenEnd else {
+                    throw .log(
+                        LogError(
+                            .readOnly,
+                            "The log was cut back after a failed sync while a checkpoint was being taken; no checkpoint "
+                                + "is written. Reopen the store.", file: configuration.directory))
+                }
             }
             // Every write happens under this lock, and `working` folds every written record:
             // it is exactly the state after every record before the written end.
@@ -184,7 +200,10 @@ extension LogStore {
     /// directory. Best effort: a checkpoint left behind is valid and harmless, and the next
     /// checkpoint tries again.
     func pruneCheckpoints(keeping newest: UInt64) {
-        checkpointFiles.prune(keeping: checkpointOffsetsNeededByHistory().union([newest]))
+        // In a store shared by writers every prune runs under MAINTENANCE (a checkpoint, a
+        // history deletion or retention pass).
+        checkpointFiles.prune(
+            keeping: checkpointOffsetsNeededByHistory().union([newest]), removesTemporaryFiles: log.isSharedByWriters)
     }
 
     /// The checkpoint at the low-water mark is the base for time travel and for the next

@@ -224,6 +224,10 @@ extension Log {
         _ = try core.takeSegments(endingAtOrBefore: endOffset)
     }
 
+    /// Whether this log was opened for writing (it holds `LOCK`, exclusive or — a store shared by
+    /// writers — shared); a log opened read-only beside a writer does not.
+    public var holdsLock: Bool { core.directoryLock != nil }
+
     /// Whether several processes may write this store (``LogOptions/allowsOtherWriters``).
     public var isSharedByWriters: Bool { core.writers != nil }
 
