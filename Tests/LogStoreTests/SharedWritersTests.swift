@@ -406,4 +406,33 @@ import Testing
         // The writer checkpointed while the reads opened (else this test shows nothing).
         #expect(checkpointsSeen.count > 5, "\(checkpointsSeen.count) checkpoints seen")
     }
+
+    /// D11: no thread of the cooperative pool waits on a `flock`. With `TURN` held elsewhere (a
+    /// second descriptor here, which `flock` treats as another holder), four asynchronous saves
+    /// wait for it, and the pool (2 threads on this machine) must stay free meanwhile. Before, each
+    /// such save polled `TURN` on its cooperative thread: the small task below could run only
+    /// once they gave up (30 s later, `locked`), and the saves failed.
+    @Test func asynchronousSavesWaitingForTheTurnLeaveTheCooperativePoolFree() async throws {
+        let temporary = TemporaryDirectory("writers")
+        defer { temporary.remove() }
+        let directory = temporary.appending("Trips.store")
+        let container = try ModelContainer(for: Trip.self, configurations: Self.configuration(directory))
+        let turn = try PosixFileSystem().openFile(directory + "/" + FormatConstants.turnLockFileName, mode: .createOrOpen)
+        #expect(try turn.tryLockExclusive())
+        let saves = (0..<4).map { index in
+            Task {
+                let context = ModelContext(container)
+                context.insert(Trip(name: "async \(index)", destination: "Somewhere"))
+                try await context.save()
+            }
+        }
+        // Runs on the cooperative pool while the saves wait for the turn.
+        let answer = await Task.detached { 6 * 7 }.value
+        #expect(answer == 42)
+        try turn.unlock()
+        for save in saves { try await save.value }
+        #expect(try ModelContext(container).fetchCount(FetchDescriptor<Trip>()) == 4)
+        try container.dataStore(as: LogStore.self)?.close()
+        turn.close()
+    }
 }

@@ -19,10 +19,13 @@ extension LogStore {
     }
 
     /// `save` that suspends instead of blocking a thread while the record becomes durable.
+    ///
+    /// In a store shared by writing processes the write itself may wait for another process's
+    /// turn (up to 30 s): it runs on a thread of its own then, never on the cooperative pool (D11).
     public func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) async throws
         -> DataStoreSaveChangesResult<DefaultSnapshot>
     {
-        var (position, result) = try write(request)
+        var (position, result) = log.isSharedByWriters ? try await writeOnAThreadOfItsOwn(request) : try write(request)
         guard let written = position else { return result }
         if configuration.durability == .synchronous {
             do throws(LogError) { try await log.waitUntilDurable(written) } catch { throw forgetUndurable(error) }
@@ -31,6 +34,22 @@ extension LogStore {
         didPublish(endOffset: written.endOffset)
         result.token = DefaultHistoryToken(storeIdentifier: log.storeID, offset: written.offset, check: written.payloadCRC)
         return result
+    }
+
+    /// ``write(_:)`` on a new thread, the caller suspended meanwhile: the turn's `flock` waits
+    /// (non-blocking retries with pauses) block that thread, not one of the cooperative pool's
+    /// (2 here, and Linux libdispatch does not add threads for blocked ones, D2). A thread per
+    /// asynchronous save of a shared store; the turn is taken and released on it.
+    private func writeOnAThreadOfItsOwn(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) async throws
+        -> (LogPosition?, DataStoreSaveChangesResult<DefaultSnapshot>)
+    {
+        try await withCheckedThrowingContinuation { continuation in
+            let thread = Thread { [self] in
+                continuation.resume(with: Result { try write(request) })
+            }
+            thread.name = "LogStore save turn"
+            thread.start()
+        }
     }
 
     /// The one hook after a save is published: live history tails wake (``TailSignal``),
