@@ -104,6 +104,61 @@ final class FaultyWriteHandle: LogStoreEngine.FileHandle, Sendable {
         }
     }
 
+    /// Review12 A5 (D12 in a shared store): durable-end marks were off with several writers, so
+    /// after a clean close rot in the last group commit was judged a torn tail and cut by the next
+    /// process alone. Now each writer marks under the turn once every process's records are
+    /// durable: at close, and when idle. Seen failing before (no mark; the open cut the record).
+    @Test func aSharedStoreStatesItsLastGroupCommitDurableAndRefusesRotInIt() throws {
+        let temporary = TemporaryDirectory("shared-mark")
+        defer { temporary.remove() }
+        let fileSystemA = ObservedPosixFileSystem(process: 1), fileSystemB = ObservedPosixFileSystem(process: 2)
+        var optionsA = Self.options(fileSystemA)
+        optionsA.segmentByteCountMax = 1 << 20
+        optionsA.durableEndMarkDelay = .milliseconds(20)
+        var optionsB = optionsA
+        optionsB.fileSystem = fileSystemB
+        let a = try Log.open(directory: temporary.path, options: optionsA)
+        let b = try Log.open(directory: temporary.path, options: optionsB)
+        var positions: [LogPosition] = []
+        for (index, log) in [a, b, a].enumerated() {
+            try log.beginTurn()
+            let position = try log.write(Array("record \(index) ".utf8) + [UInt8](repeating: 7, count: 60))
+            log.endTurn()
+            try log.waitUntilDurable(position)
+            positions.append(position)
+        }
+        // Idle: both wrote, both mark (the second after a sync that makes the first's mark
+        // durable in its view: it caught up past a mark it had not seen synced, and waited for a
+        // sync that nothing asked for — found by this test).
+        let deadline = Date().addingTimeInterval(20)
+        while (a.statistics.markCount == 0 || b.statistics.markCount == 0) && Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+        // At least once each (a slow machine may let the delay pass between the writes).
+        #expect(a.statistics.markCount >= 1)
+        #expect(b.statistics.markCount >= 1)
+        try b.close()
+        try a.close()
+        // Every record is followed by a stated durable end: a flipped bit in the last one is
+        // corruption at the next open (alone), not a torn tail to cut.
+        let segment = temporary.path + "/" + LogFileNames.segment(0)
+        let intact = try #require(FileManager.default.contents(atPath: segment))
+        let last = positions.last!
+        var damaged = intact
+        damaged[Int(last.offset) + FormatConstants.segmentHeaderByteCount + 40] ^= 0x10
+        try damaged.write(to: URL(fileURLWithPath: segment))
+        let error = logError { _ = try Log.open(directory: temporary.path, options: Self.options(fileSystemA)) }
+        #expect(error?.code == .corruption, "\(String(describing: error))")
+        #expect(error?.offset == last.offset)
+        #expect(FileManager.default.contents(atPath: segment) == damaged, "a refused open changed the segment")
+        // Intact, the log reads every record (readers never see the marks).
+        try intact.write(to: URL(fileURLWithPath: segment))
+        let reopened = try Log.open(directory: temporary.path, options: Self.options(fileSystemA))
+        #expect(try readAll(reopened).map(\.offset) == positions.map(\.offset))
+        #expect(try reopened.firstRecord(atOrAfter: last.endOffset, includingMarks: true)?.type == .durableEndMark)
+        try reopened.close()
+    }
+
     /// A1: a segment another writer created may lack its directory fsync (that writer killed
     /// between its rename and the fsync): the writer that adopts it fsyncs it and the directory
     /// before writing into it. Seen failing before the fix (no directory fsync by the adopter).

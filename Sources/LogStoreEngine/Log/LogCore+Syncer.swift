@@ -220,7 +220,7 @@ extension LogCore {
     /// mark, everything written is durable (the mark states it, D12), nothing else is under way,
     /// and either the log is closing or no record came for ``LogOptions/durableEndMarkDelay``.
     var isDurableEndMarkDue: Bool {
-        guard writers == nil, state.needsDurableEndMark, state.failure == nil, !state.isFailing, !state.isReadOnly,
+        guard state.needsDurableEndMark, state.failure == nil, !state.isFailing, !state.isReadOnly,
             !state.isRolling, !state.syncInProgress, state.zeroFillStart == nil,
             state.writtenEnd == state.durableEnd
         else { return false }
@@ -237,6 +237,55 @@ extension LogCore {
     /// by the simulator, `SimulatorTests`). A full disk skips it (it is bookkeeping, not data);
     /// any other write error is fail-stop, as for any record.
     private func writeDurableEndMark() {
+        if let writers { return writeSharedDurableEndMark(writers) }
+        writeDurableEndMarkLocked()
+    }
+
+    /// A store shared by writers (lock held on entry and exit): the mark is a record like any
+    /// other, written under the turn after catching up, and only when the shared durable end
+    /// (slot 1, read by the catch-up) covers everything written by every process — then it truly
+    /// states that every record before it is durable. A busy turn means another process (or a
+    /// save here) is writing: look again after another delay (at close, give up: the writer of
+    /// the later records marks them). Unlike a save it does not wait for `TURN`.
+    private func writeSharedDurableEndMark(_ writers: SharedWriters) {
+        conditionLock.unlock()
+        let acquired = writers.turn.tryAcquire()
+        conditionLock.lock()
+        guard acquired else {
+            if state.isClosed { state.needsDurableEndMark = false } else {
+                state.lastWriteNanoseconds = monotonicNanoseconds()
+            }
+            return
+        }
+        precondition(!state.turnHeld, "the turn's mutex was free")
+        state.turnHeld = true
+        defer {
+            state.turnHeld = false
+            conditionLock.unlock()
+            writers.turn.release()
+            conditionLock.lock()
+        }
+        // A failed catch-up failed the log (or names damage the next turn reports): no mark.
+        guard (try? catchUpLocked()) != nil else {
+            state.needsDurableEndMark = false
+            return
+        }
+        // Others wrote since and their records are not durable here yet: a sync first (one
+        // without an fdatasync when another process's covered them already), then look again
+        // after another delay.
+        guard isDurableEndMarkDue || (state.writtenEnd == state.durableEnd && state.isClosed) else {
+            if state.isClosed { state.needsDurableEndMark = false } else {
+                state.lastWriteNanoseconds = monotonicNanoseconds()
+                state.syncRequestedEnd = max(state.syncRequestedEnd, state.writtenEnd)
+            }
+            return
+        }
+        writeDurableEndMarkLocked()
+        guard state.failure == nil else { return }
+        do throws(LogError) { try publishTurnSlotLocked() } catch { failStopShared(error) }
+    }
+
+    private func writeDurableEndMarkLocked() {
         state.needsDurableEndMark = false
         let segment = state.segments.last!
         let offset = state.writtenEnd

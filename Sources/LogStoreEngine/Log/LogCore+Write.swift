@@ -48,7 +48,7 @@ extension LogCore {
         segment.note(offset: offset, recordByteCount: record.recordByteCount)
         state.lastWriteNanoseconds = monotonicNanoseconds()
         if options.durability != .synchronous { publishWrittenEndLocked(now: state.lastWriteNanoseconds) }
-        if !state.needsDurableEndMark && writers == nil {
+        if !state.needsDurableEndMark {
             // The syncer may sleep without a deadline: it must learn that a mark will be due.
             state.needsDurableEndMark = true
             conditionLock.signalSyncer()

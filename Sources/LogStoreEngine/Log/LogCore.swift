@@ -147,7 +147,7 @@ final class LogCore: @unchecked Sendable {
         state = State(
             segments: segments, writtenEnd: end, durableEnd: end, syncRequestedEnd: end,
             isReadOnly: lock == nil, preallocatedPosition: lastPosition)
-        state.needsDurableEndMark = needsDurableEndMark && lock != nil && writers == nil
+        state.needsDurableEndMark = needsDurableEndMark && lock != nil
         state.lastWriteNanoseconds = monotonicNanoseconds()
     }
 
