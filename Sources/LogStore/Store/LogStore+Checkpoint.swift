@@ -95,7 +95,7 @@ extension LogStore {
         defer { log.endMaintenance() }
         // L moves only under MAINTENANCE: as another process left it, so that this checkpoint
         // records it and the pruning keeps the checkpoint holding the state after it.
-        _ = try inner.withLock { inner throws(LogStoreError) in try reloadLowWaterMarkLocked(&inner) }
+        try followOthersUnderMaintenance()
         let snapshot: (CheckpointHeader, FoldState)
         do {
             do throws(LogError) { try log.beginTurn() } catch { throw LogStoreError.log(error) }

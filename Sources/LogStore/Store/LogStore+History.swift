@@ -175,7 +175,9 @@ extension LogStore: HistoryProviding {
         guard !log.isReadOnly else { return }
         compactionLock.lock()
         defer { compactionLock.unlock() }
-        _ = try? deleteSegmentsCoveredByLowWaterMark()
+        _ = try? withMaintenance(waits: false, for: "finish a history deletion") {
+            try deleteSegmentsCoveredByLowWaterMark()
+        }
     }
 
     /// The newest visible transaction the query's upper bounds admit, after L, with its end.

@@ -59,6 +59,9 @@ extension LogStore {
                     } catch {
                         throw LogStoreError.corruptRecord(offset: record.offset, reason: "bookmark record: \(error)")
                     }
+                    // Another process's acknowledgement may let L move: it must be durable first
+                    // (syncBookmarkRecords), or a power cut brings its consumer back behind L (D7).
+                    inner.bookmarkRecordEnd = max(inner.bookmarkRecordEnd, record.endOffset)
                 default:
                     break
                 }
@@ -80,14 +83,18 @@ extension LogStore {
         let moved = try inner.withLock { inner throws(LogStoreError) -> Bool in
             guard !inner.closed else { return false }
             do throws(LogError) { _ = try log.refreshFromOtherWriters() } catch { throw .log(error) }
+            // Fold first: the records it folds may lie in segments the reload below forgets.
+            try foldOtherWritersLocked(&inner)
             var moved = false
             let maintenance = log.followedMaintenanceCounter
             if maintenance != inner.loadedMaintenanceCounter {
-                // Another process moved L (and deletes the segments below it).
-                moved = try reloadLowWaterMarkLocked(&inner)
-                inner.loadedMaintenanceCounter = maintenance
+                // Another process moved L (and deletes the segments below it). A checkpoint it
+                // pruned while this listed them leaves the counter unmatched: looked at again next time.
+                if let reloaded = try reloadLowWaterMarkLocked(&inner, underMaintenance: false) {
+                    moved = reloaded
+                    inner.loadedMaintenanceCounter = maintenance
+                }
             }
-            try foldOtherWritersLocked(&inner)
             let before = inner.publishedToken
             publishLocked(&inner)
             return moved || inner.publishedToken != before
@@ -97,16 +104,24 @@ extension LogStore {
 
     /// A store shared by writers: reads L, and the checkpoint recording it, from the checkpoint
     /// files (store state held) — another process may have moved it — and forgets the segments
-    /// wholly at or below that checkpoint, which that process deletes (it wrote the checkpoint
-    /// first). L only moves forward. Returns whether it moved.
-    func reloadLowWaterMarkLocked(_ inner: inout Inner) throws(LogStoreError) -> Bool {
-        let headers = try checkpointFiles.headers(atOrBefore: log.visibleEnd)
+    /// wholly at or below that checkpoint and below what the working state folds (that process
+    /// deletes them; it wrote the checkpoint first). L only moves forward. Returns whether it
+    /// moved, or `nil` when the checkpoint recording L vanished while the files were read (only
+    /// outside `MAINTENANCE`: a pass pruned it meanwhile; look again later).
+    ///
+    /// `underMaintenance`: every checkpoint file on disk counts (each was synced through its X
+    /// before its rename), not only those at or before this process's durable end — a process
+    /// that has not followed yet would otherwise miss the newest L and write a checkpoint with
+    /// an older one, pruning the one that records it (review of 2dddcf6, finding 2).
+    func reloadLowWaterMarkLocked(_ inner: inout Inner, underMaintenance: Bool) throws(LogStoreError) -> Bool? {
+        let headers = try checkpointFiles.headers(atOrBefore: underMaintenance ? .max : log.visibleEnd)
         guard let mark = CheckpointFiles.lowWaterMark(of: headers),
             inner.lowWaterMark.map({ mark.offset > $0.offset }) ?? true
         else { return false }
         // The checkpoint at the end of L's record (history compaction writes it, D6): the base
         // of time travel and of the next compaction's fold. Pruning keeps it.
         guard let recording = headers.last(where: { $0.lowWaterMark == mark && $0.lastToken == mark }) else {
+            guard underMaintenance else { return nil }
             throw .log(
                 LogError(
                     .corruption,
@@ -115,7 +130,9 @@ extension LogStore {
         }
         inner.lowWaterMark = mark
         inner.lowWaterMarkCheckpointOffset = recording.offset
-        do throws(LogError) { try log.forgetSegments(endingAtOrBefore: recording.offset) } catch { throw .log(error) }
+        do throws(LogError) { try log.forgetSegments(endingAtOrBefore: min(recording.offset, inner.workingEnd)) } catch {
+            throw .log(error)
+        }
         return true
     }
 
@@ -134,8 +151,23 @@ extension LogStore {
             guard try log.beginMaintenance(waits: waits, for: what) else { return nil }
         } catch { throw LogStoreError.log(error) }
         defer { log.endMaintenance() }
-        try followOtherWriters()
-        _ = try inner.withLock { inner throws(LogStoreError) in try reloadLowWaterMarkLocked(&inner) }
+        try followOthersUnderMaintenance()
         return try body()
+    }
+
+    /// Under `MAINTENANCE` in a store shared by writers: folds what the others saved (bookmarks
+    /// included: consumers hold L back across processes), then takes L as the last process to
+    /// move it left it. Throws `closed` on a closed store (the fold would silently do nothing).
+    func followOthersUnderMaintenance() throws(LogStoreError) {
+        try followOtherWriters()
+        let moved = try inner.withLock { inner throws(LogStoreError) -> Bool in
+            guard !inner.closed else { throw .log(LogError(.closed, "The store is closed.")) }
+            return try reloadLowWaterMarkLocked(&inner, underMaintenance: true) ?? false
+        }
+        // It moved here, not at this process's follow: its mover may have died before telling
+        // the others (slot 1's counter), so they are told again — under SYNC, no store lock held.
+        if moved {
+            do throws(LogError) { try log.publishMaintenance() } catch { throw .log(error) }
+        }
     }
 }

@@ -233,8 +233,9 @@ public final class LogStore: DataStore, @unchecked Sendable {
             // A store shared by writers follows the others' durable ends the same way.
             startFollowing()
         }
-        if !isReadOnly && !log.isSharedByWriters {
-            // A compaction cut short (a crash, a full disk) left segments wholly at or below L: finish it.
+        if !isReadOnly {
+            // A compaction cut short (a crash, a full disk) left segments wholly at or below L:
+            // finish it (in a store shared by writers under MAINTENANCE, when nobody holds it).
             finishCompaction()
         }
     }

@@ -15,6 +15,7 @@ extension LogCore {
             }
             return takeSegmentsLocked(endingAtOrBefore: endOffset)
         }
+        if writers != nil { return try deleteSegmentFiles(endingAtOrBefore: endOffset) }
         var deleted: [UInt64] = []
         for (position, segment) in doomed.enumerated() {
             do throws(FileSystemError) {
@@ -34,6 +35,34 @@ extension LogCore {
                         + "it are deleted, it and later ones are kept until the next compaction or open)")
             }
             deleted.append(segment.baseOffset)
+        }
+        return deleted
+    }
+
+    /// A store shared by writers (`MAINTENANCE` held by the caller): the segment files to delete
+    /// come from the directory, not from this process's list — another process may have forgotten
+    /// segments that a pass cut short left (killed, a failed unlink), and this process's list may
+    /// not reach the last segment yet (another rolled): every file whose successor in the
+    /// directory starts at or before `endOffset` goes, lowest first, never the directory's last.
+    /// A crash or failure leaves a prefix deleted, and the next pass (any process's) or an open
+    /// alone deletes the rest: no gap is ever left between kept segments (review of 2dddcf6, 1).
+    private func deleteSegmentFiles(endingAtOrBefore endOffset: UInt64) throws(LogError) -> [UInt64] {
+        let bases = try Self.listDirectory(directory, fileSystem).compactMap(LogFileNames.segmentBaseOffset).sorted()
+        var deleted: [UInt64] = []
+        for (index, base) in bases.enumerated() where index + 1 < bases.count && bases[index + 1] <= endOffset {
+            let segmentPath = path(LogFileNames.segment(base))
+            do throws(FileSystemError) {
+                let indexPath = path(LogFileNames.index(base))
+                if (try? fileSystem.kind(of: indexPath)) != nil { try fileSystem.removeFile(indexPath) }
+                try fileSystem.removeFile(segmentPath)
+                try fileSystem.syncDirectory(directory)
+            } catch {
+                throw LogError.io(
+                    error,
+                    "Deleting segment \(segmentPath) (history compaction; the segments before it are deleted, it "
+                        + "and later ones are kept until the next compaction or an open alone)")
+            }
+            deleted.append(base)
         }
         return deleted
     }

@@ -296,9 +296,9 @@ extension LogCore {
                     // damage — the store is fine, this open fell behind.
                     throw LogError(
                         .reopenRequired,
-                        "The process writing \(directory) deleted history this read-only open had not read yet "
+                        "A process writing \(directory) deleted history this process had not read yet "
                             + "(the records from offset \(offset) on, in a segment deleted before it was read). "
-                            + "Open it again.", file: directory, offset: offset)
+                            + "Open the store again.", file: directory, offset: offset)
                 case .end:
                     throw LogError.corruption(
                         segment.path, offset: offset,

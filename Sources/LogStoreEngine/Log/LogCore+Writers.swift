@@ -324,6 +324,14 @@ extension LogCore {
             .filter { $0 > known && $0 <= publishedBase }.sorted()
         let segment: SegmentFile
         if let first = bases.first {
+            // This process fell behind a history deletion: its own last segment and the next one
+            // were deleted (a prefix goes) before it read the records they held.
+            if first > offset, try !segmentExists(at: known) {
+                throw LogError(
+                    .reopenRequired,
+                    "Another process writing \(directory) deleted history this process had not read yet (the "
+                        + "records from offset \(offset) on). Open the store again.", file: directory, offset: offset)
+            }
             guard first == offset else {
                 throw LogError.corruption(
                     path(LogFileNames.segment(first)), offset: first,
