@@ -167,4 +167,37 @@ final class SecondProcessFileSystem: FileSystem, Sendable {
         try aStore.close()
         _ = a
     }
+
+    /// Consumers across processes (D7 with D11): a consumer registered by one writer holds back
+    /// the other's history deletion, and the other can acknowledge it without having followed
+    /// first (before, its bookmarks were as of its last follow: `unknownConsumer`).
+    @Test func aConsumerRegisteredByOneWriterHoldsBackTheOthersDeletionAndTheOtherAcknowledgesIt() throws {
+        let temporary = TemporaryDirectory("shared-maintenance")
+        defer { temporary.remove() }
+        let directory = temporary.appending("Trips.store")
+        let (a, aStore) = try Self.open(directory, SecondProcessFileSystem(tag: 1), following: false)
+        let (b, bStore) = try Self.open(directory, SecondProcessFileSystem(tag: 2), following: false)
+        _ = try Self.save(10, in: a, prefix: "a")
+        let history = try ModelContext(b).fetchHistory(HistoryDescriptor<DefaultHistoryTransaction>())
+        #expect(history.count == 10)
+        let kept = history[3].token
+        try bStore.registerHistoryConsumer("mirror", after: history[3].token)
+        // a has not followed since b registered: the acknowledgement still finds the consumer.
+        try aStore.acknowledgeHistory("mirror", through: history[6].token)
+        _ = try Self.save(5, in: a, prefix: "a more")
+        let compaction = try aStore.deleteHistory(HistoryDescriptor<DefaultHistoryTransaction>(), force: false)
+        #expect(compaction.heldBackByConsumer == "mirror")
+        #expect(compaction.lowWaterMark == history[6].token)
+        // b sees the consumer's acknowledgement (another process's record) and the new L.
+        #expect(bStore.historyConsumers.first { $0.name == "mirror" }?.token == history[6].token)
+        #expect(bStore.historyLowWaterMark == history[6].token)
+        let expired = #expect(throws: LogStoreError.self) {
+            _ = try ModelContext(b).fetchHistory(
+                HistoryDescriptor<DefaultHistoryTransaction>(predicate: #Predicate { $0.token > kept }))
+        }
+        #expect(expired?.code == .historyTokenExpired)
+        try bStore.close()
+        try aStore.close()
+        _ = (a, b)
+    }
 }

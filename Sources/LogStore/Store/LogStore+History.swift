@@ -60,7 +60,11 @@ extension LogStore: HistoryProviding {
 
     /// L: the newest deleted transaction, or `nil` while no history was deleted. `token > L`
     /// returns all retained history.
-    public var historyLowWaterMark: DefaultHistoryToken? { inner.withLock { $0.lowWaterMark } }
+    public var historyLowWaterMark: DefaultHistoryToken? {
+        // As another process may have moved it (an error following is for the next fetch).
+        try? followOtherProcess()
+        return inner.withLock { $0.lowWaterMark }
+    }
 
     // MARK: Deleting
 
@@ -316,7 +320,10 @@ extension LogStore: HistoryProviding {
 
     /// The registered history consumers, by name.
     public var historyConsumers: [ConsumerBookmark] {
-        inner.withLock { $0.bookmarkList.map(ConsumerBookmark.init) }
+        // What other processes registered and acknowledged too (as `currentToken`, an error
+        // following them is for the next fetch to throw).
+        try? followOtherProcess()
+        return inner.withLock { $0.bookmarkList.map(ConsumerBookmark.init) }
     }
 
     /// Registers (or re-registers) a consumer of history: until it acknowledges, deletions keep
@@ -326,6 +333,8 @@ extension LogStore: HistoryProviding {
     /// would let a deletion remove history the consumer was promised. A token at or before the
     /// low-water mark throws ``LogStoreError/historyTokenExpired(resumeToken:)``.
     public func registerHistoryConsumer(_ name: String, after token: DefaultHistoryToken? = nil) throws {
+        // In a store shared by writers, against L and the consumers as the others left them.
+        try followOtherProcess()
         if let token { try historyReader().validate(tokenOnly(token, asLowerBound: true)) }
         let position = try writeBookmark(.set, name: name, token: token)
         do throws(LogError) { try log.waitUntilDurable(position) } catch { throw LogStoreError.log(error) }
@@ -335,6 +344,7 @@ extension LogStore: HistoryProviding {
     /// `fdatasync` of its own: it becomes durable with the next save (a crash may lose it, which
     /// only makes retention keep more).
     public func acknowledgeHistory(_ name: String, through token: DefaultHistoryToken) throws {
+        try followOtherProcess()
         guard inner.withLock({ $0.bookmarks[name] != nil }) else { throw LogStoreError.unknownConsumer(name) }
         try historyReader().validate(tokenOnly(token, asLowerBound: true))
         try writeBookmark(.set, name: name, token: token)
@@ -342,6 +352,7 @@ extension LogStore: HistoryProviding {
 
     /// Forgets a consumer; its bookmark no longer holds history back.
     public func unregisterHistoryConsumer(_ name: String) throws {
+        try followOtherProcess()
         guard let bookmark = inner.withLock({ $0.bookmarks[name] }) else { throw LogStoreError.unknownConsumer(name) }
         try writeBookmark(.remove, name: name, token: bookmark.token)
     }
