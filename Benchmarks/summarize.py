@@ -636,16 +636,19 @@ def issue12_section(results):
     reference = results.get(ISSUE12_SAVERS[0][1])
     present = [(label, results.get(key)) for label, key in ISSUE12_SAVERS if results.get(key)]
     if present:
-        out.append("| Savers | saves/s | range over passes | p50 µs | p99 µs | records per fdatasync | ÷ 8 savers, 1 process, alone |")
-        out.append("|:--|--:|--:|--:|--:|--:|--:|")
+        out.append("| Savers | saves/s | range over passes | p50 µs | p99 µs | records per fdatasync | CPU µs per save (both processes) | ÷ 8 savers, 1 process, alone |")
+        out.append("|:--|--:|--:|--:|--:|--:|--:|--:|")
         for label, entry in present:
             latency = entry["latencyMicroseconds"]
             rps = records_per_sync(entry)
             rps_text = "–" if rps is None or rps == float("inf") else f"{rps:.2f}"
+            counters = entry.get("counters", {})
+            cpu_per_save = (f"{counters['cpuMicroseconds'] / counters['saves']:.0f}"
+                            if counters.get("cpuMicroseconds") and counters.get("saves") else "–")
             versus = ratio_cell(entry, reference, bold=True, with_range=True) if reference and entry is not reference else ("1" if entry is reference else "–")
             out.append(f"| {label} | **{fmt_rate(entry['opsPerSecond'])}** | {fmt_rate(entry['opsPerSecondMin'])}–"
                        f"{fmt_rate(entry['opsPerSecondMax'])} | {fmt_us(latency['p50'])} | {fmt_us(latency['p99'])} | "
-                       f"{rps_text} | {versus} |")
+                       f"{rps_text} | {cpu_per_save} | {versus} |")
         alone1, shared1 = results.get("i12.saves.1x1"), results.get("i12.saves.1x1.shared")
         if alone1 and shared1:
             out.append(f"\n1 saver, allowsOtherWriters ÷ opened alone: **{ratio_cell(shared1, alone1, with_range=True)}** "

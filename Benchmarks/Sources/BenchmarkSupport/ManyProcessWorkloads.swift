@@ -24,6 +24,9 @@ public final class SaverWindowWorkload: ProcessWorkload, @unchecked Sendable {
     let window: UInt64
     var saves = 0
     var childSaves = 0
+    /// CPU time of both processes over the rounds (the parent's includes the harness's idle
+    /// threads, the child's its command loop).
+    var cpuMicroseconds = 0
 
     public init(context: WorkloadContext, localThreads: Int, childThreads: Int, shared: Bool) throws {
         precondition(childThreads == 0 || shared, "two writing processes need allowsOtherWriters")
@@ -51,17 +54,22 @@ public final class SaverWindowWorkload: ProcessWorkload, @unchecked Sendable {
     }
 
     public func round() throws -> ProcessRound {
+        let childBefore = try child.map { try ProcessUsage(fields: try $0.channel.request("usage", expecting: "usage")) }
+        let before = ProcessUsage.now()
         let start = monotonicNanoseconds() + 20_000_000
         let end = start + window
         if let child { try child.channel.send("window \(start) \(end)") }
         var result = try gang.window(start: start, end: end)
+        cpuMicroseconds += (ProcessUsage.now() - before).cpuMicroseconds
         saves += result.saves
-        if let child {
+        if let child, let childBefore {
             let remote = try SaverWindow(fields: try child.channel.request("", expecting: "result", receiveOnly: true))
             childSaves += remote.saves
             result.saves += remote.saves
             result.lastReturn = max(result.lastReturn, remote.lastReturn)
             result.latencies += remote.latencies
+            let childAfter = try ProcessUsage(fields: try child.channel.request("usage", expecting: "usage"))
+            cpuMicroseconds += (childAfter - childBefore).cpuMicroseconds
         }
         return ProcessRound(operations: result.saves, nanoseconds: result.lastReturn - start, latencies: result.latencies)
     }
@@ -72,6 +80,7 @@ public final class SaverWindowWorkload: ProcessWorkload, @unchecked Sendable {
             "saves": Double(saves + childSaves), "childSaves": Double(childSaves),
             "fdatasyncs": Double(statistics.syncCount), "turns": Double(statistics.turnCount),
             "caughtUpRecords": Double(statistics.caughtUpRecordCount),
+            "cpuMicroseconds": Double(cpuMicroseconds), "syncsCoveredElsewhere": Double(statistics.syncsCoveredElsewhere),
         ]
         if let child, let remote = try? ChildStatistics(child) {
             counters["childFdatasyncs"] = remote.syncs
