@@ -66,6 +66,21 @@ let package = Package(
                 .plugin(name: "BenchmarkPlugin", package: "benchmark")
             ]
         ),
+        // Issue 12: several writing processes on one store (allowsOtherWriters), with real
+        // processes (the binary runs itself again as a child): saves from 2 processes, remote-change
+        // latency, an idle reader's CPU, catch-up and the "anything new?" check.
+        .executableTarget(
+            name: "ProcessBenchmarks",
+            dependencies: [
+                "BenchmarkSupport",
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "LogStore", package: "LogStore"),
+            ],
+            path: "Benchmarks/ProcessBenchmarks",
+            plugins: [
+                .plugin(name: "BenchmarkPlugin", package: "benchmark")
+            ]
+        ),
         // P5, P8: opening large stores (checkpoint + replay) and their resident memory, on
         // fixtures built once and cached under .cache/fixtures.
         .executableTarget(

@@ -3,13 +3,16 @@
 # and their ratios to the peers measured in the same run.
 #
 #   Benchmarks/run.sh                     full profile: every suite (EngineBenchmarks, HistoryBenchmarks,
-#                                         ModelBenchmarks, StateBenchmarks) twice in a row at half the nominal
+#                                         ModelBenchmarks, ProcessBenchmarks, StateBenchmarks) twice in a row at half the nominal
 #                                         measuring times (under 10 min here, plus the build and, once, the
 #                                         fixtures); writes Benchmarks/RESULTS.md with the median of the passes
 #   BENCHMARKS_SMOKE=1 Benchmarks/run.sh  smoke profile for CI: one tiny iteration of each benchmark;
 #                                         writes Benchmarks/.cache/RESULTS-smoke.md (RESULTS.md is left alone)
 #   Benchmarks/run.sh --filter 'P1 .*'    extra arguments go to `swift package benchmark`
 #                                         (--filter/--skip take regexes matching whole benchmark names)
+#   RESULTS=Benchmarks/.cache/RESULTS-issue12.md Benchmarks/run.sh --filter 'I12 .*'
+#                                         issue 12's suite alone (ProcessBenchmarks: saves from two processes,
+#                                         remote-change latency, idle CPU, catch-up; its floors are in the table)
 #
 # Environment:
 #   LOGSTORE_BENCH_DIR  where benchmark files are written (default Benchmarks/.cache/work). It must

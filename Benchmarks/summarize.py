@@ -572,6 +572,142 @@ def p6_floor_checks(results):
     return checks
 
 
+# Issue 12 (ProcessBenchmarks): several writing processes on one store. The savers' rows:
+# (label, id); the first is the reference the others are divided by.
+ISSUE12_SAVERS = [
+    ("8 savers, 1 process, opened alone", "i12.saves.1x8"),
+    ("8 savers, 1 process, allowsOtherWriters", "i12.saves.1x8.shared"),
+    ("4 + 4 savers, 2 processes, allowsOtherWriters", "i12.saves.2x4.shared"),
+    ("1 saver, 1 process, opened alone", "i12.saves.1x1"),
+    ("1 saver, 1 process, allowsOtherWriters", "i12.saves.1x1.shared"),
+]
+ISSUE12_LATENCY = [
+    ("allowsOtherWriters writer (an app beside its writing widget)", "i12.latency.writer"),
+    ("read-only reader (allowsSave: false)", "i12.latency.readonly"),
+]
+
+
+def idle_cpu_share(entry, key="idleReaderCPUMicroseconds"):
+    """CPU time over the idle window as a share of one core, in percent, or None."""
+    cpu, seconds = fact_median(entry, key), fact_median(entry, "idleSeconds")
+    if cpu is None or not seconds:
+        return None
+    return cpu / (seconds * 1e6) * 100
+
+
+def issue12_floor_checks(results):
+    checks = []
+    def ratio(own_id, peer_id):
+        own, peer = results.get(own_id), results.get(peer_id)
+        if not own or not peer or not peer["opsPerSecond"]:
+            return None
+        return own["opsPerSecond"] / peer["opsPerSecond"]
+    checks.append(("Issue 12: durable saves/s, 4 + 4 savers in 2 processes ÷ 8 savers in 1 process (opened alone)",
+                   ratio("i12.saves.2x4.shared", "i12.saves.1x8"), 0.8, "≥"))
+    writer = results.get("i12.latency.writer")
+    if writer:
+        latency = writer["latencyMicroseconds"]
+        checks.append(("Issue 12: remote-change latency p50, ms (save() called → remoteChanges in the other process)",
+                       latency["p50"] / 1e3, 10, "≤"))
+        checks.append(("Issue 12: remote-change latency p99, ms (same)", latency["p99"] / 1e3, 50, "≤"))
+        share = idle_cpu_share(writer)
+        if share is not None:
+            checks.append(("Issue 12: idle reader's CPU over the idle window, % of one core (\"no measurable CPU\")",
+                           share, 0.1, "≤"))
+    checks.append(("Issue 12: 8 savers in 1 process, allowsOtherWriters ÷ opened alone (the turn when nobody else "
+                   "writes; \"no slower\" read as ≥ 0.95)", ratio("i12.saves.1x8.shared", "i12.saves.1x8"), 0.95, "≥"))
+    checks.append(("Issue 12: 1 saver, allowsOtherWriters ÷ opened alone (same)",
+                   ratio("i12.saves.1x1.shared", "i12.saves.1x1"), 0.95, "≥"))
+    return checks
+
+
+def issue12_section(results):
+    """Issue 12: saves from one and two processes, remote-change latency, idle CPU, catch-up, the check."""
+    if not any(key.startswith("i12.") for key in results):
+        return []
+    out = ["## Several processes, one store (issue 12)\n",
+           "ProcessBenchmarks, with real processes: the benchmark binary runs itself again as a child, and both open "
+           "the same store directory with `allowsOtherWriters` (DECISIONS.md D11 stage 2). A saver inserts one new "
+           "SampleTrips `Trip` per durable save through a new `ModelContext` (P2-ctx's workload). The savers of both "
+           "processes save over the same wall-clock window (1 s per round, the start sent to the child 20 ms ahead as "
+           "a `CLOCK_MONOTONIC` time, which is one clock for every process of the machine); a round's saves are both "
+           "processes' acknowledged saves, its time runs from the window's start to the last save's return in either. "
+           "Records per fdatasync count both processes' fdatasyncs.\n"]
+    reference = results.get(ISSUE12_SAVERS[0][1])
+    present = [(label, results.get(key)) for label, key in ISSUE12_SAVERS if results.get(key)]
+    if present:
+        out.append("| Savers | saves/s | range over passes | p50 µs | p99 µs | records per fdatasync | CPU µs per save (both processes) | ÷ 8 savers, 1 process, alone |")
+        out.append("|:--|--:|--:|--:|--:|--:|--:|--:|")
+        for label, entry in present:
+            latency = entry["latencyMicroseconds"]
+            rps = records_per_sync(entry)
+            rps_text = "–" if rps is None or rps == float("inf") else f"{rps:.2f}"
+            counters = entry.get("counters", {})
+            cpu_per_save = (f"{counters['cpuMicroseconds'] / counters['saves']:.0f}"
+                            if counters.get("cpuMicroseconds") and counters.get("saves") else "–")
+            versus = ratio_cell(entry, reference, bold=True, with_range=True) if reference and entry is not reference else ("1" if entry is reference else "–")
+            out.append(f"| {label} | **{fmt_rate(entry['opsPerSecond'])}** | {fmt_rate(entry['opsPerSecondMin'])}–"
+                       f"{fmt_rate(entry['opsPerSecondMax'])} | {fmt_us(latency['p50'])} | {fmt_us(latency['p99'])} | "
+                       f"{rps_text} | {cpu_per_save} | {versus} |")
+        alone1, shared1 = results.get("i12.saves.1x1"), results.get("i12.saves.1x1.shared")
+        if alone1 and shared1:
+            out.append(f"\n1 saver, allowsOtherWriters ÷ opened alone: **{ratio_cell(shared1, alone1, with_range=True)}** "
+                       "(P1-ctx's workload: the cost of the turn, alone, per save).")
+        out.append("")
+    rows = [(label, results.get(key)) for label, key in ISSUE12_LATENCY if results.get(key)]
+    if rows:
+        out.append("### Remote-change latency and an idle reader\n")
+        out.append("A child process (an `allowsOtherWriters` writer, `.synchronous`) saves one Trip every 20 ms; this "
+                   "process iterates `LogStore.remoteChanges(after:)` and notes when each token arrives. *From save()* "
+                   "runs from the child's call of `save()` (its own fdatasync included) to the arrival here; *from its "
+                   "return* from `save()` returning (negative when the reader was told before the saver's thread woke). "
+                   "Then 5 s with no saves, the iterator still waiting: the reader's CPU time and context switches "
+                   "(`getrusage`), and the idle saver's.\n")
+        out.append("| Reader | notifications | p50 ms from save() | p99 ms from save() | max ms | p50 / p99 µs from its return | "
+                   "idle reader: CPU µs over the window (% of a core), voluntary switches | idle saver: CPU µs | wakes by |")
+        out.append("|:--|--:|--:|--:|--:|--:|--:|--:|:--|")
+        for label, entry in rows:
+            latency = entry["latencyMicroseconds"]
+            share = idle_cpu_share(entry)
+            out.append(f"| {label} | {entry['operations']:,} | **{latency['p50'] / 1e3:.2f}** | **{latency['p99'] / 1e3:.2f}** | "
+                       f"{latency['max'] / 1e3:.2f} | {fact_median(entry, 'fromReturnP50Microseconds') or 0:.0f} / "
+                       f"{fact_median(entry, 'fromReturnP99Microseconds') or 0:.0f} | "
+                       f"{fact_median(entry, 'idleReaderCPUMicroseconds') or 0:,.0f} over {fact_median(entry, 'idleSeconds') or 0:g} s "
+                       f"({share if share is not None else 0:.4f} %), {fact_median(entry, 'idleReaderVoluntarySwitches') or 0:.0f} | "
+                       f"{fact_median(entry, 'idleSaverCPUMicroseconds') or 0:,.0f} | {entry.get('facts', {}).get('watch', '?')} |")
+        out.append("")
+    catchup = results.get("i12.catchup")
+    if catchup:
+        backlog = fact_median(catchup, "backlog") or 0
+        out.append("### Catch-up per foreign transaction, and \"anything new?\"\n")
+        out.append(f"Catch-up: a child (`allowsOtherWriters`, durability `.none`, so nothing it writes is published as "
+                   f"durable and this process's watcher leaves it alone) saves {backlog:,.0f} one-Trip transactions; then "
+                   "this process saves one Trip (`.none` too: no fdatasync in the timing) — its turn reads and checks "
+                   "the backlog's records and folds them into the working state and unique index before resolving — "
+                   "and one more with nothing to fold. Per foreign transaction = (first save − second) ÷ backlog, "
+                   "median over the rounds.\n")
+        out.append("| | µs |")
+        out.append("|:--|--:|")
+        out.append(f"| catch-up per foreign transaction (median over {catchup['iterations']} rounds; p90 "
+                   f"{fmt_us(catchup['latencyMicroseconds']['p90'])}) | **{fmt_us(catchup['latencyMicroseconds']['p50'])}** |")
+        out.append(f"| a save whose turn folds {backlog:,.0f} foreign transactions (median) | "
+                   f"{fact_median(catchup, 'saveWithBacklogMicrosecondsMedian') or 0:,.0f} |")
+        out.append(f"| the next save, nothing to fold (median) | {fact_median(catchup, 'saveWithoutBacklogMicrosecondsMedian') or 0:,.1f} |")
+        for label, key in (("\"anything new?\" when nothing is: `Log.refreshFromOtherWriters()` of an allowsOtherWriters writer "
+                            "(one `pread` of the coordination file; every fetch and watcher wake pays it)", "i12.nothingNew.writer"),
+                           ("the same for a read-only follower, `Log.refresh()`", "i12.nothingNew.readonly")):
+            entry = results.get(key)
+            if entry and entry["opsPerSecond"]:
+                out.append(f"| {label} | **{1e6 / entry['opsPerSecond']:.2f}** |")
+        shared, alone = results.get("i12.fetch.shared"), results.get("i12.fetch.alone")
+        if shared and alone and shared["opsPerSecond"] and alone["opsPerSecond"]:
+            out.append(f"| a fetch of one Trip by name (new context, 100 Trips): allowsOtherWriters store "
+                       f"{1e6 / shared['opsPerSecond']:.1f} µs − opened alone {1e6 / alone['opsPerSecond']:.1f} µs | "
+                       f"{1e6 / shared['opsPerSecond'] - 1e6 / alone['opsPerSecond']:.1f} |")
+        out.append("")
+    return out
+
+
 def floors_section(results):
     """The issue's floors, each with this run's figure."""
     def ratio(own_id, peer_id, rows=1):
@@ -610,6 +746,7 @@ def floors_section(results):
     if find_trips and find_trips["opsPerSecond"]:
         checks.append(("findTrips: 100 widget changes over 5,000 trips, milliseconds",
                        100 / find_trips["opsPerSecond"] * 1000, 50, "≤"))
+    checks += issue12_floor_checks(results)
     memory = results.get("P8.rss")
     if memory and fact_median(memory, "checkpointUncompressedBytes"):
         growth = (fact_median(memory, "rssOpenBytes") or 0) - (fact_median(memory, "rssBaselineBytes") or 0)
@@ -621,7 +758,7 @@ def floors_section(results):
         lines.append(f"| {label} | **{fmt_ratio(value)}** | {sense} {floor:g} | {'met' if met else 'missed'} |")
     if not lines:
         return []
-    return ["## Floors (issues #6 and #11)\n", "| Figure | this run | floor | |", "|:--|--:|--:|:--|"] + lines + [""]
+    return ["## Floors (issues #6, #11 and #12)\n", "| Figure | this run | floor | |", "|:--|--:|--:|:--|"] + lines + [""]
 
 
 def main():
@@ -716,6 +853,7 @@ def main():
     out.extend(bytes_section(results))
     out.extend(p5_p8_section(results))
     out.extend(p6_section(results))
+    out.extend(issue12_section(results))
 
     out.append("## Absolute figures\n")
     out.append("| Benchmark | id | threads | ops/s | ops/s range | p50 µs | p90 µs | p99 µs | max µs | tail ≥ 20×p50: ops, share of time | framework p50 ops/s | notes |")
