@@ -179,6 +179,7 @@ extension LogStore {
 
     func publishLocked(_ inner: inout Inner) {
         let visibleEnd = log.visibleEnd
+        defer { inner.mirror?.publishedVisibleEnd.store(visibleEnd, ordering: .releasing) }
         var published = 0
         for (position, changes) in inner.pending {
             guard position.endOffset <= visibleEnd else { break }

@@ -80,6 +80,18 @@ extension LogStore {
     /// shared durable end (one `pread` when nothing is new), folds the records the others wrote,
     /// and publishes what is durable.
     func followOtherWriters() throws(LogStoreError) {
+        // The fast path, without `inner`: slot 1 moved nothing (one `pread`), L did not move, the
+        // working state folds every record this log knows, and nothing became visible since the
+        // last publication. (The refresh needs no store lock: it moves the log's ends only to
+        // records the others made durable, past everything this process wrote.)
+        let refreshed: Bool
+        do throws(LogError) { refreshed = try log.refreshFromOtherWriters() } catch { throw .log(error) }
+        if !refreshed, log.followedMaintenanceCounter == followMirror.loadedMaintenanceCounter.load(ordering: .acquiring),
+            log.writtenEnd <= followMirror.workingEnd.load(ordering: .acquiring),
+            log.visibleEnd <= followMirror.publishedVisibleEnd.load(ordering: .acquiring)
+        {
+            return
+        }
         let moved = try inner.withLock { inner throws(LogStoreError) -> Bool in
             guard !inner.closed else { return false }
             do throws(LogError) { _ = try log.refreshFromOtherWriters() } catch { throw .log(error) }

@@ -55,6 +55,19 @@ public final class LogStore: DataStore, @unchecked Sendable {
     public let isReadOnly: Bool
     /// A read-only store's watch on the writer's publications (inotify, or a 10 ms look).
     let changeWatcher = Mutex<ChangeWatcher?>(nil)
+    /// A store shared by writing processes: `inner`'s follow state, for the follow's fast path.
+    let followMirror = FollowMirror()
+
+    /// What a writer of a shared store folded and published, copied out of `inner` as it changes:
+    /// the change watcher wakes at every write to the coordination file — this process's own
+    /// included, one per save and one per sync — and most wakes find nothing new; they learn it
+    /// from these and the log without taking `inner` (which saves and fetches hold).
+    final class FollowMirror: Sendable {
+        let workingEnd = Atomic<UInt64>(0)
+        let loadedMaintenanceCounter = Atomic<UInt64>(0)
+        /// The visible end the last publication published through: every pending record ends past it.
+        let publishedVisibleEnd = Atomic<UInt64>(0)
+    }
 
     struct Inner: @unchecked Sendable {
         // @unchecked: only touched inside the Mutex.
@@ -85,10 +98,16 @@ public final class LogStore: DataStore, @unchecked Sendable {
         /// A read-only store: the log offset up to which `published` folds the log.
         var foldedEnd: UInt64 = 0
         /// A read-only store: the writer's maintenance counter when L was last loaded.
-        var loadedMaintenanceCounter: UInt64 = 0
+        var loadedMaintenanceCounter: UInt64 = 0 {
+            didSet { mirror?.loadedMaintenanceCounter.store(loadedMaintenanceCounter, ordering: .releasing) }
+        }
         /// A store shared by writing processes: the log offset through which `working` and
         /// `pending` fold the log (this process's records and the others' it caught up with).
-        var workingEnd: UInt64 = 0
+        var workingEnd: UInt64 = 0 {
+            didSet { mirror?.workingEnd.store(workingEnd, ordering: .releasing) }
+        }
+        /// A store shared by writing processes: what a follow reads without taking this lock.
+        var mirror: FollowMirror?
         /// A store shared by writing processes: updates and deletes this process's saves dropped
         /// because another process had deleted the model (D11 stage 2, lost updates).
         var droppedChangeCount = 0
@@ -228,6 +247,13 @@ public final class LogStore: DataStore, @unchecked Sendable {
         } catch {
             try? log.close()
             throw error
+        }
+        if log.isSharedByWriters {
+            inner.withLock { inner in
+                inner.mirror = followMirror
+                followMirror.workingEnd.store(inner.workingEnd, ordering: .releasing)
+                followMirror.loadedMaintenanceCounter.store(inner.loadedMaintenanceCounter, ordering: .releasing)
+            }
         }
         if isReadOnly || log.isSharedByWriters {
             // A store shared by writers follows the others' durable ends the same way.
