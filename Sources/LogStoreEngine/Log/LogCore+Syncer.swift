@@ -220,9 +220,11 @@ extension LogCore {
     /// mark, everything written is durable (the mark states it, D12), nothing else is under way,
     /// and either the log is closing or no record came for ``LogOptions/durableEndMarkDelay``.
     var isDurableEndMarkDue: Bool {
+        // A store shared by writers decides on the durable end after catching up under the turn
+        // (another process's sync may have covered what this one's view still calls unsynced).
         guard state.needsDurableEndMark, state.failure == nil, !state.isFailing, !state.isReadOnly,
             !state.isRolling, !state.syncInProgress, state.zeroFillStart == nil,
-            state.writtenEnd == state.durableEnd
+            writers != nil || state.writtenEnd == state.durableEnd
         else { return false }
         if state.isClosed { return true }
         guard let delay = options.durableEndMarkDelay?.nanoseconds else { return false }
@@ -248,8 +250,15 @@ extension LogCore {
     /// save here) is writing: look again after another delay (at close, give up: the writer of
     /// the later records marks them). Unlike a save it does not wait for `TURN`.
     private func writeSharedDurableEndMark(_ writers: SharedWriters) {
+        let closing = state.isClosed
         conditionLock.unlock()
-        let acquired = writers.turn.tryAcquire()
+        // At close, wait a little: the turn is often held by another process's open or
+        // preallocation, with no later record coming to be marked by anyone else.
+        let acquired =
+            closing
+            ? (try? writers.turn.acquire(for: "mark the log durable at close", waitNanosecondsMax: 1_000_000_000))
+                != nil
+            : writers.turn.tryAcquire()
         conditionLock.lock()
         guard acquired else {
             if state.isClosed { state.needsDurableEndMark = false } else {
@@ -266,14 +275,14 @@ extension LogCore {
             conditionLock.lock()
         }
         // A failed catch-up failed the log (or names damage the next turn reports): no mark.
-        guard (try? catchUpLocked()) != nil else {
+        guard (try? catchUpLocked(closing: closing)) != nil else {
             state.needsDurableEndMark = false
             return
         }
         // Others wrote since and their records are not durable here yet: a sync first (one
         // without an fdatasync when another process's covered them already), then look again
-        // after another delay.
-        guard isDurableEndMarkDue || (state.writtenEnd == state.durableEnd && state.isClosed) else {
+        // after another delay. (A mark read last by the catch-up needs no other.)
+        guard state.needsDurableEndMark, isDurableEndMarkDue, state.writtenEnd == state.durableEnd else {
             if state.isClosed { state.needsDurableEndMark = false } else {
                 state.lastWriteNanoseconds = monotonicNanoseconds()
                 state.syncRequestedEnd = max(state.syncRequestedEnd, state.writtenEnd)

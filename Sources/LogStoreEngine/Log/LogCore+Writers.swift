@@ -130,7 +130,9 @@ extension LogCore {
             segments.append(writable)
             let core = LogCore(
                 directory: directory, options: options, meta: meta, report: recovered.report, lock: lock,
-                segments: segments, end: recovered.end, writers: writers)
+                segments: segments, end: recovered.end,
+                needsDurableEndMark: recovered.end > writable.baseOffset && recovered.lastRecordType != .durableEndMark,
+                writers: writers)
             core.conditionLock.lock()
             core.state.coordination = coordination
             core.state.shared = slot
@@ -227,9 +229,16 @@ extension LogCore {
     /// past them. A record that does not check out before the published written end W is
     /// corruption; at or past W it is the torn write of a process killed in its turn, zeroed here
     /// before anything is written over it. Learns the shared durable end too (and a failure).
-    func catchUpLocked() throws(LogError) {
+    ///
+    /// `closing`: the syncer's last pass at close (a durable-end mark), which runs after
+    /// `isClosed` is set and before the files close.
+    func catchUpLocked(closing: Bool = false) throws(LogError) {
         guard let coordination = state.coordination else { return }
-        try checkWritable()
+        if !closing {
+            try checkWritable()
+        } else if state.isFailing || state.failure != nil {
+            throw LogError(.readOnly, "The log failed: no durable-end mark at close.", file: directory)
+        }
         precondition(state.turnHeld, "catch-up runs under the turn")
         var sharedDurableEnd: UInt64?
         if let slot = coordination.read(), slot.storeID == meta.storeID {
@@ -257,6 +266,7 @@ extension LogCore {
         }
         var offset = state.writtenEnd
         var caughtUp: UInt64 = 0
+        var lastType: RecordType?
         // Bounded: each pass reads a record, opens a later segment, or ends the scan.
         scan: while true {
             let segment = state.segments.last!
@@ -270,6 +280,7 @@ extension LogCore {
                     if record.offset >= segment.endOffset { segment.note(record) }
                     offset = record.endOffset
                     caughtUp += 1
+                    lastType = record.type
                     continue
                 case .end:
                     if publishedBase > segment.baseOffset {
@@ -307,6 +318,12 @@ extension LogCore {
         }
         state.writtenEnd = offset
         state.statistics.caughtUpRecordCount += caughtUp
+        // Whoever read the log's last records last takes charge of marking them durable (D12): a
+        // mark read last needs none (and this process's own pending one is then done too).
+        if let lastType {
+            state.needsDurableEndMark = lastType != .durableEndMark
+            if state.needsDurableEndMark { state.lastWriteNanoseconds = monotonicNanoseconds() }
+        }
         if let sharedDurableEnd { state.durableEnd = max(state.durableEnd, min(sharedDurableEnd, offset)) }
         // A roll syncs the segments before the new one (the roller published that durable end).
         state.durableEnd = max(state.durableEnd, state.segments.last!.baseOffset)

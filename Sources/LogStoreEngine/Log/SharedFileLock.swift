@@ -43,7 +43,7 @@ final class SharedFileLock: @unchecked Sendable {
 
     /// Takes the lock: this process's mutex, then the `flock`, within 30 s; `what` names the
     /// situation in the error.
-    func acquire(for what: String) throws(LogError) {
+    func acquire(for what: String, waitNanosecondsMax: UInt64 = SharedFileLock.waitNanosecondsMax) throws(LogError) {
         mutex.lock()
         var pause: UInt64 = 20_000
         var deadline: UInt64?
@@ -56,12 +56,13 @@ final class SharedFileLock: @unchecked Sendable {
             }
             if granted { return }
             let now = monotonicNanoseconds()
-            if deadline == nil { deadline = now + Self.waitNanosecondsMax }
+            if deadline == nil { deadline = now + waitNanosecondsMax }
             guard now < deadline! else {
                 mutex.unlock()
                 throw LogError(
                     .locked,
-                    "Another process has held \(name) of the store at \(directory) for more than 30 s while this "
+                    "Another process has held \(name) of the store at \(directory) for more than "
+                        + "\(waitNanosecondsMax / 1_000_000_000) s while this "
                         + "one waited to \(what); it may be stuck (a process stopped in a debugger, say).",
                     file: handle.path)
             }
