@@ -435,4 +435,46 @@ import Testing
         try container.dataStore(as: LogStore.self)?.close()
         turn.close()
     }
+
+    /// Review of 59576e3: one process's saves are written in the order they were called. An
+    /// `await save()` whose write waits for the turn (held elsewhere), then a synchronous save of
+    /// a later change to the same attribute: the store must end with the later value. (With a
+    /// thread per asynchronous save, the two could take the turn's mutex in either order; that
+    /// race is not forced here — the test pins the order the save writer guarantees.)
+    @MainActor @Test func savesOfOneProcessAreWrittenInTheOrderTheyWereCalled() async throws {
+        /// The synchronous `save()` (in an `async` function the asynchronous one is chosen).
+        func saveSynchronously(_ context: ModelContext) throws { try context.save() }
+        let temporary = TemporaryDirectory("writers")
+        defer { temporary.remove() }
+        let directory = temporary.appending("Trips.store")
+        let container = try ModelContainer(for: Trip.self, configurations: Self.configuration(directory))
+        let store = try #require(container.dataStore(as: LogStore.self))
+        let context = ModelContext(container)
+        let trip = Trip(name: "ordered", destination: "zero")
+        context.insert(trip)
+        try saveSynchronously(context)
+        let turn = try PosixFileSystem().openFile(directory + "/" + FormatConstants.turnLockFileName, mode: .createOrOpen)
+        #expect(try turn.tryLockExclusive())
+        trip.destination = "one"
+        let first = Task { @MainActor in try await context.save() }
+        // The first save queues its write and suspends; the writer waits for the turn.
+        let deadline = Date().addingTimeInterval(20)
+        while !store.saveWriter.backlog.running && Date() < deadline { await Task.yield() }
+        #expect(store.saveWriter.backlog.running)
+        trip.destination = "two"
+        // Released from another thread once the second save is queued (this one blocks in it).
+        let releaser = Thread {
+            while store.saveWriter.backlog.queued < 1 && Date() < deadline { usleep(1_000) }
+            try? turn.unlock()
+        }
+        releaser.start()
+        try saveSynchronously(context)
+        try await first.value
+        turn.close()
+        let saved = try ModelContext(container).fetch(FetchDescriptor<Trip>()).first { $0.name == "ordered" }
+        #expect(saved?.destination == "two")
+        let history = try ModelContext(container).fetchHistory(HistoryDescriptor<DefaultHistoryTransaction>())
+        #expect(history.count == 3)
+        try store.close()
+    }
 }

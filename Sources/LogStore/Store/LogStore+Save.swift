@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import LogStoreEngine
 
 extension LogStore {
@@ -7,7 +8,7 @@ extension LogStore {
     public func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) throws -> DataStoreSaveChangesResult<
         DefaultSnapshot
     > {
-        var (position, result) = try write(request)
+        var (position, result) = log.isSharedByWriters ? try writeInCallOrder(request) : try write(request)
         guard let written = position else { return result }
         if configuration.durability == .synchronous {
             do throws(LogError) { try log.waitUntilDurable(written) } catch { throw forgetUndurable(error) }
@@ -21,11 +22,12 @@ extension LogStore {
     /// `save` that suspends instead of blocking a thread while the record becomes durable.
     ///
     /// In a store shared by writing processes the write itself may wait for another process's
-    /// turn (up to 30 s): it runs on a thread of its own then, never on the cooperative pool (D11).
+    /// turn (up to 30 s): it runs on the store's save writer then (``SaveWriter``), never on the
+    /// cooperative pool, in the order the saves were called (D11).
     public func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) async throws
         -> DataStoreSaveChangesResult<DefaultSnapshot>
     {
-        var (position, result) = log.isSharedByWriters ? try await writeOnAThreadOfItsOwn(request) : try write(request)
+        var (position, result) = log.isSharedByWriters ? try await writeInCallOrder(request) : try write(request)
         guard let written = position else { return result }
         if configuration.durability == .synchronous {
             do throws(LogError) { try await log.waitUntilDurable(written) } catch { throw forgetUndurable(error) }
@@ -36,20 +38,34 @@ extension LogStore {
         return result
     }
 
-    /// ``write(_:)`` on a new thread, the caller suspended meanwhile: the turn's `flock` waits
-    /// (non-blocking retries with pauses) block that thread, not one of the cooperative pool's
-    /// (2 here, and Linux libdispatch does not add threads for blocked ones, D2). A thread per
-    /// asynchronous save of a shared store; the turn is taken and released on it.
-    private func writeOnAThreadOfItsOwn(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) async throws
+    /// ``write(_:)`` on the save writer, queued now — before the caller suspends — so this
+    /// process's saves are written in call order; the caller is suspended meanwhile, and the
+    /// turn's `flock` waits block the writer's thread, not one of the cooperative pool's.
+    private func writeInCallOrder(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) async throws
         -> (LogPosition?, DataStoreSaveChangesResult<DefaultSnapshot>)
     {
         try await withCheckedThrowingContinuation { continuation in
-            let thread = Thread { [self] in
-                continuation.resume(with: Result { try write(request) })
+            saveWriter.submit { [self] in
+                do { continuation.resume(returning: try write(request)) } catch { continuation.resume(throwing: error) }
             }
-            thread.name = "LogStore save turn"
-            thread.start()
         }
+    }
+
+    /// ``write(_:)`` on the save writer, queued now, the calling thread blocked until it is done
+    /// (it blocked for the turn before; now behind the saves called before it too).
+    private func writeInCallOrder(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) throws
+        -> (LogPosition?, DataStoreSaveChangesResult<DefaultSnapshot>)
+    {
+        let done = DispatchSemaphore(value: 0)
+        let outcome = Mutex<Result<(LogPosition?, DataStoreSaveChangesResult<DefaultSnapshot>), any Error>?>(nil)
+        saveWriter.submit { [self] in
+            let result: Result<(LogPosition?, DataStoreSaveChangesResult<DefaultSnapshot>), any Error>
+            do { result = .success(try write(request)) } catch { result = .failure(error) }
+            outcome.withLock { $0 = result }
+            done.signal()
+        }
+        done.wait()
+        return try outcome.withLock { $0! }.get()
     }
 
     /// The one hook after a save is published: live history tails wake (``TailSignal``),

@@ -57,6 +57,8 @@ public final class LogStore: DataStore, @unchecked Sendable {
     let changeWatcher = Mutex<ChangeWatcher?>(nil)
     /// A store shared by writing processes: `inner`'s follow state, for the follow's fast path.
     let followMirror = FollowMirror()
+    /// A store shared by writing processes: writes this process's saves in call order.
+    let saveWriter = SaveWriter()
 
     /// What a writer of a shared store folded and published, copied out of `inner` as it changes:
     /// the change watcher wakes at every write to the coordination file — this process's own
@@ -285,6 +287,7 @@ public final class LogStore: DataStore, @unchecked Sendable {
     /// Syncs and closes the log. Further calls throw.
     public func close() throws {
         inner.withLock { $0.closed = true }
+        saveWriter.stop()  // saves queued meanwhile throw `closed`
         changeWatcher.withLock { $0 }?.cancel()
         tailSignal.close()
         checkpoints.close()  // cancels a running checkpoint and waits for it

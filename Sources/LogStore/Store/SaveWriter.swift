@@ -1,0 +1,72 @@
+import Foundation
+
+/// A store shared by writing processes: one thread writes this process's saves, in the order
+/// their `save` calls were made (DECISIONS.md D11).
+///
+/// A save there waits for the turn — another process's `flock`, up to 30 s — so an asynchronous
+/// save must not write on its calling thread (the cooperative pool has 2 threads here and Linux
+/// libdispatch does not add threads for blocked ones, D2). Writing on a thread of its own per save
+/// lost the call order: two saves of one context (an `await save()`, then an autosave) could take
+/// the turn's mutex in either order, and per-attribute last-writer-wins then kept the older value
+/// (found by review). Every save of the store is therefore queued, at call time, before its caller
+/// blocks or suspends, and this thread runs them one by one. Only the write (resolve, encode,
+/// `pwrite`) runs here; callers wait for durability themselves, so group commit is unchanged.
+final class SaveWriter: @unchecked Sendable {
+    // @unchecked: `jobs`, `thread`, `stopped` and `running` are touched only with `condition` locked.
+    private let condition = NSCondition()
+    private var jobs: [@Sendable () -> Void] = []
+    private var thread: Thread?
+    private var stopped = false
+    private var running = false
+
+    /// Queues `job` behind every job queued before it; starts the thread at the first. After
+    /// ``stop()``, runs it on the caller (the store is closed: the write throws at once).
+    func submit(_ job: @escaping @Sendable () -> Void) {
+        condition.lock()
+        guard !stopped else {
+            condition.unlock()
+            job()
+            return
+        }
+        jobs.append(job)
+        if thread == nil {
+            let thread = Thread { [self] in run() }
+            thread.name = "LogStore save writer"
+            self.thread = thread
+            thread.start()
+        }
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// Jobs queued and not yet started, and whether one is running (tests).
+    var backlog: (queued: Int, running: Bool) {
+        condition.lock()
+        defer { condition.unlock() }
+        return (jobs.count, running)
+    }
+
+    /// Lets the thread finish the queued jobs and end.
+    func stop() {
+        condition.lock()
+        stopped = true
+        condition.signal()
+        condition.unlock()
+    }
+
+    private func run() {
+        condition.lock()
+        // Bounded by `stop()`: the loop ends once stopped with nothing queued.
+        while true {
+            while jobs.isEmpty && !stopped { condition.wait() }
+            guard !jobs.isEmpty else { break }
+            let job = jobs.removeFirst()
+            running = true
+            condition.unlock()
+            job()
+            condition.lock()
+            running = false
+        }
+        condition.unlock()
+    }
+}
