@@ -333,11 +333,17 @@ extension LogStore: HistoryProviding {
     /// would let a deletion remove history the consumer was promised. A token at or before the
     /// low-water mark throws ``LogStoreError/historyTokenExpired(resumeToken:)``.
     public func registerHistoryConsumer(_ name: String, after token: DefaultHistoryToken? = nil) throws {
-        // In a store shared by writers, against L and the consumers as the others left them.
-        try followOtherProcess()
-        if let token { try historyReader().validate(tokenOnly(token, asLowerBound: true)) }
-        let position = try writeBookmark(.set, name: name, token: token)
-        do throws(LogError) { try log.waitUntilDurable(position) } catch { throw LogStoreError.log(error) }
+        // Not while a history deletion runs, here or (in a store shared by writers) in another
+        // process: one that had clamped L before this registration would delete past its token.
+        compactionLock.lock()
+        defer { compactionLock.unlock() }
+        _ = try withMaintenance(waits: true, for: "register a history consumer") { () throws in
+            // In a store shared by writers, against L as the others left it (withMaintenance follows).
+            try followOtherProcess()
+            if let token { try historyReader().validate(tokenOnly(token, asLowerBound: true)) }
+            let position = try writeBookmark(.set, name: name, token: token)
+            do throws(LogError) { try log.waitUntilDurable(position) } catch { throw LogStoreError.log(error) }
+        }
     }
 
     /// Records that `name` has processed everything up to `token`. Costs one small record and no
