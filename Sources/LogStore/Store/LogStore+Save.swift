@@ -45,8 +45,10 @@ extension LogStore {
         -> (LogPosition?, DataStoreSaveChangesResult<DefaultSnapshot>)
     {
         try await withCheckedThrowingContinuation { continuation in
-            saveWriter.submit { [self] in
-                do { continuation.resume(returning: try write(request)) } catch { continuation.resume(throwing: error) }
+            saveWriter.submit { [self] turnHeld in
+                do { continuation.resume(returning: try write(request, turnHeld: turnHeld)) } catch {
+                    continuation.resume(throwing: error)
+                }
             }
         }
     }
@@ -58,9 +60,9 @@ extension LogStore {
     {
         let done = DispatchSemaphore(value: 0)
         let outcome = Mutex<Result<(LogPosition?, DataStoreSaveChangesResult<DefaultSnapshot>), any Error>?>(nil)
-        saveWriter.submit { [self] in
+        saveWriter.submit { [self] turnHeld in
             let result: Result<(LogPosition?, DataStoreSaveChangesResult<DefaultSnapshot>), any Error>
-            do { result = .success(try write(request)) } catch { result = .failure(error) }
+            do { result = .success(try write(request, turnHeld: turnHeld)) } catch { result = .failure(error) }
             outcome.withLock { $0 = result }
             done.signal()
         }
@@ -90,13 +92,18 @@ extension LogStore {
     }
 
     /// Phase one, under the lock: resolve, encode, write, apply to the working state.
-    private func write(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) throws(LogStoreError)
-        -> (LogPosition?, DataStoreSaveChangesResult<DefaultSnapshot>)
+    ///
+    /// `turnHeld`: the save writer took the turn for a batch of queued saves (a store shared by
+    /// writers); this write is one of them.
+    private func write(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>, turnHeld: Bool = false)
+        throws(LogStoreError) -> (LogPosition?, DataStoreSaveChangesResult<DefaultSnapshot>)
     {
         // A store shared by writing processes (D11 stage 2): the turn, with the log caught up;
         // nothing otherwise.
-        do throws(LogError) { try log.beginTurn() } catch { throw .log(error) }
-        defer { log.endTurn() }
+        if !turnHeld {
+            do throws(LogError) { try log.beginTurn() } catch { throw .log(error) }
+        }
+        defer { if !turnHeld { log.endTurn() } }
         let shared = log.isSharedByWriters
         /// The working state, unique index and pending list take a written record's changes.
         func apply(

@@ -57,8 +57,9 @@ public final class LogStore: DataStore, @unchecked Sendable {
     let changeWatcher = Mutex<ChangeWatcher?>(nil)
     /// A store shared by writing processes: `inner`'s follow state, for the follow's fast path.
     let followMirror = FollowMirror()
-    /// A store shared by writing processes: writes this process's saves in call order.
-    let saveWriter = SaveWriter()
+    /// A store shared by writing processes: writes this process's saves in call order, in
+    /// batches under one turn (set once `log` is; unused in a store not shared).
+    let saveWriter: SaveWriter
 
     /// What a writer of a shared store folded and published, copied out of `inner` as it changes:
     /// the change watcher wakes at every write to the coordination file — this process's own
@@ -234,6 +235,8 @@ public final class LogStore: DataStore, @unchecked Sendable {
             self.schema = schema
             self.identifier = log.storeID.uuidString
             self.log = log
+            self.saveWriter = SaveWriter(
+                beginTurn: { [log] in (try? log.beginTurn()) != nil }, endTurn: { [log] in log.endTurn() })
             self.isReadOnly = isReadOnly
             self.checkpoints = CheckpointState(loaded: loaded, replayedRecordCount: replayed.recordCount)
             self.inner = SleepingMutex(

@@ -11,21 +11,36 @@ import Foundation
 /// (found by review). Every save of the store is therefore queued, at call time, before its caller
 /// blocks or suspends, and this thread runs them one by one. Only the write (resolve, encode,
 /// `pwrite`) runs here; callers wait for durability themselves, so group commit is unchanged.
+///
+/// The saves queued when the thread looks are written as one batch under one turn (`beginTurn`
+/// once, its catch-up once, `endTurn` once): the turn is to writes what group commit is to
+/// `fdatasync`. A job is told whether the turn is held for it; when taking it failed, each job
+/// takes it itself and reports its own error.
 final class SaveWriter: @unchecked Sendable {
     // @unchecked: `jobs`, `thread`, `stopped` and `running` are touched only with `condition` locked.
+    typealias Job = @Sendable (_ turnHeld: Bool) -> Void
     private let condition = NSCondition()
-    private var jobs: [@Sendable () -> Void] = []
+    private var jobs: [Job] = []
+    /// Takes the turn for a batch (`true` when taken) and releases it, on this thread.
+    private let beginTurn: @Sendable () -> Bool
+    private let endTurn: @Sendable () -> Void
+
+    init(beginTurn: @escaping @Sendable () -> Bool, endTurn: @escaping @Sendable () -> Void) {
+        self.beginTurn = beginTurn
+        self.endTurn = endTurn
+    }
     private var thread: Thread?
     private var stopped = false
-    private var running = false
+    /// Jobs in the batch being written (0: none).
+    private var running = 0
 
     /// Queues `job` behind every job queued before it; starts the thread at the first. After
     /// ``stop()``, runs it on the caller (the store is closed: the write throws at once).
-    func submit(_ job: @escaping @Sendable () -> Void) {
+    func submit(_ job: @escaping Job) {
         condition.lock()
         guard !stopped else {
             condition.unlock()
-            job()
+            job(false)
             return
         }
         jobs.append(job)
@@ -39,8 +54,8 @@ final class SaveWriter: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// Jobs queued and not yet started, and whether one is running (tests).
-    var backlog: (queued: Int, running: Bool) {
+    /// Jobs queued and not yet started, and jobs in the batch being written (tests).
+    var backlog: (queued: Int, running: Int) {
         condition.lock()
         defer { condition.unlock() }
         return (jobs.count, running)
@@ -60,12 +75,15 @@ final class SaveWriter: @unchecked Sendable {
         while true {
             while jobs.isEmpty && !stopped { condition.wait() }
             guard !jobs.isEmpty else { break }
-            let job = jobs.removeFirst()
-            running = true
+            let batch = jobs
+            jobs.removeAll()
+            running = batch.count
             condition.unlock()
-            job()
+            let turnHeld = beginTurn()
+            for job in batch { job(turnHeld) }
+            if turnHeld { endTurn() }
             condition.lock()
-            running = false
+            running = 0
         }
         condition.unlock()
     }
