@@ -45,8 +45,8 @@ extension LogStore {
         -> (LogPosition?, DataStoreSaveChangesResult<DefaultSnapshot>)
     {
         try await withCheckedThrowingContinuation { continuation in
-            saveWriter.submit { [self] turnHeld in
-                do { continuation.resume(returning: try write(request, turnHeld: turnHeld)) } catch {
+            saveWriter.submit { [self] turn in
+                do { continuation.resume(returning: try write(request, batch: turn)) } catch {
                     continuation.resume(throwing: error)
                 }
             }
@@ -60,9 +60,9 @@ extension LogStore {
     {
         let done = DispatchSemaphore(value: 0)
         let outcome = Mutex<Result<(LogPosition?, DataStoreSaveChangesResult<DefaultSnapshot>), any Error>?>(nil)
-        saveWriter.submit { [self] turnHeld in
+        saveWriter.submit { [self] turn in
             let result: Result<(LogPosition?, DataStoreSaveChangesResult<DefaultSnapshot>), any Error>
-            do { result = .success(try write(request, turnHeld: turnHeld)) } catch { result = .failure(error) }
+            do { result = .success(try write(request, batch: turn)) } catch { result = .failure(error) }
             outcome.withLock { $0 = result }
             done.signal()
         }
@@ -93,17 +93,24 @@ extension LogStore {
 
     /// Phase one, under the lock: resolve, encode, write, apply to the working state.
     ///
-    /// `turnHeld`: the save writer took the turn for a batch of queued saves (a store shared by
-    /// writers); this write is one of them.
-    private func write(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>, turnHeld: Bool = false)
+    /// `batch`: what the save writer found for the batch of queued saves this write is one of
+    /// (a store shared by writers): the turn held for it, or why not.
+    private func write(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>, batch: SaveWriter.Turn? = nil)
         throws(LogStoreError) -> (LogPosition?, DataStoreSaveChangesResult<DefaultSnapshot>)
     {
         // A store shared by writing processes (D11 stage 2): the turn, with the log caught up;
         // nothing otherwise.
-        if !turnHeld {
+        switch batch {
+        case nil:
             do throws(LogError) { try log.beginTurn() } catch { throw .log(error) }
+        case .held:
+            break
+        case .failed(let error):
+            throw .log(error)
+        case .closed:
+            throw .log(LogError(.closed, "The store is closed."))
         }
-        defer { if !turnHeld { log.endTurn() } }
+        defer { if batch == nil { log.endTurn() } }
         let shared = log.isSharedByWriters
         /// The working state, unique index and pending list take a written record's changes.
         func apply(
@@ -202,7 +209,12 @@ extension LogStore {
 
     func publishLocked(_ inner: inout Inner) {
         let visibleEnd = log.visibleEnd
-        defer { inner.mirror?.publishedVisibleEnd.store(visibleEnd, ordering: .releasing) }
+        // Every record ending at or before it is folded and published: not past what `working`
+        // folds (another process's records the log caught up with may not be folded yet; a fold
+        // under the turn publishes nothing, and the follow's fast path must not skip them).
+        defer {
+            inner.mirror?.publishedVisibleEnd.store(min(visibleEnd, inner.workingEnd), ordering: .releasing)
+        }
         var published = 0
         for (position, changes) in inner.pending {
             guard position.endOffset <= visibleEnd else { break }

@@ -19,8 +19,10 @@ extension LogStore {
         do {
             var records = try log.recordsThroughWrittenEnd(from: inner.workingEnd)
             var decoder = TransactionRecord.Decoder(table: inner.table, storeIdentifier: identifier)
-            // Bounded by the written end: the iterator stops there.
-            while let record = try records.next() {
+            // Bounded by the written end: the iterator stops there — and at `end`, read before:
+            // a refresh or catch-up on another thread may move the written end meanwhile, and
+            // records past `end` folded here would be folded again from `workingEnd = end`.
+            while let record = try records.next(), record.offset < end {
                 switch record.type {
                 case .transaction:
                     let transaction: TransactionRecord

@@ -236,7 +236,10 @@ public final class LogStore: DataStore, @unchecked Sendable {
             self.identifier = log.storeID.uuidString
             self.log = log
             self.saveWriter = SaveWriter(
-                beginTurn: { [log] in (try? log.beginTurn()) != nil }, endTurn: { [log] in log.endTurn() })
+                beginTurn: { [log] in
+                    do throws(LogError) { try log.beginTurn() } catch { return error }
+                    return nil
+                }, endTurn: { [log] in log.endTurn() })
             self.isReadOnly = isReadOnly
             self.checkpoints = CheckpointState(loaded: loaded, replayedRecordCount: replayed.recordCount)
             self.inner = SleepingMutex(
@@ -272,6 +275,7 @@ public final class LogStore: DataStore, @unchecked Sendable {
     }
 
     deinit {
+        saveWriter.stop()
         try? log.close()
         if configuration.isStoredInMemoryOnly { try? FileManager.default.removeItem(atPath: configuration.directory) }
     }

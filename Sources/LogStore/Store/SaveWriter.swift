@@ -1,4 +1,5 @@
 import Foundation
+import LogStoreEngine
 
 /// A store shared by writing processes: one thread writes this process's saves, in the order
 /// their `save` calls were made (DECISIONS.md D11).
@@ -14,18 +15,24 @@ import Foundation
 ///
 /// The saves queued when the thread looks are written as one batch under one turn (`beginTurn`
 /// once, its catch-up once, `endTurn` once): the turn is to writes what group commit is to
-/// `fdatasync`. A job is told whether the turn is held for it; when taking it failed, each job
-/// takes it itself and reports its own error.
+/// `fdatasync`. A job is told whether the turn is held for it, or why not.
 final class SaveWriter: @unchecked Sendable {
     // @unchecked: `jobs`, `thread`, `stopped` and `running` are touched only with `condition` locked.
-    typealias Job = @Sendable (_ turnHeld: Bool) -> Void
+    /// What a job's write finds: the turn held for its batch, the batch's failure to take it
+    /// (every job of the batch reports it: one wait, not one per job), or a closed store.
+    enum Turn: Sendable {
+        case held
+        case failed(LogError)
+        case closed
+    }
+    typealias Job = @Sendable (_ turn: Turn) -> Void
     private let condition = NSCondition()
     private var jobs: [Job] = []
-    /// Takes the turn for a batch (`true` when taken) and releases it, on this thread.
-    private let beginTurn: @Sendable () -> Bool
+    /// Takes the turn for a batch (`nil` when taken, else why not) and releases it, on this thread.
+    private let beginTurn: @Sendable () -> LogError?
     private let endTurn: @Sendable () -> Void
 
-    init(beginTurn: @escaping @Sendable () -> Bool, endTurn: @escaping @Sendable () -> Void) {
+    init(beginTurn: @escaping @Sendable () -> LogError?, endTurn: @escaping @Sendable () -> Void) {
         self.beginTurn = beginTurn
         self.endTurn = endTurn
     }
@@ -35,12 +42,12 @@ final class SaveWriter: @unchecked Sendable {
     private var running = 0
 
     /// Queues `job` behind every job queued before it; starts the thread at the first. After
-    /// ``stop()``, runs it on the caller (the store is closed: the write throws at once).
+    /// ``stop()``, the job is told on the caller that the store is closed.
     func submit(_ job: @escaping Job) {
         condition.lock()
         guard !stopped else {
             condition.unlock()
-            job(false)
+            job(.closed)
             return
         }
         jobs.append(job)
@@ -61,7 +68,13 @@ final class SaveWriter: @unchecked Sendable {
         return (jobs.count, running)
     }
 
-    /// Lets the thread finish the queued jobs and end.
+    private var isStopped: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return stopped
+    }
+
+    /// Lets the thread finish the queued jobs (they are told the store is closed) and end.
     func stop() {
         condition.lock()
         stopped = true
@@ -79,9 +92,10 @@ final class SaveWriter: @unchecked Sendable {
             jobs.removeAll()
             running = batch.count
             condition.unlock()
-            let turnHeld = beginTurn()
-            for job in batch { job(turnHeld) }
-            if turnHeld { endTurn() }
+            // A store closed meanwhile: its queued saves throw `closed` without waiting for a turn.
+            let turn: Turn = isStopped ? .closed : beginTurn().map { .failed($0) } ?? .held
+            for job in batch { job(turn) }
+            if case .held = turn { endTurn() }
             condition.lock()
             running = 0
         }

@@ -268,7 +268,10 @@ extension LogCore {
 
     /// Reads and checks every record from the visible end to `target`, noting each in its
     /// segment's index; they must end exactly at `target`.
-    func checkRecords(from start: UInt64? = nil, through target: UInt64) throws(LogError) {
+    /// Returns the type of the last record it read (`nil`: none).
+    @discardableResult
+    func checkRecords(from start: UInt64? = nil, through target: UInt64) throws(LogError) -> RecordType? {
+        var lastType: RecordType?
         var offset = start ?? state.durableEnd
         // Bounded: every pass moves `offset` past a record or throws.
         while offset < target {
@@ -279,6 +282,7 @@ extension LogCore {
             scan: while offset < target {
                 switch try scanner.next(decodesPayload: false) {
                 case .record(let record):
+                    lastType = record.type
                     // A read-only open noted records up to the end it showed; never note twice.
                     if record.offset >= segment.endOffset { segment.note(record) }
                     offset = record.endOffset
@@ -310,5 +314,6 @@ extension LogCore {
                 }
             }
         }
+        return lastType
     }
 }

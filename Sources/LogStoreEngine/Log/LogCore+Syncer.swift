@@ -285,7 +285,10 @@ extension LogCore {
         guard state.needsDurableEndMark, isDurableEndMarkDue, state.writtenEnd == state.durableEnd else {
             if state.isClosed { state.needsDurableEndMark = false } else {
                 state.lastWriteNanoseconds = monotonicNanoseconds()
-                state.syncRequestedEnd = max(state.syncRequestedEnd, state.writtenEnd)
+                // `.none` and `.batched` sync on their own terms, not for a mark.
+                if options.durability == .synchronous {
+                    state.syncRequestedEnd = max(state.syncRequestedEnd, state.writtenEnd)
+                }
             }
             return
         }

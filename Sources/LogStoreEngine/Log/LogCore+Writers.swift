@@ -320,15 +320,23 @@ extension LogCore {
         state.statistics.caughtUpRecordCount += caughtUp
         // Whoever read the log's last records last takes charge of marking them durable (D12): a
         // mark read last needs none (and this process's own pending one is then done too).
-        if let lastType {
-            state.needsDurableEndMark = lastType != .durableEndMark
-            if state.needsDurableEndMark { state.lastWriteNanoseconds = monotonicNanoseconds() }
-        }
+        if let lastType { takeChargeOfMarking(after: lastType) }
         if let sharedDurableEnd { state.durableEnd = max(state.durableEnd, min(sharedDurableEnd, offset)) }
         // A roll syncs the segments before the new one (the roller published that durable end).
         state.durableEnd = max(state.durableEnd, state.segments.last!.baseOffset)
         state.syncRequestedEnd = max(state.syncRequestedEnd, state.durableEnd)
         checkInvariants()
+    }
+
+    /// This process read the log's last records (lock held), the last of type `lastType`: it
+    /// marks them durable when idle unless that record is a mark (D12, as built for a shared
+    /// store: whoever reads the last records takes charge of them). The syncer may sleep without
+    /// a deadline: it is woken to learn that a mark will be due.
+    private func takeChargeOfMarking(after lastType: RecordType) {
+        let needs = lastType != .durableEndMark
+        if needs && !state.needsDurableEndMark { conditionLock.signalSyncer() }
+        state.needsDurableEndMark = needs
+        if needs { state.lastWriteNanoseconds = monotonicNanoseconds() }
     }
 
     /// Catch-up reached the end of the last segment it knows while the turn slot names a later
@@ -680,7 +688,11 @@ extension LogCore {
             let segmentCount = state.segments.count
             do throws(LogError) {
                 try openSegments(through: slot.lastSegmentBaseOffset, writable: true)
-                try checkRecords(from: state.writtenEnd, through: slot.visibleEnd)
+                // Whoever reads the log's last records takes charge of marking them (D12), as
+                // catch-up does: a mark read last needs none.
+                if let lastType = try checkRecords(from: state.writtenEnd, through: slot.visibleEnd) {
+                    takeChargeOfMarking(after: lastType)
+                }
             } catch {
                 for segment in state.segments[segmentCount...] { segment.handle.close() }
                 state.segments.removeSubrange(segmentCount...)

@@ -50,9 +50,9 @@ final class SharedFileLock: @unchecked Sendable {
         // Bounded: every failed pass sleeps, and the deadline ends it.
         while true {
             let granted: Bool
-            do { granted = try handle.tryLockExclusive() } catch {
+            do { granted = try tryLockUnlessClosed() } catch {
                 mutex.unlock()
-                throw LogError.io(error, "Locking \(handle.path)")
+                throw error
             }
             if granted { return }
             let now = monotonicNanoseconds()
@@ -77,9 +77,18 @@ final class SharedFileLock: @unchecked Sendable {
     /// Takes the lock only when both the mutex and the `flock` are free now.
     func tryAcquire() -> Bool {
         guard mutex.try() else { return false }
-        if (try? handle.tryLockExclusive()) == true { return true }
+        if (try? tryLockUnlessClosed()) == true { return true }
         mutex.unlock()
         return false
+    }
+
+    /// One non-blocking `flock` — never on a closed handle, whose descriptor number may be
+    /// another file's by now (a save queued across the store's close, say).
+    private func tryLockUnlessClosed() throws(LogError) -> Bool {
+        handleLock.lock()
+        defer { handleLock.unlock() }
+        guard !closed else { throw LogError(.closed, "The store is closed.", file: handle.path) }
+        do { return try handle.tryLockExclusive() } catch { throw LogError.io(error, "Locking \(handle.path)") }
     }
 
     /// Releases the `flock`, then the mutex (on the thread that acquired it).
