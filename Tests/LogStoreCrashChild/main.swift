@@ -12,7 +12,7 @@
 // generation (another child's, saved since) are left alone. `shared`: the store is opened with
 // `allowsOtherWriters` beside another writing child (D11 stage 2); the maintenance thread then
 // only moves the consumer's bookmark (checkpoints on demand and history deletion are refused in
-// such a store).
+// such a store). Only the child whose savers start at 0 runs the maintenance thread.
 //
 // Protocol (one line per write(2), each shorter than PIPE_BUF, so lines never interleave):
 //     R                                        the store is open
@@ -261,9 +261,14 @@ func run() -> Never {
         thread.name = "saver \(number)"
         thread.start()
     }
-    let maintenance = Thread { child.runMaintenance() }
-    maintenance.name = "maintenance"
-    maintenance.start()
+    // One maintenance thread per store: a second writing child (savers from 50) only saves, so
+    // the two never move one consumer's bookmark under each other, and no consumer of its own
+    // stays registered after its kill to hold history back in later rounds.
+    if firstSaver == 0 {
+        let maintenance = Thread { child.runMaintenance() }
+        maintenance.name = "maintenance"
+        maintenance.start()
+    }
     while true { sleep(60) }
 }
 
