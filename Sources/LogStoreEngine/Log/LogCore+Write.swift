@@ -71,7 +71,7 @@ extension LogCore {
     private func waitForTurn(recordByteCount: UInt64) throws(LogError) {
         // Each pass either returns, throws, rolls, or sleeps until a sync or roll finishes.
         while true {
-            try checkWritable()
+            do throws(LogError) { try checkWritable() } catch { throw reporting(error) }
             let segment = state.segments.last!
             let position = SegmentScanner.filePosition(logicalOffset: state.writtenEnd, baseOffset: segment.baseOffset)
             if state.isRolling || (state.zeroFillStart.map { position + recordByteCount > $0 } ?? false) {
@@ -97,17 +97,15 @@ extension LogCore {
     func checkWritable() throws(LogError) {
         if state.isClosed { throw LogError(.closed, "The log is closed.", file: directory) }
         if state.isFailing && state.failure == nil {
-            throw reporting(
-                LogError(
-                    .readOnly, "The log is failing (a sync or write failed) and is read-only until reopened.",
-                    file: directory))
+            throw LogError(
+                .readOnly, "The log is failing (a sync or write failed) and is read-only until reopened.",
+                file: directory)
         }
         if let failure = state.failure {
-            throw reporting(
-                LogError(
-                    .readOnly,
-                    "The log is read-only after an earlier failure (\(failure.message)). "
-                        + "Reopen it to append again.", file: directory, underlying: failure.underlying))
+            throw LogError(
+                .readOnly,
+                "The log is read-only after an earlier failure (\(failure.message)). "
+                    + "Reopen it to append again.", file: directory, underlying: failure.underlying)
         }
         if state.isReadOnly {
             throw LogError(.readOnly, "The log was opened read-only.", file: directory)

@@ -183,7 +183,8 @@ final class LogCore: @unchecked Sendable {
     func path(_ name: String) -> String { LogFileNames.join(directory, name) }
 
     /// `error`, about to be thrown to a caller (lock held): when the log has failed, that caller
-    /// now knows (``close()`` then does not throw the failure again).
+    /// now knows (``close()`` then does not throw the failure again). Not for an error the
+    /// syncer thread swallows (its catch-up before a zero-fill in a shared store): nobody hears it.
     func reporting(_ error: LogError) -> LogError {
         if state.failure != nil || state.isFailing { state.failureReported = true }
         return error
