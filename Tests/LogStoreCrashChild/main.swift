@@ -4,11 +4,22 @@
 // parent kills it with SIGKILL at a random moment and checks the store against those reports.
 //
 //     LogStoreCrashChild <directory> <seed> <generation> <savers> <sync|batched|none>
+//                        [<first saver> <all savers> [shared]]
+//
+// The savers are numbered `first saver ..< first saver + savers` (default 0); an item that was in
+// the store at the open belongs to saver `hash(key) % all savers` (default `savers`), so two
+// children with disjoint saver numbers never touch each other's items, and items of this
+// generation (another child's, saved since) are left alone. `shared`: the store is opened with
+// `allowsOtherWriters` beside another writing child (D11 stage 2); the maintenance thread then
+// only moves the consumer's bookmark (checkpoints on demand and history deletion are refused in
+// such a store). Only the child whose savers start at 0 runs the maintenance thread.
 //
 // Protocol (one line per write(2), each shorter than PIPE_BUF, so lines never interleave):
 //     R                                        the store is open
 //     W <saver> <insert|update|delete> <key> <token>   about to save (at most one per saver in flight)
 //     A <saver> <token> <offset> <check>       that save returned: acknowledged
+//     M <checkpoint|delete|register|unregister|acknowledge>   a maintenance call begins
+//     M -                                      it returned
 //     F <message>                              something failed that must not (the parent fails the test)
 // A saver's next W comes only after its A. `token` is unique per save; an item's values are a
 // function of the token of the save that last wrote it (see `payload(for:)`).
@@ -37,6 +48,17 @@ func payload(for token: Int64) -> String {
     let length = Int(mixed % 6000)
     let unit = "\(token);"
     return String(String(repeating: unit, count: length / unit.count + 1).prefix(length))
+}
+
+/// Which saver (of `all`) an item present at the open belongs to: FNV-1a of its key, so every
+/// child agrees whatever else it sees in the store.
+func owner(of key: String, all: Int) -> Int {
+    var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+    for byte in key.utf8 {
+        hash ^= UInt64(byte)
+        hash &*= 0x100_0000_01B3
+    }
+    return Int(hash % UInt64(all))
 }
 
 /// One line to stdout in one write(2).
@@ -69,15 +91,19 @@ struct Child: Sendable {
     let store: LogStore
     let seed: UInt64
     let generation: Int64
-    let saverCount: Int
+    let allSavers: Int
+    let shared: Bool
     let existing: [DefaultSnapshot]
 
     /// One saver: inserts, updates and deletes its own items, one save at a time, each save's
     /// changes a function of its token.
     func runSaver(_ number: Int) {
         var random = SplitMix(state: seed &+ UInt64(number) &* 0x51_7CC1_B727_220A)
-        var owned: [(key: String, identifier: PersistentIdentifier)] = existing.enumerated().compactMap { index, row in
-            guard index % saverCount == number, case .string(let key)? = row.values["key"] else { return nil }
+        let thisGeneration = "g\(generation)s"
+        var owned: [(key: String, identifier: PersistentIdentifier)] = existing.compactMap { row in
+            guard case .string(let key)? = row.values["key"], !key.hasPrefix(thisGeneration),
+                owner(of: key, all: allSavers) == number
+            else { return nil }
             return (key, row.persistentIdentifier)
         }
         var counter: Int64 = 0
@@ -137,29 +163,42 @@ struct Child: Sendable {
 
     /// Checkpoints, history deletions (all of it, or up to a recent token) and a consumer's bookmark,
     /// at random moments.
+    /// In a store shared by writers only the bookmark moves (cases 7 and up).
     func runMaintenance() {
         var random = SplitMix(state: seed ^ 0xC0FF_EE00)
         var registered = false
         while true {
             usleep(UInt32.random(in: 2_000...40_000, using: &random))
             do {
-                switch Int.random(in: 0..<10, using: &random) {
+                // The parent counts the kills that land between "M <kind>" and "M -".
+                defer { emit("M -") }
+                switch Int.random(in: shared ? 7..<10 : 0..<10, using: &random) {
                 case 0...3:
+                    emit("M checkpoint")
                     try store.checkpoint()
                 case 4...5:
+                    emit("M delete")
                     try store.deleteHistory(HistoryDescriptor<DefaultHistoryTransaction>())
                 case 6:
                     if let token = store.currentToken {
+                        emit("M delete")
                         try store.deleteHistory(
                             HistoryDescriptor<DefaultHistoryTransaction>(predicate: #Predicate { $0.token < token }))
                     }
                 case 7:
-                    if registered { try store.unregisterHistoryConsumer("mirror") } else {
+                    if registered {
+                        emit("M unregister")
+                        try store.unregisterHistoryConsumer("mirror")
+                    } else {
+                        emit("M register")
                         try store.registerHistoryConsumer("mirror", after: store.currentToken)
                     }
                     registered.toggle()
                 default:
-                    if registered, let token = store.currentToken { try store.acknowledgeHistory("mirror", through: token) }
+                    if registered, let token = store.currentToken {
+                        emit("M acknowledge")
+                        try store.acknowledgeHistory("mirror", through: token)
+                    }
                 }
             } catch let error as LogStoreError where error.code == .historyTokenExpired {
                 // A deletion passed the token read a moment ago: allowed, try again later.
@@ -174,13 +213,21 @@ struct Child: Sendable {
 /// Parses the arguments, opens the store, starts the threads; never returns (the parent kills it).
 func run() -> Never {
     let arguments = CommandLine.arguments
-    guard arguments.count == 6, let seed = UInt64(arguments[2]), let generation = Int64(arguments[3]),
-        let saverCount = Int(arguments[4]), saverCount > 0, saverCount < 100
+    let optional = Array(arguments.dropFirst(6))
+    let saverCount = Int(arguments.count > 4 ? arguments[4] : "") ?? 0
+    let firstSaver = optional.count >= 2 ? Int(optional[0]) ?? -1 : 0
+    let allSavers = optional.count >= 2 ? Int(optional[1]) ?? -1 : saverCount
+    guard [6, 8, 9].contains(arguments.count), let seed = UInt64(arguments[2]), let generation = Int64(arguments[3]),
+        saverCount > 0, firstSaver >= 0, firstSaver + saverCount < 100, allSavers >= firstSaver + saverCount,
+        optional.count < 3 || optional[2] == "shared"
     else {
         FileHandle.standardError.write(
-            Data("usage: LogStoreCrashChild <directory> <seed> <generation> <savers> <sync|batched|none>\n".utf8))
+            Data(
+                ("usage: LogStoreCrashChild <directory> <seed> <generation> <savers> <sync|batched|none> "
+                    + "[<first saver> <all savers> [shared]]\n").utf8))
         exit(2)
     }
+    let shared = arguments.count == 9
     let durability: Durability
     switch arguments[5] {
     case "sync": durability = .synchronous
@@ -193,30 +240,35 @@ func run() -> Never {
 
     let store: LogStore
     do {
-        store = try LogStore(
-            LogStoreConfiguration(
-                schema: crashSchema, directory: arguments[1], durability: durability,
-                segmentByteCountMax: 256 * 1024, checkpointIntervalByteCount: 512 * 1024))
+        var configuration = LogStoreConfiguration(
+            schema: crashSchema, directory: arguments[1], durability: durability,
+            segmentByteCountMax: 256 * 1024, checkpointIntervalByteCount: 512 * 1024)
+        configuration.allowsOtherWriters = shared
+        store = try LogStore(configuration)
     } catch {
         emit("F open: \(String(describing: error).prefix(400))")
         exit(1)
     }
 
-    // Items already in the store, shared out among the savers by position.
-    let existing = (store.allSnapshots()["Item"] ?? []).sorted {
-        $0.persistentIdentifier.primaryKey.uuidString < $1.persistentIdentifier.primaryKey.uuidString
-    }
+    // Items already in the store, shared out among the savers by their keys (`owner(of:all:)`).
+    let existing = store.allSnapshots()["Item"] ?? []
     emit("R")
-    let child = Child(store: store, seed: seed, generation: generation, saverCount: saverCount, existing: existing)
+    let child = Child(
+        store: store, seed: seed, generation: generation, allSavers: allSavers, shared: shared, existing: existing)
 
-    for number in 0..<saverCount {
+    for number in firstSaver..<(firstSaver + saverCount) {
         let thread = Thread { child.runSaver(number) }
         thread.name = "saver \(number)"
         thread.start()
     }
-    let maintenance = Thread { child.runMaintenance() }
-    maintenance.name = "maintenance"
-    maintenance.start()
+    // One maintenance thread per store: a second writing child (savers from 50) only saves, so
+    // the two never move one consumer's bookmark under each other, and no consumer of its own
+    // stays registered after its kill to hold history back in later rounds.
+    if firstSaver == 0 {
+        let maintenance = Thread { child.runMaintenance() }
+        maintenance.name = "maintenance"
+        maintenance.start()
+    }
     while true { sleep(60) }
 }
 

@@ -66,6 +66,8 @@ struct Simulation {
         var acknowledgedDurable = 0
         var powerCuts = 0
         var faultsFired = 0
+        /// Of those, failures on the syncer thread that only `close()` reported (bug 5).
+        var failuresThrownByClose = 0
         var rotInjected = 0
         var rotRefused = 0
         var rotHarmless = 0
@@ -80,6 +82,7 @@ struct Simulation {
             acknowledgedDurable += other.acknowledgedDurable
             powerCuts += other.powerCuts
             faultsFired += other.faultsFired
+            failuresThrownByClose += other.failuresThrownByClose
             rotInjected += other.rotInjected
             rotRefused += other.rotRefused
             rotHarmless += other.rotHarmless
@@ -91,7 +94,8 @@ struct Simulation {
 
         var description: String {
             "\(sessions) sessions, \(saves) saves (\(acknowledgedDurable) acknowledged durable), "
-                + "\(powerCuts) power cuts, \(faultsFired) I/O errors surfaced, \(rotInjected) bit rots "
+                + "\(powerCuts) power cuts, \(faultsFired) I/O errors surfaced (\(failuresThrownByClose) by close), "
+                + "\(rotInjected) bit rots "
                 + "(\(rotRefused) refused, \(rotHarmless) harmless), \(deletions) history deletions, "
                 + "\(checkpoints) checkpoints, \(retentionPasses) retention passes, "
                 + "\(checksAfterReopen) reopens checked"
@@ -186,7 +190,8 @@ struct Simulation {
 
         let steps = Int.random(in: 5...40, using: &random)
         var faulted = false
-        if Int.random(in: 0..<3, using: &random) == 0 { armFault(afterSteps: true) }
+        let armed = Int.random(in: 0..<3, using: &random) == 0
+        if armed { armFault(afterSteps: true) }
         for _ in 0..<steps {
             do { try step(store, durability: durability) } catch {
                 faulted = true
@@ -198,7 +203,18 @@ struct Simulation {
         if !faulted && Int.random(in: 0..<4, using: &random) == 0 {
             fileSystem.clearFaults()
             fileSystem.setCapacity(byteCount: nil)
-            do { try store.close() } catch { return fail("clean close failed: \(error)") }
+            do { try store.close() } catch let error as LogStoreError
+                where armed && (error.code == .syncFailed || error.code == .ioError)
+            {
+                // The armed fault fired on the syncer thread (a batched or idle sync, a durable-end
+                // mark) and no step was told: the close reports it, and the saves it cut back were
+                // never durable. The store is closed all the same.
+                figures.faultsFired += 1
+                figures.failuresThrownByClose += 1
+                return try reopenAndCheck(rot: false)
+            } catch {
+                return fail("clean close failed: \(error)")
+            }
             for index in saves.indices where saves[index].status == .volatile { saves[index].status = .durable }
             try reopenAndCheck(rot: Int.random(in: 0..<2, using: &random) == 0)
         } else {

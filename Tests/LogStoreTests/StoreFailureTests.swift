@@ -53,6 +53,86 @@ import Testing
         try? store.close()
     }
 
+    /// Found beside bug 4 of RELIABILITY.md: the batched syncer's `fdatasync` failed in the
+    /// background and cut back a save that had returned. No call threw the failure, and `close()`
+    /// then returned normally — success, which promises that everything written before it is
+    /// durable — because the log threw only a failure of its own final sync. It must throw the
+    /// failure nobody was told of, and still close everything (the store opens again).
+    @Test func aCloseAfterAnUnreportedBackgroundSyncFailureThrowsRatherThanCallingTheCutSaveDurable() throws {
+        let fileSystem = SimulatedFileSystem()
+        let (container, store) = try CheckpointTests.open(
+            fileSystem, durability: .batched(syncIntervalMax: .milliseconds(1)))
+        let context = ModelContext(container)
+        context.insert(Trip(name: "durable", destination: "", startDate: Date(), endDate: Date()))
+        try context.save()
+        try store.log.sync()
+        fileSystem.failSync(path: .suffix(".log"))
+        context.insert(Trip(name: "cut back", destination: "", startDate: Date(), endDate: Date()))
+        try context.save()  // acknowledged after the write in batched mode
+        let endAfterSave = store.log.writtenEnd
+        try #require(Self.waitForBackgroundFailStop(store.log))  // the syncer's sync failed and cut back
+        #expect(store.log.writtenEnd < endAfterSave)
+        let error = #expect(throws: LogStoreError.self) { try store.close() }
+        #expect(error?.code == .syncFailed)
+        // Closed all the same: the lock is released and the store opens, without the cut save.
+        let (reopened, again) = try CheckpointTests.open(fileSystem)
+        #expect(try ModelContext(reopened).fetch(FetchDescriptor<Trip>()).map(\.name) == ["durable"])
+        try again.close()
+    }
+
+    /// The other side of the rule above: a failure a call already threw (here a save refused on
+    /// the failed log) is not news, and `close()` does not throw it again.
+    @Test func aCloseAfterTheSyncFailureWasReportedDoesNotThrowItAgain() throws {
+        let fileSystem = SimulatedFileSystem()
+        let (container, store) = try CheckpointTests.open(
+            fileSystem, durability: .batched(syncIntervalMax: .milliseconds(1)))
+        let context = ModelContext(container)
+        fileSystem.failSync(path: .suffix(".log"))
+        context.insert(Trip(name: "cut back", destination: "", startDate: Date(), endDate: Date()))
+        try context.save()
+        try #require(Self.waitForBackgroundFailStop(store.log))
+        context.insert(Trip(name: "refused", destination: "", startDate: Date(), endDate: Date()))
+        let refused = #expect(throws: LogStoreError.self) { try context.save() }
+        #expect(refused?.code == .readOnly)
+        try store.close()
+    }
+
+    /// `ModelContainer.close()` autosaves the main context first; on a failed log that save is
+    /// refused, and the close threw before closing the store: the log, its syncer and the
+    /// directory lock stayed open (a second open of the directory failed with
+    /// `alreadyOpenInProcess`). The store is now closed whatever the save did.
+    @Test @MainActor func aContainerCloseWhoseAutosaveIsRefusedStillClosesTheStore() throws {
+        let fileSystem = SimulatedFileSystem()
+        let (container, store) = try CheckpointTests.open(
+            fileSystem, durability: .batched(syncIntervalMax: .milliseconds(1)))
+        container.mainContext.autosaveEnabled = false
+        container.mainContext.insert(Trip(name: "durable", destination: "", startDate: Date(), endDate: Date()))
+        try container.mainContext.save()
+        try store.log.sync()
+        fileSystem.failSync(path: .suffix(".log"))
+        container.mainContext.insert(Trip(name: "cut back", destination: "", startDate: Date(), endDate: Date()))
+        try container.mainContext.save()
+        try #require(Self.waitForBackgroundFailStop(store.log))
+        container.mainContext.insert(Trip(name: "unsaved", destination: "", startDate: Date(), endDate: Date()))
+        container.mainContext.autosaveEnabled = true
+        let error = #expect(throws: LogStoreError.self) { try container.close() }
+        #expect(error?.code == .readOnly)  // the autosave's refusal, which names the failed sync
+        #expect(!store.isOpen)
+        let (reopened, again) = try CheckpointTests.open(fileSystem)
+        #expect(try ModelContext(reopened).fetch(FetchDescriptor<Trip>()).map(\.name) == ["durable"])
+        try again.close()
+    }
+
+    /// Waits (bounded, about 10 s) until a sync on the log's syncer thread failed and made the
+    /// log read-only, without calling anything that would throw the failure; `false` if it never did.
+    static func waitForBackgroundFailStop(_ log: Log) -> Bool {
+        for _ in 0..<10_000 {
+            if log.isReadOnly { return true }
+            Thread.sleep(forTimeInterval: 0.001)
+        }
+        return false
+    }
+
     /// A schema record that checks out under its CRC but repeats an entity id is refused as
     /// malformed instead of crashing the process.
     @Test func aSchemaTableWithRepeatedIdsIsRefused() throws {

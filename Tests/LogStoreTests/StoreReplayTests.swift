@@ -9,10 +9,12 @@ import Testing
 @Suite struct StoreReplayTests {
     static let directory = "/replay"
 
-    static func container(_ fileSystem: SimulatedFileSystem) throws -> ModelContainer {
-        try ModelContainer(
-            for: sampleTripsModels,
-            configuration: LogStoreConfiguration(directory: directory, fileSystem: fileSystem))
+    /// `idleMarks: false`: no durable-end mark 1 s after the last save (only at close), for a
+    /// test that reads the log's end and then expects nothing to follow it.
+    static func container(_ fileSystem: SimulatedFileSystem, idleMarks: Bool = true) throws -> ModelContainer {
+        var configuration = LogStoreConfiguration(directory: directory, fileSystem: fileSystem)
+        if !idleMarks { configuration.durableEndMarkDelay = nil }
+        return try ModelContainer(for: sampleTripsModels, configuration: configuration)
     }
 
     static func day(_ number: Int) -> Date { Date(timeIntervalSince1970: Double(number) * 86_400) }

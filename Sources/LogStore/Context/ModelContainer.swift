@@ -161,9 +161,20 @@ public final class ModelContainer: @unchecked Sendable {
     ///
     /// Main-actor isolated, like ``mainContext``, whose unsaved changes only the main actor may
     /// look at; from other code, `await container.close()`.
+    ///
+    /// Throws when that save fails, or when the store's log failed a sync that no call has
+    /// reported yet (in `.batched` or `.none` durability a background `fdatasync` that failed cut
+    /// back saves that had returned: they are not durable). The store is closed either way.
     @MainActor public func close() throws {
-        if let context = mainContextStorage, context.autosaveEnabled, context.hasChanges { try context.save() }
+        var saveError: (any Error)?
+        if let context = mainContextStorage, context.autosaveEnabled, context.hasChanges {
+            do { try context.save() } catch { saveError = error }
+        }
+        // Closed even when the save failed (a store whose log failed refuses it): a close that
+        // throws must not leave the log, its syncer and the directory lock open. The close's error
+        // wins: it says that saves which returned are gone, which the save's error may not.
         try store.close()
+        if let saveError { throw saveError }
     }
 }
 

@@ -291,7 +291,11 @@ public final class LogStore: DataStore, @unchecked Sendable {
         }
     }
 
-    /// Syncs and closes the log. Further calls throw.
+    /// Syncs and closes the log; further calls throw. Everything is closed (the log, its syncer,
+    /// the directory lock) even when it throws. Throws when the final sync fails, and when the
+    /// log failed a sync earlier that no save or sync has reported (in `.batched` or `.none`
+    /// durability the syncer's `fdatasync` failed and cut back saves that had returned:
+    /// `LogError.Code.syncFailed`).
     public func close() throws {
         inner.withLock { $0.closed = true }
         saveWriter.stop()  // saves queued meanwhile throw `closed`

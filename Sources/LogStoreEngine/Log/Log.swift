@@ -144,8 +144,11 @@ public final class Log: Sendable {
         try core.deleteSegments(endingAtOrBefore: endOffset)
     }
 
-    /// Syncs what was written, stops the syncer, closes the files and releases the lock.
-    /// Throws if the final sync fails (the log was then cut back to its durable end).
+    /// Syncs what was written, stops the syncer, closes the files and releases the lock — all of
+    /// it even when it throws. Throws ``LogError/Code/syncFailed`` if the final sync fails (the
+    /// log was then cut back to its durable end), and the log's failure if an earlier one that
+    /// no call has thrown yet happened: a sync on the syncer thread (`.batched`, `.none`) that
+    /// failed and cut back records whose writes had returned.
     public func close() throws(LogError) {
         try core.close()
     }

@@ -208,7 +208,7 @@ extension LogCore {
             if state.durableEnd >= waiter.endOffset {
                 waiter.continuation.resume(returning: .success(()))
             } else if let failure = state.failure {
-                waiter.continuation.resume(returning: .failure(failure))
+                waiter.continuation.resume(returning: .failure(reporting(failure)))
             } else {
                 remaining.append(waiter)
             }

@@ -39,7 +39,7 @@ extension LogCore {
         do throws(FileSystemError) {
             try segment.handle.write(record.bytes, at: position)
         } catch {
-            throw handleWriteFailure(error, segment: segment, position: position)
+            throw reporting(handleWriteFailure(error, segment: segment, position: position))
         }
         state.writtenEnd = offset + record.recordByteCount
         checkInvariants()
@@ -71,7 +71,7 @@ extension LogCore {
     private func waitForTurn(recordByteCount: UInt64) throws(LogError) {
         // Each pass either returns, throws, rolls, or sleeps until a sync or roll finishes.
         while true {
-            try checkWritable()
+            do throws(LogError) { try checkWritable() } catch { throw reporting(error) }
             let segment = state.segments.last!
             let position = SegmentScanner.filePosition(logicalOffset: state.writtenEnd, baseOffset: segment.baseOffset)
             if state.isRolling || (state.zeroFillStart.map { position + recordByteCount > $0 } ?? false) {
@@ -153,7 +153,7 @@ extension LogCore {
         if writers != nil {
             do throws(LogError) { try publishTurnSlotLocked(lastSegmentBase: baseOffset) } catch {
                 failStopShared(error)
-                throw error
+                throw reporting(error)
             }
         }
         conditionLock.unlock()
@@ -187,7 +187,7 @@ extension LogCore {
                 // holder would adopt it while the others acknowledge. Every process must stop.
                 if writers != nil { failStopShared(stop) } else { failStop(stop) }
             }
-            throw failure
+            throw reporting(failure)
         }
     }
 
@@ -203,7 +203,7 @@ extension LogCore {
     func sync(through endOffset: UInt64?) throws(LogError) {
         conditionLock.lock()
         defer { conditionLock.unlock() }
-        if let failure = state.failure { throw failure }
+        if let failure = state.failure { throw reporting(failure) }
         let target = endOffset ?? state.writtenEnd
         guard target <= state.writtenEnd else {
             throw LogError(
@@ -228,7 +228,7 @@ extension LogCore {
     func waitUntilDurableLocked(endOffset: UInt64) throws(LogError) {
         // Each pass syncs, or sleeps until a sync finishes; the durable end only grows.
         while state.durableEnd < endOffset {
-            if let failure = state.failure { throw failure }
+            if let failure = state.failure { throw reporting(failure) }
             if state.syncerExited { throw LogError(.closed, "The log is closed.", file: directory) }
             if !state.syncInProgress && !state.isFailing {
                 performSync(through: state.writtenEnd)
@@ -246,7 +246,7 @@ extension LogCore {
             conditionLock.lock()
             defer { conditionLock.unlock() }
             if state.durableEnd >= endOffset { return continuation.resume(returning: .success(())) }
-            if let failure = state.failure { return continuation.resume(returning: .failure(failure)) }
+            if let failure = state.failure { return continuation.resume(returning: .failure(reporting(failure))) }
             if state.syncerExited {
                 return continuation.resume(
                     returning: .failure(LogError(.closed, "The log is closed.", file: directory)))

@@ -172,7 +172,7 @@ extension LogCore {
         state.turnHeld = true
         state.statistics.turnCount += 1
         var failure: LogError?
-        do throws(LogError) { try catchUpLocked() } catch { failure = error }
+        do throws(LogError) { try catchUpLocked() } catch { failure = reporting(error) }
         if failure != nil { state.turnHeld = false }
         conditionLock.unlock()
         if let failure {

@@ -32,6 +32,11 @@ final class LogCore: @unchecked Sendable {
         var syncRequestedEnd: UInt64
         /// Set by a failed sync (or a failed write): the log is read-only from then on.
         var failure: LogError?
+        /// A caller was told of `failure` (a write, sync or wait threw it, or an error naming it):
+        /// until then ``LogCore/close()`` throws it. A sync failing on the syncer thread, in the
+        /// background of `.batched` or `.none` mode, cuts back saves that were acknowledged and
+        /// tells nobody; a `close()` returning normally would call them durable.
+        var failureReported = false
         var isReadOnly: Bool
         var isClosed = false
         var syncerExited = true
@@ -177,6 +182,14 @@ final class LogCore: @unchecked Sendable {
 
     func path(_ name: String) -> String { LogFileNames.join(directory, name) }
 
+    /// `error`, about to be thrown to a caller (lock held): when the log has failed, that caller
+    /// now knows (``close()`` then does not throw the failure again). Not for an error the
+    /// syncer thread swallows (its catch-up before a zero-fill in a shared store): nobody hears it.
+    func reporting(_ error: LogError) -> LogError {
+        if state.failure != nil || state.isFailing { state.failureReported = true }
+        return error
+    }
+
     func close() throws(LogError) {
         conditionLock.lock()
         if state.isClosed {
@@ -184,7 +197,7 @@ final class LogCore: @unchecked Sendable {
             return
         }
         state.isClosed = true
-        let failedBefore = state.failure != nil
+        let reportedBefore = state.failure != nil && state.failureReported
         conditionLock.signalSyncer()
         // A roll creates files with the lock released: the directory lock must outlive it.
         while !state.syncerExited || state.isRolling || state.syncInProgress { conditionLock.waitWaiter() }
@@ -208,7 +221,11 @@ final class LogCore: @unchecked Sendable {
         } else {
             directoryLock?.release()
         }
-        // Only a failure of the final sync is news to the caller; an earlier one was thrown then.
-        if let failure, !failedBefore { throw failure }
+        // Everything is closed and the lock released (or kept, above) before the throw: a close
+        // that throws leaves nothing open. A failure is thrown unless a caller was told of it
+        // before this close began — the final sync's own failure, and a background sync's that
+        // no save, sync or wait has thrown yet (its cut-back removed acknowledged saves, and
+        // returning would call them durable).
+        if let failure, !reportedBefore { throw failure }
     }
 }
