@@ -67,6 +67,16 @@ import Testing
 
     // MARK: store.meta
 
+    /// The folder's time stamp is made with `gmtime_r` (an ICU formatter per repair dominated a
+    /// fuzzed repair's cost): it must read exactly as `ISO8601DateFormatter` wrote it before.
+    @Test(arguments: [0, 59, 86_399, 951_782_400, 1_700_000_000, 1_764_126_903, 4_102_444_799] as [Int])
+    func theRepairFolderStampReadsAsTheISO8601FormatterWroteIt(seconds: Int) {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withYear, .withMonth, .withDay, .withTime, .withTimeZone]
+        let expected = formatter.string(from: Date(timeIntervalSince1970: TimeInterval(seconds)))
+        #expect(RepairAside.utcStamp(secondsSince1970: time_t(seconds)) == expected)
+    }
+
     @Test func aBitFlipInStoreMetaIsRepairedFromTheSegmentHeadersAndTheDamagedFileIsKeptAside() throws {
         let (fileSystem, records, _) = try Self.store()
         try fileSystem.corruptByte(at: 20, in: storePath + "/store.meta")

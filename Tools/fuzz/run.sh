@@ -15,10 +15,12 @@
 #   .build-fuzz/logstore-fuzz <target> -merge=1 Tools/fuzz/corpus/<target> .build-fuzz/corpus/<target>
 #
 # The build compiles the three modules a target needs (Logging, LogStoreEngine, LogStore) with
-# swiftc directly, instrumented for coverage (edges, comparisons) and AddressSanitizer, and links
+# swiftc directly, optimized (-O, asserts kept), instrumented for coverage (edges, comparisons) and
+# AddressSanitizer, and links
 # libFuzzer without its main: logstore-fuzz's own main hands the target to LLVMFuzzerRunDriver.
 # (A SwiftPM build would instrument and rebuild swift-syntax for the macro plugin as well.)
-# LOGSTORE_FUZZ_OUT chooses another output folder than .build-fuzz.
+# LOGSTORE_FUZZ_OUT chooses another output folder than .build-fuzz; LOGSTORE_FUZZ_OPT=-Onone builds
+# unoptimized (slower per input, easier to debug).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -32,7 +34,10 @@ build() {
     fuzzer=$(ls "$toolchain"/lib/clang/*/lib/linux/libclang_rt.fuzzer_no_main-x86_64.a | head -1)
     log_sources=$root/.build/checkouts/swift-log/Sources/Logging
     if [[ ! -d $log_sources ]]; then swift package resolve; fi
-    local flags=(-Onone -g -swift-version 6 -sanitize=address
+    # -O by default (LOGSTORE_FUZZ_OPT=-Onone for a debugger), with -assert-config Debug so every
+    # assert() still traps as in a debug build; bounds, overflow and exclusivity checks stay on at -O.
+    local optimization=${LOGSTORE_FUZZ_OPT:--O}
+    local flags=("$optimization" -assert-config Debug -g -swift-version 6 -sanitize=address
         -sanitize-coverage=edge,trace-cmp,inline-8bit-counters,pc-table -I "$out/modules"
         -Xcc -I -Xcc "$root/Sources/CCRC32C/include" -I "$root/Sources/CLZ4")
     local start=$(date +%s)

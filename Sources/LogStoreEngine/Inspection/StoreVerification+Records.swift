@@ -150,7 +150,10 @@ extension StoreVerifier {
         path: String
     ) throws(LogError) -> UInt64? {
         let headerByteCount = FormatConstants.recordHeaderByteCount
-        var buffer = [UInt8](repeating: 0, count: Self.resyncChunkByteCount + headerByteCount - 1)
+        guard through > after else { return nil }
+        // No bigger than the range (plus one header): a short range costs no 1 MiB buffer.
+        var buffer = [UInt8](
+            repeating: 0, count: Int(min(UInt64(Self.resyncChunkByteCount), through - after)) + headerByteCount - 1)
         var chunkStart = after + 1
         while chunkStart <= through {
             let count = Int(min(UInt64(Self.resyncChunkByteCount), through + 1 - chunkStart)) + headerByteCount - 1

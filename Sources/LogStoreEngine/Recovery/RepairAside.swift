@@ -19,9 +19,7 @@ struct RepairAside {
     /// The folder's path, creating it (and syncing the store directory) on first use.
     private func folder(_ report: inout RecoveryReport) throws(LogError) -> String {
         if let existing = report.setAsideDirectory { return existing }
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withYear, .withMonth, .withDay, .withTime, .withTimeZone]
-        let stamp = Self.folderPrefix + formatter.string(from: Date())
+        let stamp = Self.folderPrefix + Self.utcStamp(secondsSince1970: time(nil))
         var name = stamp
         // Bounded: a name is taken only by an earlier repair in the same second.
         var attempt = 1
@@ -40,6 +38,18 @@ struct RepairAside {
         return path
     }
 
+    /// `yyyyMMdd'T'HHmmss'Z'` in UTC (ISO 8601's basic format, as `ISO8601DateFormatter` writes it
+    /// with year, month, day, time and time zone), made with `gmtime_r` rather than a formatter:
+    /// creating an ICU formatter costs more than the rest of a small repair.
+    static func utcStamp(secondsSince1970: time_t) -> String {
+        var seconds = secondsSince1970
+        var parts = tm()
+        guard gmtime_r(&seconds, &parts) != nil else { return "\(secondsSince1970)Z" }
+        func twoDigits(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        return "\(parts.tm_year + 1900)" + twoDigits(parts.tm_mon + 1) + twoDigits(parts.tm_mday) + "T"
+            + twoDigits(parts.tm_hour) + twoDigits(parts.tm_min) + twoDigits(parts.tm_sec) + "Z"
+    }
+
     /// Copies the store's file `name` into the folder, whole and synced, before it is changed.
     func copy(_ name: String, report: inout RecoveryReport) throws(LogError) {
         // A file changed twice (a header rewritten, then its tail cut) is kept as it first was.
@@ -53,7 +63,7 @@ struct RepairAside {
             let output = try fileSystem.openFile(target, mode: .createNew)
             defer { output.close() }
             let size = try input.size()
-            var buffer = [UInt8](repeating: 0, count: 1024 * 1024)
+            var buffer = [UInt8](repeating: 0, count: Int(min(size, 1024 * 1024)))
             var position: UInt64 = 0
             // Bounded by the size read first: each pass copies at least one byte or stops.
             while position < size {

@@ -33,7 +33,8 @@ struct TailInspector {
         let size: UInt64
         do { size = try handle.size() } catch { throw LogError.io(error, "Reading the size of \(path)") }
         var chunkEnd = size
-        var buffer = [UInt8](repeating: 0, count: Self.chunkByteCount)
+        // No bigger than what is there to read: a small segment costs no 1 MiB buffer.
+        var buffer = [UInt8](repeating: 0, count: size > from ? Int(min(UInt64(Self.chunkByteCount), size - from)) : 0)
         while chunkEnd > from {
             let chunkStart = max(
                 from, chunkEnd > UInt64(Self.chunkByteCount) ? chunkEnd - UInt64(Self.chunkByteCount) : 0)
@@ -71,7 +72,10 @@ struct TailInspector {
         after from: UInt64, through: UInt64, baseOffset: UInt64, _ body: (UInt64, LogRecord) -> Bool
     ) throws(LogError) {
         let headerByteCount = UInt64(FormatConstants.recordHeaderByteCount)
-        var buffer = [UInt8](repeating: 0, count: Self.chunkByteCount + Int(headerByteCount))
+        guard through > from else { return }
+        // No bigger than the range (plus one header): a short range costs no 1 MiB buffer.
+        var buffer = [UInt8](
+            repeating: 0, count: Int(min(UInt64(Self.chunkByteCount), through - from)) + Int(headerByteCount))
         var chunkStart = from + 1
         while chunkStart <= through {
             let count = Int(min(UInt64(Self.chunkByteCount), through + 1 - chunkStart)) + Int(headerByteCount)

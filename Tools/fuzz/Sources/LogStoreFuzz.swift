@@ -23,6 +23,17 @@ struct LogStoreFuzz {
             makeSeeds(store: arguments[2], corpusRoot: arguments[3])
             return
         }
+        #if LOGSTORE_FUZZ
+            // libFuzzer's -merge=1 (and -fork) runs this program again with the arguments it was
+            // given, which no longer name the target: the environment carries the target to it.
+            if _DecoderFuzzing.Target(rawValue: arguments[1]) == nil,
+                let name = ProcessInfo.processInfo.environment[targetVariable],
+                let target = _DecoderFuzzing.Target(rawValue: name)
+            {
+                FuzzState.target = target
+                exit(runLibFuzzer(arguments))
+            }
+        #endif
         guard let target = _DecoderFuzzing.Target(rawValue: arguments[1]) else { usage() }
         if arguments.count >= 3 && arguments[2] == "--replay" {
             var count = 0
@@ -38,6 +49,7 @@ struct LogStoreFuzz {
         #if LOGSTORE_FUZZ
             arguments.remove(at: 1)
             FuzzState.target = target
+            setenv(targetVariable, target.rawValue, 1)
             exit(runLibFuzzer(arguments))
         #else
             FileHandle.standardError.write(
@@ -45,6 +57,9 @@ struct LogStoreFuzz {
             exit(2)
         #endif
     }
+
+    /// Names the target for the child processes libFuzzer starts (`-merge=1`, `-fork`).
+    static let targetVariable = "LOGSTORE_FUZZ_TARGET"
 
     static func usage() -> Never {
         let targets = _DecoderFuzzing.Target.allCases.map(\.rawValue).joined(separator: "|")
