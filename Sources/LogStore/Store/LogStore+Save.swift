@@ -22,7 +22,7 @@ extension LogStore {
     /// `save` that suspends instead of blocking a thread while the record becomes durable.
     ///
     /// In a store shared by writing processes the write itself may wait for another process's
-    /// turn (up to 30 s): it runs on the store's save writer then (``SaveWriter``), never on the
+    /// turn (up to 30 s): it runs on the store's save-writer thread then, never on the
     /// cooperative pool, in the order the saves were called (D11).
     public func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) async throws
         -> DataStoreSaveChangesResult<DefaultSnapshot>
