@@ -88,14 +88,19 @@ final class SaveWriter: @unchecked Sendable {
         while true {
             while jobs.isEmpty && !stopped { condition.wait() }
             guard !jobs.isEmpty else { break }
-            let batch = jobs
-            jobs.removeAll()
-            running = batch.count
-            condition.unlock()
-            // A store closed meanwhile: its queued saves throw `closed` without waiting for a turn.
-            let turn: Turn = isStopped ? .closed : beginTurn().map { .failed($0) } ?? .held
-            for job in batch { job(turn) }
-            if case .held = turn { endTurn() }
+            do {
+                // Scoped: the batch (whose jobs hold the store) is released before `condition` is
+                // locked again — the last reference to the store may go with it, and the store's
+                // deinit stops this writer, which locks `condition` (not recursive): found by review.
+                let batch = jobs
+                jobs.removeAll()
+                running = batch.count
+                condition.unlock()
+                // A store closed meanwhile: its queued saves throw `closed` without waiting for a turn.
+                let turn: Turn = isStopped ? .closed : beginTurn().map { .failed($0) } ?? .held
+                for job in batch { job(turn) }
+                if case .held = turn { endTurn() }
+            }
             condition.lock()
             running = 0
         }

@@ -220,11 +220,13 @@ extension LogCore {
     /// mark, everything written is durable (the mark states it, D12), nothing else is under way,
     /// and either the log is closing or no record came for ``LogOptions/durableEndMarkDelay``.
     var isDurableEndMarkDue: Bool {
-        // A store shared by writers decides on the durable end after catching up under the turn
-        // (another process's sync may have covered what this one's view still calls unsynced).
+        // A synchronous store shared by writers decides on the durable end after catching up under
+        // the turn (another process's sync may have covered what this one's view still calls
+        // unsynced); in `.none`/`.batched` its own unsynced records wait for a sync first, as alone
+        // (else the syncer would take the turn every delay until one came).
         guard state.needsDurableEndMark, state.failure == nil, !state.isFailing, !state.isReadOnly,
             !state.isRolling, !state.syncInProgress, state.zeroFillStart == nil,
-            writers != nil || state.writtenEnd == state.durableEnd
+            (writers != nil && options.durability == .synchronous) || state.writtenEnd == state.durableEnd
         else { return false }
         if state.isClosed { return true }
         guard let delay = options.durableEndMarkDelay?.nanoseconds else { return false }
