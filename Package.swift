@@ -62,8 +62,10 @@ let package = Package(
             name: "SampleTrips",
             dependencies: ["LogStore"]
         ),
-        .executableTarget(
-            name: "logstore",
+        // The `logstore` tool's commands, a library so that the tests can import them (an
+        // executable's own module cannot be imported everywhere); the executable only runs them.
+        .target(
+            name: "LogStoreCommands",
             dependencies: [
                 "LogStore",
                 "SampleTrips",
@@ -71,6 +73,11 @@ let package = Package(
                 "LogStorePostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
+            path: "Tools/LogStoreCommands"
+        ),
+        .executableTarget(
+            name: "logstore",
+            dependencies: ["LogStoreCommands"],
             path: "Tools/logstore"
         ),
         // The libFuzzer targets (issue 14): a plain build replays inputs; Tools/fuzz/run.sh builds
@@ -108,7 +115,7 @@ let package = Package(
         .testTarget(
             name: "LogStoreTests",
             dependencies: [
-                "LogStore", "LogStoreEngine", "LogStoreTestSupport", "SampleTrips", "logstore", "LogStoreProcessHelper",
+                "LogStore", "LogStoreEngine", "LogStoreTestSupport", "SampleTrips", "LogStoreCommands", "LogStoreProcessHelper",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             exclude: ["Fixtures"]
@@ -145,11 +152,12 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
-        // The `logstore` tool's commands, called as functions (`@testable import logstore`).
+        // The `logstore` tool's commands, called as functions (`@testable import LogStoreCommands`),
+        // and the executable, run as a process.
         .testTarget(
             name: "LogStoreToolTests",
             dependencies: [
-                "logstore", "LogStore", "LogStoreEngine", "LogStoreTestSupport", "SampleTrips",
+                "LogStoreCommands", "logstore", "LogStore", "LogStoreEngine", "LogStoreTestSupport", "SampleTrips",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             // Golden outputs, read through #filePath (LOGSTORE_UPDATE_GOLDEN=1 rewrites them).

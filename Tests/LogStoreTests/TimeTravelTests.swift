@@ -6,7 +6,7 @@ import SampleTrips
 import Testing
 
 @testable import LogStore
-@testable import logstore
+@testable import LogStoreCommands
 
 /// `LogStore.replay(directory:until:)` and `logstore replay --until`.
 @Suite struct TimeTravelTests {

@@ -5,7 +5,7 @@ import LogStoreEngine
 import SampleTrips
 import Testing
 
-@testable import logstore
+@testable import LogStoreCommands
 
 /// `logstore compact`: --through, --keep-bytes, --keep-age, consumers and --force, option rules.
 @Suite struct CompactCommandTests {

@@ -2,7 +2,7 @@ import Foundation
 import LogStore
 import Testing
 
-@testable import logstore
+@testable import LogStoreCommands
 
 /// `logstore demo`: twice in the same directory, with the history part each time, leaving the
 /// round's last transactions in history.

@@ -6,7 +6,7 @@ import LogStoreTestSupport
 import SampleTrips
 import Testing
 
-@testable import logstore
+@testable import LogStoreCommands
 
 /// A real store directory in the temporary directory, removed at the end of the test.
 final class TemporaryStore {

@@ -9,7 +9,7 @@ import Testing
     import Glibc
 #endif
 
-@testable import logstore
+@testable import LogStoreCommands
 
 /// Exit codes and one-sentence errors for bad input, the writer's lock named when busy, repair's
 /// backup and --yes rule, and `history --follow` seeing another process's saves — each through

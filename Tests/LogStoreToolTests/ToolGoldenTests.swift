@@ -5,7 +5,7 @@ import LogStoreTestSupport
 import SampleTrips
 import Testing
 
-@testable import logstore
+@testable import LogStoreCommands
 
 /// The fixture every golden test builds: a trip with items and a stay (app), the stay confirmed
 /// (widget), a second trip (no author), that trip deleted (app), and a registered consumer.

@@ -4,9 +4,10 @@ import ArgumentParser
 ///
 /// Exit codes (``ToolExit``): 0 ok; 1 damage found; 2 the store could not be read; 3 busy (another
 /// process holds the writer's lock); 4 not a store or a newer format; 64 usage.
-@main
-struct LogStoreCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(
+public struct LogStoreCommand: ParsableCommand {
+    public init() {}
+
+    public static let configuration = CommandConfiguration(
         commandName: "logstore",
         abstract: "Inspect, verify, replay, dump, export, import, compact and repair LogStore stores.",
         discussion: """
