@@ -6,43 +6,9 @@ import SampleTrips
 import Synchronization
 import Testing
 
-/// The real file system seen as another process's: the directory's identity is tagged, so this
-/// process's registries (one open store per directory) let a second store open beside the first,
-/// each with its own `flock` descriptors — two processes as far as the protocol goes (D11). An
-/// unlink of a path ending with `failingRemoval` fails (EIO) while it is set.
-final class SecondProcessFileSystem: FileSystem, Sendable {
-    let base = PosixFileSystem()
-    let tag: UInt64
-    let failingRemoval = Mutex<String?>(nil)
-
-    init(tag: UInt64) { self.tag = tag }
-
-    func openFile(_ path: String, mode: FileOpenMode) throws(FileSystemError) -> any LogStoreEngine.FileHandle {
-        try base.openFile(path, mode: mode)
-    }
-    func createDirectory(_ path: String) throws(FileSystemError) { try base.createDirectory(path) }
-    func removeFile(_ path: String) throws(FileSystemError) {
-        if let suffix = failingRemoval.withLock({ $0 }), path.hasSuffix(suffix) {
-            throw FileSystemError(code: EIO, operation: "unlink", path: path)
-        }
-        try base.removeFile(path)
-    }
-    func rename(_ source: String, to destination: String) throws(FileSystemError) {
-        try base.rename(source, to: destination)
-    }
-    func syncDirectory(_ path: String) throws(FileSystemError) { try base.syncDirectory(path) }
-    func contentsOfDirectory(_ path: String) throws(FileSystemError) -> [String] { try base.contentsOfDirectory(path) }
-    func kind(of path: String) throws(FileSystemError) -> FileKind? { try base.kind(of: path) }
-    func identity(of path: String) throws(FileSystemError) -> FileIdentity {
-        var identity = try base.identity(of: path)
-        identity.inode ^= tag << 48
-        return identity
-    }
-}
-
 /// Checkpoints and history deletion in a store shared by writers (D11, `MAINTENANCE`): the
 /// findings of the review of 2dddcf6, each as what two writers of one store do. Two stores in
-/// this process stand for the two processes (``SecondProcessFileSystem``); the second one's
+/// this process stand for the two processes (``TaggedPosixFileSystem``); the second one's
 /// change watcher is stopped, so it follows the first only when it is called — as a process
 /// that was suspended, or slow.
 @Suite struct SharedMaintenanceTests {
@@ -86,9 +52,9 @@ final class SecondProcessFileSystem: FileSystem, Sendable {
         defer { temporary.remove() }
         let directory = temporary.appending("Trips.store")
         // One segment: nothing to fall behind of, the low-water mark is what matters here.
-        let (a, aStore) = try Self.open(directory, SecondProcessFileSystem(tag: 1), segmentByteCountMax: 64 << 20)
+        let (a, aStore) = try Self.open(directory, TaggedPosixFileSystem(process: 1), segmentByteCountMax: 64 << 20)
         let (b, bStore) = try Self.open(
-            directory, SecondProcessFileSystem(tag: 2), following: false, segmentByteCountMax: 64 << 20)
+            directory, TaggedPosixFileSystem(process: 2), following: false, segmentByteCountMax: 64 << 20)
         var names = try Self.save(30, in: a, prefix: "a")
         #expect(try ModelContext(b).fetchCount(FetchDescriptor<Trip>()) == 30)
         names += try Self.save(5, in: a, prefix: "a more")
@@ -115,9 +81,9 @@ final class SecondProcessFileSystem: FileSystem, Sendable {
         let temporary = TemporaryDirectory("shared-maintenance")
         defer { temporary.remove() }
         let directory = temporary.appending("Trips.store")
-        let aFileSystem = SecondProcessFileSystem(tag: 1)
+        let aFileSystem = TaggedPosixFileSystem(process: 1)
         let (a, aStore) = try Self.open(directory, aFileSystem)
-        let (b, bStore) = try Self.open(directory, SecondProcessFileSystem(tag: 2), following: false)
+        let (b, bStore) = try Self.open(directory, TaggedPosixFileSystem(process: 2), following: false)
         var names = try Self.save(80, in: a, prefix: "a")
         // b follows: it opens every segment a rolled to (as a process's change watcher does).
         #expect(try ModelContext(b).fetchCount(FetchDescriptor<Trip>()) == 80)
@@ -149,8 +115,8 @@ final class SecondProcessFileSystem: FileSystem, Sendable {
         let temporary = TemporaryDirectory("shared-maintenance")
         defer { temporary.remove() }
         let directory = temporary.appending("Trips.store")
-        let (a, aStore) = try Self.open(directory, SecondProcessFileSystem(tag: 1))
-        let (b, bStore) = try Self.open(directory, SecondProcessFileSystem(tag: 2), following: false)
+        let (a, aStore) = try Self.open(directory, TaggedPosixFileSystem(process: 1))
+        let (b, bStore) = try Self.open(directory, TaggedPosixFileSystem(process: 2), following: false)
         let names = try Self.save(80, in: a, prefix: "a")
         let compaction = try aStore.deleteHistory(HistoryDescriptor<DefaultHistoryTransaction>(), force: false)
         #expect(compaction.deletedSegments.count > 3)
@@ -161,7 +127,7 @@ final class SecondProcessFileSystem: FileSystem, Sendable {
         #expect(error?.message.contains("deleted history this process had not read yet") == true)
         try bStore.close()
         // Reopened, it is the store as it is.
-        let (again, againStore) = try Self.open(directory, SecondProcessFileSystem(tag: 2))
+        let (again, againStore) = try Self.open(directory, TaggedPosixFileSystem(process: 2))
         #expect(Set(try ModelContext(again).fetch(FetchDescriptor<Trip>()).map(\.name)) == Set(names))
         try againStore.close()
         try aStore.close()
@@ -175,8 +141,8 @@ final class SecondProcessFileSystem: FileSystem, Sendable {
         let temporary = TemporaryDirectory("shared-maintenance")
         defer { temporary.remove() }
         let directory = temporary.appending("Trips.store")
-        let (a, aStore) = try Self.open(directory, SecondProcessFileSystem(tag: 1), following: false)
-        let (b, bStore) = try Self.open(directory, SecondProcessFileSystem(tag: 2), following: false)
+        let (a, aStore) = try Self.open(directory, TaggedPosixFileSystem(process: 1), following: false)
+        let (b, bStore) = try Self.open(directory, TaggedPosixFileSystem(process: 2), following: false)
         _ = try Self.save(10, in: a, prefix: "a")
         let history = try ModelContext(b).fetchHistory(HistoryDescriptor<DefaultHistoryTransaction>())
         #expect(history.count == 10)

@@ -2,20 +2,30 @@ import Foundation
 import LogStore
 import LogStoreEngine
 import LogStoreTestSupport
+import Synchronization
 import Testing
 
 /// The real file system with the directory's identity tagged: a log opened through one tag and
 /// a store opened through another stand for two processes (each has its own `flock`s, and the
-/// in-process registries of open stores see two directories).
-struct TaggedPosixFileSystem: FileSystem {
+/// in-process registries of open stores see two directories). An unlink of a path ending with
+/// `failingRemoval` fails (EIO) while it is set.
+final class TaggedPosixFileSystem: FileSystem, Sendable {
     let base = PosixFileSystem()
     let process: UInt64
+    let failingRemoval = Mutex<String?>(nil)
+
+    init(process: UInt64) { self.process = process }
 
     func openFile(_ path: String, mode: FileOpenMode) throws(FileSystemError) -> any LogStoreEngine.FileHandle {
         try base.openFile(path, mode: mode)
     }
     func createDirectory(_ path: String) throws(FileSystemError) { try base.createDirectory(path) }
-    func removeFile(_ path: String) throws(FileSystemError) { try base.removeFile(path) }
+    func removeFile(_ path: String) throws(FileSystemError) {
+        if let suffix = failingRemoval.withLock({ $0 }), path.hasSuffix(suffix) {
+            throw FileSystemError(code: EIO, operation: "unlink", path: path)
+        }
+        try base.removeFile(path)
+    }
     func rename(_ source: String, to destination: String) throws(FileSystemError) {
         try base.rename(source, to: destination)
     }
