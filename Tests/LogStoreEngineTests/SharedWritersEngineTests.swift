@@ -140,18 +140,9 @@ final class FaultyWriteHandle: LogStoreEngine.FileHandle, Sendable {
         try a.close()
         // Every record is followed by a stated durable end: a flipped bit in the last one is
         // corruption at the next open (alone), not a torn tail to cut.
-        let segment = temporary.path + "/" + LogFileNames.segment(0)
-        let intact = try #require(FileManager.default.contents(atPath: segment))
         let last = positions.last!
-        var damaged = intact
-        damaged[Int(last.offset) + FormatConstants.segmentHeaderByteCount + 40] ^= 0x10
-        try damaged.write(to: URL(fileURLWithPath: segment))
-        let error = logError { _ = try Log.open(directory: temporary.path, options: Self.options(fileSystemA)) }
-        #expect(error?.code == .corruption, "\(String(describing: error))")
-        #expect(error?.offset == last.offset)
-        #expect(FileManager.default.contents(atPath: segment) == damaged, "a refused open changed the segment")
+        try Self.expectRotInRecordRefused(last, directory: temporary.path, options: Self.options(fileSystemA))
         // Intact, the log reads every record (readers never see the marks).
-        try intact.write(to: URL(fileURLWithPath: segment))
         let reopened = try Log.open(directory: temporary.path, options: Self.options(fileSystemA))
         #expect(try readAll(reopened).map(\.offset) == positions.map(\.offset))
         #expect(try reopened.firstRecord(atOrAfter: last.endOffset, includingMarks: true)?.type == .durableEndMark)
