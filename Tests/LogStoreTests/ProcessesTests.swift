@@ -211,7 +211,7 @@ import Testing
         let reader = try ModelContainer(for: Trip.self, configurations: ModelConfiguration(url: url, allowsSave: false))
         let store = try #require(reader.dataStore(as: LogStore.self))
         // Only this test's fetches follow the writer (the watcher would fold before the damage).
-        store.changeWatcher.withLock { $0?.cancel() }
+        store.changeWatcher.withLock { $0.watcher?.cancel() }
         let reading = ModelContext(reader)
         #expect(try reading.fetchCount(FetchDescriptor<Trip>()) == 2)
         let first = try #require(try reading.fetchHistory(HistoryDescriptor<DefaultHistoryTransaction>()).first).token

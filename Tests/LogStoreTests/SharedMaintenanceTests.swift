@@ -8,9 +8,9 @@ import Testing
 
 /// Checkpoints and history deletion in a store shared by writers (D11, `MAINTENANCE`): the
 /// findings of the review of 2dddcf6, each as what two writers of one store do. Two stores in
-/// this process stand for the two processes (``TaggedPosixFileSystem``); the second one's
-/// change watcher is stopped, so it follows the first only when it is called — as a process
-/// that was suspended, or slow.
+/// this process stand for the two processes (``TaggedPosixFileSystem``); neither starts a history
+/// tail, so neither runs a change watcher: each follows the other only when it is called — as a
+/// process that was suspended, or slow.
 @Suite struct SharedMaintenanceTests {
     static func configuration(_ directory: String, fileSystem: any FileSystem, segmentByteCountMax: UInt64)
         -> LogStoreConfiguration
@@ -23,13 +23,13 @@ import Testing
     }
 
     static func open(
-        _ directory: String, _ fileSystem: any FileSystem, following: Bool = true, segmentByteCountMax: UInt64 = 2048
+        _ directory: String, _ fileSystem: any FileSystem, segmentByteCountMax: UInt64 = 2048
     ) throws -> (ModelContainer, LogStore) {
         let container = try ModelContainer(
             for: Trip.self,
             configurations: configuration(directory, fileSystem: fileSystem, segmentByteCountMax: segmentByteCountMax))
         let store = try #require(container.dataStore(as: LogStore.self))
-        if !following { store.changeWatcher.withLock { $0 }?.cancel() }
+        #expect(store.changeWatchMechanism == nil)
         return (container, store)
     }
 
@@ -54,7 +54,7 @@ import Testing
         // One segment: nothing to fall behind of, the low-water mark is what matters here.
         let (a, aStore) = try Self.open(directory, TaggedPosixFileSystem(process: 1), segmentByteCountMax: 64 << 20)
         let (b, bStore) = try Self.open(
-            directory, TaggedPosixFileSystem(process: 2), following: false, segmentByteCountMax: 64 << 20)
+            directory, TaggedPosixFileSystem(process: 2), segmentByteCountMax: 64 << 20)
         var names = try Self.save(30, in: a, prefix: "a")
         #expect(try ModelContext(b).fetchCount(FetchDescriptor<Trip>()) == 30)
         names += try Self.save(5, in: a, prefix: "a more")
@@ -83,7 +83,7 @@ import Testing
         let directory = temporary.appending("Trips.store")
         let aFileSystem = TaggedPosixFileSystem(process: 1)
         let (a, aStore) = try Self.open(directory, aFileSystem)
-        let (b, bStore) = try Self.open(directory, TaggedPosixFileSystem(process: 2), following: false)
+        let (b, bStore) = try Self.open(directory, TaggedPosixFileSystem(process: 2))
         var names = try Self.save(80, in: a, prefix: "a")
         // b follows: it opens every segment a rolled to (as a process's change watcher does).
         #expect(try ModelContext(b).fetchCount(FetchDescriptor<Trip>()) == 80)
@@ -116,7 +116,7 @@ import Testing
         defer { temporary.remove() }
         let directory = temporary.appending("Trips.store")
         let (a, aStore) = try Self.open(directory, TaggedPosixFileSystem(process: 1))
-        let (b, bStore) = try Self.open(directory, TaggedPosixFileSystem(process: 2), following: false)
+        let (b, bStore) = try Self.open(directory, TaggedPosixFileSystem(process: 2))
         let names = try Self.save(80, in: a, prefix: "a")
         let compaction = try aStore.deleteHistory(HistoryDescriptor<DefaultHistoryTransaction>(), force: false)
         #expect(compaction.deletedSegments.count > 3)
@@ -141,8 +141,8 @@ import Testing
         let temporary = TemporaryDirectory("shared-maintenance")
         defer { temporary.remove() }
         let directory = temporary.appending("Trips.store")
-        let (a, aStore) = try Self.open(directory, TaggedPosixFileSystem(process: 1), following: false)
-        let (b, bStore) = try Self.open(directory, TaggedPosixFileSystem(process: 2), following: false)
+        let (a, aStore) = try Self.open(directory, TaggedPosixFileSystem(process: 1))
+        let (b, bStore) = try Self.open(directory, TaggedPosixFileSystem(process: 2))
         _ = try Self.save(10, in: a, prefix: "a")
         let history = try ModelContext(b).fetchHistory(HistoryDescriptor<DefaultHistoryTransaction>())
         #expect(history.count == 10)

@@ -245,6 +245,65 @@ import Testing
         try reader.dataStore(as: LogStore.self)?.close()
     }
 
+    /// The WWDC24 scenario with both processes writing (issue 12 items 2 and 5): the app's store,
+    /// opened with `allowsOtherWriters`, hears of the widget process's saves through
+    /// `remoteChanges` — its own saves meanwhile are not news — and finds exactly the widget's
+    /// transactions by `token > saved && author == "widget"`. Nothing here fetches while the
+    /// widget saves: only the change watcher, which the first tail starts, can wake the tail.
+    @MainActor @Test func aWritingAppIsToldOfTheWidgetProcessesSavesThroughRemoteChanges() async throws {
+        let temporary = TemporaryDirectory("writers")
+        defer { temporary.remove() }
+        let directory = temporary.appending("Trips.store")
+        let app = try ModelContainer(for: Trip.self, configurations: Self.configuration(directory))
+        let store = try #require(app.dataStore(as: LogStore.self))
+        let appContext = ModelContext(app)
+        appContext.author = "app"
+        appContext.insert(Trip(name: "Before", destination: "Portugal"))
+        try await appContext.save()
+        let saved = try #require(store.currentToken)
+        // No tail yet, so no watcher: a busy writer's watcher wakes for every turn of every process.
+        #expect(store.changeWatchMechanism == nil)
+        let widget = try HelperProcess("shared", directory, "widget")
+        defer { widget.stop() }
+        try widget.expect("open")
+
+        let count = 5
+        let changes = Task {
+            var tokens: [DefaultHistoryToken] = []
+            for try await token in store.remoteChanges(after: saved) {
+                tokens.append(token)
+                if tokens.count == count { break }
+            }
+            return tokens
+        }
+        // A guard against a hang, not a timing assertion: a cancelled tail ends early and fails below.
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(120))
+            changes.cancel()
+        }
+        defer { watchdog.cancel() }
+        // Bounded by the watchdog: the tail starts the watcher on its first pass.
+        while store.changeWatchMechanism == nil, !changes.isCancelled { try await Task.sleep(for: .milliseconds(5)) }
+        #if os(Linux)
+            #expect(store.changeWatchMechanism == .inotify)
+        #endif
+        appContext.insert(Trip(name: "Own", destination: "Portugal"))
+        try await appContext.save()
+        widget.send("burst 1 \(count)")
+        let widgetNames = try Self.acknowledged(by: widget)
+        let tokens = try await changes.value
+        #expect(tokens.count == count)
+        let found = try appContext.fetchHistory(
+            HistoryDescriptor<DefaultHistoryTransaction>(
+                predicate: #Predicate { $0.token > saved && $0.author == "widget" }))
+        #expect(found.map(\.token) == tokens)
+        #expect(Set(try appContext.fetch(FetchDescriptor<Trip>()).map(\.name)) == Set(["Before", "Own"] + widgetNames))
+        try widget.quit()
+        try app.close()
+        // A tail after the close ends at once and starts no watcher.
+        for try await _ in store.historyTail(after: saved) { Issue.record("a closed store's tail yielded") }
+    }
+
     @Test func writerProcessesRollSegmentsUnderEachOther() throws {
         let temporary = TemporaryDirectory("writers")
         defer { temporary.remove() }

@@ -16,8 +16,9 @@ import Synchronization
 /// save wakes it, yielding only transactions up to the visible end (durable ones, in
 /// synchronous mode). It throws ``LogStoreError/historyTokenExpired(resumeToken:)`` if history
 /// deletion passes its position, ends when its task is cancelled or the store is closed. A
-/// read-only store (`allowsSave: false`) also yields the saves of the process writing the store,
-/// woken by its change watcher (inotify; ``LogStore/remoteChanges(after:)``).
+/// read-only store (`allowsSave: false`), or one shared by writers (`allowsOtherWriters`), also
+/// yields the saves of the other processes writing the store, woken by its change watcher
+/// (inotify; ``LogStore/remoteChanges(after:)``), which the first tail of a writer starts.
 public struct HistoryTail: AsyncSequence, Sendable {
     /// The transactions, oldest first.
     public typealias Element = DefaultHistoryTransaction
@@ -51,6 +52,7 @@ public struct HistoryTail: AsyncSequence, Sendable {
                 if Task.isCancelled { return nil }
                 let generation = store.tailSignal.generation
                 guard let generation else { return nil }  // the store was closed
+                if position == nil { store.startFollowing() }
                 try store.followOtherProcess()
                 let reader = store.historyReader()
                 if position == nil {

@@ -1,8 +1,9 @@
 import Foundation
 import LogStoreEngine
 
-/// Several processes, one store (DECISIONS.md D11, as built): one process writes the store, any
-/// number of others open it read-only (`ModelConfiguration(url:allowsSave: false)`) beside it.
+/// Several processes, one store (DECISIONS.md D11, as built): one process writes the store (or,
+/// with `allowsOtherWriters`, several take turns: LogStore+Writers.swift), any number of others
+/// open it read-only (`ModelConfiguration(url:allowsSave: false)`) beside it.
 /// A read-only store takes no lock and writes nothing; before every fetch it asks the log whether
 /// the writer published anything new (one `pread` when nothing is) and folds only the new records;
 /// a change watcher (inotify on Linux) folds them as soon as they are published and wakes live
@@ -50,20 +51,26 @@ extension LogStore {
         if moved { tailSignal.signal() }
     }
 
-    /// Starts the change watcher of a read-only store. It holds the store weakly: releasing the
-    /// store (or closing it) stops it.
+    /// Starts the change watcher, once: a read-only store's at the open, a store shared by
+    /// writers' with its first history tail (``historyTail(after:)``, ``remoteChanges(after:)``).
+    /// Only a tail needs it there: a fetch, a save's turn and every history call follow the others
+    /// on their own, and a watcher of a busy store wakes for every turn and sync of every process.
+    /// It holds the store weakly: releasing the store (or closing it) stops it.
     func startFollowing() {
-        let watcher = log.watchForChanges { [weak self] in
-            // An error (reopenRequired, corruption) is thrown to the next fetch or tail pass.
-            try? self?.followOtherProcess()
+        changeWatcher.withLock { watch in
+            guard watch.watcher == nil, !watch.isStopped else { return }
+            watch.watcher = log.watchForChanges { [weak self] in
+                // An error (reopenRequired, corruption) is thrown to the next fetch or tail pass.
+                try? self?.followOtherProcess()
+            }
         }
-        changeWatcher.withLock { $0 = watcher }
     }
 
-    /// How this read-only store learns of the writer's saves: inotify on the coordination file
-    /// (Linux), or a look every 10 ms; `nil` for a store opened for writing.
+    /// How this store learns of other processes' saves while it waits in a history tail: inotify
+    /// on the coordination file (Linux), or a look every 10 ms; `nil` for a store no other process
+    /// writes, and for a store shared by writers until its first history tail.
     public var changeWatchMechanism: ChangeWatcher.Mechanism? {
-        changeWatcher.withLock { $0?.mechanism }
+        changeWatcher.withLock { $0.watcher?.mechanism }
     }
 
     /// The tokens of the transactions other processes save, as they become visible here — like
@@ -79,9 +86,9 @@ extension LogStore {
     /// ```
     ///
     /// Starts after `token` (after the newest visible transaction when `nil`) and skips this
-    /// process's own saves. Only a read-only store sees another process's saves in this version
-    /// (one process writes a store at a time), and it yields them within milliseconds of their
-    /// publication. Throws as ``historyTail(after:)`` does; ends when the task is cancelled or
+    /// process's own saves. A read-only store, or one opened with `allowsOtherWriters`, yields
+    /// another process's saves within milliseconds of their publication (its change watcher wakes
+    /// it); in a store no other process may write it yields nothing. Throws as ``historyTail(after:)`` does; ends when the task is cancelled or
     /// the store is closed.
     public func remoteChanges(after token: DefaultHistoryToken? = nil) -> RemoteChanges {
         RemoteChanges(tail: historyTail(after: token ?? currentToken))
@@ -109,4 +116,11 @@ public struct RemoteChanges: AsyncSequence, Sendable {
             return nil
         }
     }
+}
+
+/// The change watcher and whether the store closed (`LogStore.changeWatcher`'s value): no watcher
+/// starts after the close.
+struct ChangeWatch {
+    var watcher: ChangeWatcher?
+    var isStopped = false
 }

@@ -53,8 +53,9 @@ public final class LogStore: DataStore, @unchecked Sendable {
     /// Opened read-only (`allowsSave: false`): no lock, no writes; it follows the process that
     /// writes the store (Store/LogStore+Processes.swift).
     public let isReadOnly: Bool
-    /// A read-only store's watch on the writer's publications (inotify, or a 10 ms look).
-    let changeWatcher = Mutex<ChangeWatcher?>(nil)
+    /// The watch on other processes' publications (inotify, or a 10 ms look): a read-only store's
+    /// from the open, a store shared by writers' from its first history tail.
+    let changeWatcher = Mutex(ChangeWatch())
     /// A store shared by writing processes: `inner`'s follow state, for the follow's fast path.
     let followMirror = FollowMirror()
     /// A store shared by writing processes: writes this process's saves in call order, in
@@ -263,10 +264,8 @@ public final class LogStore: DataStore, @unchecked Sendable {
                 followMirror.loadedMaintenanceCounter.store(inner.loadedMaintenanceCounter, ordering: .releasing)
             }
         }
-        if isReadOnly || log.isSharedByWriters {
-            // A store shared by writers follows the others' durable ends the same way.
-            startFollowing()
-        }
+        // A store shared by writers starts watching with its first history tail (`startFollowing`).
+        if isReadOnly { startFollowing() }
         if !isReadOnly {
             // A compaction cut short (a crash, a full disk) left segments wholly at or below L:
             // finish it (in a store shared by writers under MAINTENANCE, when nobody holds it).
@@ -299,7 +298,10 @@ public final class LogStore: DataStore, @unchecked Sendable {
     public func close() throws {
         inner.withLock { $0.closed = true }
         saveWriter.stop()  // saves queued meanwhile throw `closed`
-        changeWatcher.withLock { $0 }?.cancel()
+        changeWatcher.withLock { watch in
+            watch.isStopped = true
+            return watch.watcher
+        }?.cancel()
         tailSignal.close()
         checkpoints.close()  // cancels a running checkpoint and waits for it
         // A running compaction or retention pass (its checkpoint just failed, or it is deleting

@@ -10,7 +10,8 @@ import Synchronization
 /// records: on Linux when the store's `coordination` file is written (inotify, `IN_MODIFY`; the
 /// directory is watched for its creation until it exists), elsewhere — or on a file system that
 /// is not the real one — every 10 ms. The thread sleeps in `poll` between events: an idle reader
-/// costs no CPU. Events that arrive while the function runs are folded into one more call. With
+/// costs no CPU. Events that arrive while the function runs, or in the millisecond after it, are
+/// folded into one more call. With
 /// inotify the watch is armed before the watcher is returned, and the function is called once
 /// when the thread starts: nothing published after the watcher was made goes unsignalled.
 ///
@@ -26,6 +27,11 @@ public final class ChangeWatcher: Sendable {
 
     /// The interval of the polling fallback.
     public static let pollingIntervalNanoseconds: UInt64 = 10_000_000
+
+    /// With inotify, the pause after each call in which further changes are gathered into the
+    /// next call: at most this many calls a second follow however many writes (a change after an
+    /// idle spell is seen at once).
+    static let coalescingMilliseconds = 1
 
     public let mechanism: Mechanism
     private let stopped = StopFlag()
@@ -125,6 +131,13 @@ public final class ChangeWatcher: Sendable {
                     while buffer.withUnsafeMutableBytes({ read(inotify, $0.baseAddress, $0.count) }) > 0 {}
                     if fileWatch < 0 { fileWatch = inotify_add_watch(inotify, filePath, UInt32(IN_MODIFY)) }
                     onChange()
+                    // Coalesce: writes in the next millisecond wait for one call after it. Busy
+                    // writers write the file once per turn and per sync (thousands of times a
+                    // second, this process's own writes included); a wake-up each cost a context
+                    // switch, a `poll`, a `read` and the function. An idle store's first change
+                    // is still seen at once; a stop ends the pause.
+                    // (An interrupted pause just ends early.)
+                    if poll(&descriptors[1], 1, Int32(ChangeWatcher.coalescingMilliseconds)) > 0 { return }
                 }
             }
             thread.name = "LogStore change watcher"
