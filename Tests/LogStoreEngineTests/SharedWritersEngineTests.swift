@@ -272,6 +272,60 @@ final class FaultyWriteHandle: LogStoreEngine.FileHandle, Sendable {
         try? b.close()
     }
 
+    /// A process waiting for `SYNC` is acknowledged as soon as another process publishes a durable
+    /// end covering its records, even while that process still holds `SYNC` (about to sync its
+    /// next records). Here the test plays the other process: it holds `SYNC`, syncs the segment
+    /// and publishes the durable end as a syncer does (D11). Seen failing before the change (the
+    /// wait ended only when the test released `SYNC`, 10 s later).
+    @Test func aWaiterForSyncIsAcknowledgedByAnotherProcessesPublishedDurableEnd() throws {
+        let temporary = TemporaryDirectory("shared-sync-covered")
+        defer { temporary.remove() }
+        let b = try Log.open(directory: temporary.path, options: Self.options(ObservedPosixFileSystem(process: 2)))
+        try b.beginTurn()
+        let position = try b.write(Array("covered by another process's fdatasync".utf8))
+        b.endTurn()
+        let fileSystem = PosixFileSystem()
+        let syncLock = try fileSystem.openFile(
+            LogFileNames.join(temporary.path, FormatConstants.syncLockFileName), mode: .createOrOpen)
+        defer { syncLock.close() }
+        #expect(try syncLock.tryLockExclusive())
+        let before = b.statistics
+        let waited = Mutex<Result<Void, LogError>?>(nil)
+        let waiter = Thread {
+            do throws(LogError) {
+                try b.waitUntilDurable(position)
+                waited.withLock { $0 = .success(()) }
+            } catch {
+                waited.withLock { $0 = .failure(error) }
+            }
+        }
+        waiter.start()
+        // What a syncer holding SYNC does: fdatasync the segment, then publish D in slot 1.
+        let segment = try fileSystem.openFile(
+            LogFileNames.join(temporary.path, LogFileNames.segment(b.segmentBaseOffsets.last!)), mode: .readWrite)
+        try segment.syncData()
+        segment.close()
+        let coordination = try CoordinationFile.openForWriting(directory: temporary.path, fileSystem: fileSystem)
+        var slot = try #require(coordination.read())
+        slot.visibleEnd = position.endOffset
+        slot.changeCounter &+= 1
+        try coordination.writeChecked(slot)
+        // Bounded: 10 s, while this test still holds SYNC.
+        let deadline = Date().addingTimeInterval(10)
+        while waited.withLock({ $0 == nil }) && Date() < deadline { usleep(1_000) }
+        let outcome = waited.withLock { $0 }
+        try syncLock.unlock()
+        #expect(outcome != nil, "the wait did not end while another process held SYNC")
+        // Bounded by the 30 s SYNC wait of the engine.
+        while waited.withLock({ $0 == nil }) { usleep(1_000) }
+        if case .failure(let error) = waited.withLock({ $0 }) { Issue.record("the wait failed: \(error)") }
+        #expect(b.durableEnd >= position.endOffset)
+        #expect(b.statistics.syncCount == before.syncCount)
+        #expect(b.statistics.syncsCoveredElsewhere == before.syncsCoveredElsewhere + 1)
+        coordination.close()
+        try b.close()
+    }
+
     /// Overwrites the turn slot's bytes in the coordination file.
     static func overwriteTurnSlot(_ directory: String, with byte: UInt8) throws {
         let handle = try PosixFileSystem().openFile(CoordinationFile.path(in: directory), mode: .createOrOpen)

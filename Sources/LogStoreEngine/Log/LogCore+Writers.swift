@@ -587,9 +587,24 @@ extension LogCore {
         target: UInt64, segment: SegmentFile, ownEnd: UInt64, ownDurableEnd: UInt64, known: SharedEnd?,
         coordination: CoordinationFile?, writers: SharedWriters
     ) -> SharedSyncOutcome {
-        do throws(LogError) { try writers.sync.acquire(for: "make its saves durable") } catch {
+        // While another process holds SYNC, its fdatasync may cover `target` (it syncs what every
+        // process wrote before it began): a published durable end D ≥ target in a sound slot of
+        // the known epoch is durable — a failed sync anywhere cuts back to D, never below — so
+        // the wait ends there, without SYNC. Else the other process, awake and with its next
+        // records ready, could take SYNC again for its next sync before this one's next try,
+        // and the saves waiting here would wait for that one too.
+        let coveredElsewhere: SharedEnd?
+        do throws(LogError) {
+            coveredElsewhere = try writers.sync.acquire(for: "make its saves durable") { () -> SharedEnd? in
+                guard let slot = coordination?.read(), slot.storeID == meta.storeID, !slot.isFailed,
+                    known.map({ $0.epoch == slot.epoch }) ?? false, slot.visibleEnd >= target
+                else { return nil }
+                return slot
+            }
+        } catch {
             return .lockTimeout(error)
         }
+        if let coveredElsewhere { return .durable(end: coveredElsewhere.visibleEnd, synced: false, slot: coveredElsewhere) }
         defer { writers.sync.release() }
         let slot = coordination?.read().flatMap { $0.storeID == meta.storeID ? $0 : nil } ?? known
         if let slot, slot.isFailed || (known.map { $0.epoch != slot.epoch } ?? false) { return .failedElsewhere }

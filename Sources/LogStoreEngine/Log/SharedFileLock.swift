@@ -44,6 +44,18 @@ final class SharedFileLock: @unchecked Sendable {
     /// Takes the lock: this process's mutex, then the `flock`, within 30 s; `what` names the
     /// situation in the error.
     func acquire(for what: String, waitNanosecondsMax: UInt64 = SharedFileLock.waitNanosecondsMax) throws(LogError) {
+        let found: Never? = try acquire(for: what, waitNanosecondsMax: waitNanosecondsMax, unless: { nil })
+        precondition(found == nil)
+    }
+
+    /// Takes the lock as ``acquire(for:waitNanosecondsMax:)`` does — unless `unless`, asked after
+    /// each `flock` another process refused, finds what the caller needed the lock for already
+    /// there: then returns that, holding neither the `flock` nor the mutex. (A process waiting for
+    /// `SYNC` learns that another's `fdatasync` covered its records while that process may take
+    /// `SYNC` again for its next one.) Returns `nil` once the lock is held.
+    func acquire<Found>(
+        for what: String, waitNanosecondsMax: UInt64 = SharedFileLock.waitNanosecondsMax, unless: () -> Found?
+    ) throws(LogError) -> Found? {
         mutex.lock()
         var pause: UInt64 = 20_000
         var deadline: UInt64?
@@ -54,7 +66,11 @@ final class SharedFileLock: @unchecked Sendable {
                 mutex.unlock()
                 throw error
             }
-            if granted { return }
+            if granted { return nil }
+            if let found = unless() {
+                mutex.unlock()
+                return found
+            }
             let now = monotonicNanoseconds()
             if deadline == nil { deadline = now + waitNanosecondsMax }
             guard now < deadline! else {
