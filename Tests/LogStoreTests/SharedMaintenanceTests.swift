@@ -8,9 +8,9 @@ import Testing
 
 /// Checkpoints and history deletion in a store shared by writers (D11, `MAINTENANCE`): the
 /// findings of the review of 2dddcf6, each as what two writers of one store do. Two stores in
-/// this process stand for the two processes (``TaggedPosixFileSystem``); neither starts a history
-/// tail, so neither runs a change watcher: each follows the other only when it is called — as a
-/// process that was suspended, or slow.
+/// this process stand for the two processes (``TaggedPosixFileSystem``); the second one's
+/// change watcher is stopped, so it follows the first only when it is called — as a process
+/// that was suspended, or slow.
 @Suite struct SharedMaintenanceTests {
     static func configuration(_ directory: String, fileSystem: any FileSystem, segmentByteCountMax: UInt64)
         -> LogStoreConfiguration
@@ -23,13 +23,13 @@ import Testing
     }
 
     static func open(
-        _ directory: String, _ fileSystem: any FileSystem, segmentByteCountMax: UInt64 = 2048
+        _ directory: String, _ fileSystem: any FileSystem, following: Bool = true, segmentByteCountMax: UInt64 = 2048
     ) throws -> (ModelContainer, LogStore) {
         let container = try ModelContainer(
             for: Trip.self,
             configurations: configuration(directory, fileSystem: fileSystem, segmentByteCountMax: segmentByteCountMax))
         let store = try #require(container.dataStore(as: LogStore.self))
-        #expect(store.changeWatchMechanism == nil)
+        if !following { store.changeWatcher.withLock { $0.watcher }?.cancel() }
         return (container, store)
     }
 
@@ -54,7 +54,7 @@ import Testing
         // One segment: nothing to fall behind of, the low-water mark is what matters here.
         let (a, aStore) = try Self.open(directory, TaggedPosixFileSystem(process: 1), segmentByteCountMax: 64 << 20)
         let (b, bStore) = try Self.open(
-            directory, TaggedPosixFileSystem(process: 2), segmentByteCountMax: 64 << 20)
+            directory, TaggedPosixFileSystem(process: 2), following: false, segmentByteCountMax: 64 << 20)
         var names = try Self.save(30, in: a, prefix: "a")
         #expect(try ModelContext(b).fetchCount(FetchDescriptor<Trip>()) == 30)
         names += try Self.save(5, in: a, prefix: "a more")
@@ -83,7 +83,7 @@ import Testing
         let directory = temporary.appending("Trips.store")
         let aFileSystem = TaggedPosixFileSystem(process: 1)
         let (a, aStore) = try Self.open(directory, aFileSystem)
-        let (b, bStore) = try Self.open(directory, TaggedPosixFileSystem(process: 2))
+        let (b, bStore) = try Self.open(directory, TaggedPosixFileSystem(process: 2), following: false)
         var names = try Self.save(80, in: a, prefix: "a")
         // b follows: it opens every segment a rolled to (as a process's change watcher does).
         #expect(try ModelContext(b).fetchCount(FetchDescriptor<Trip>()) == 80)
@@ -116,7 +116,7 @@ import Testing
         defer { temporary.remove() }
         let directory = temporary.appending("Trips.store")
         let (a, aStore) = try Self.open(directory, TaggedPosixFileSystem(process: 1))
-        let (b, bStore) = try Self.open(directory, TaggedPosixFileSystem(process: 2))
+        let (b, bStore) = try Self.open(directory, TaggedPosixFileSystem(process: 2), following: false)
         let names = try Self.save(80, in: a, prefix: "a")
         let compaction = try aStore.deleteHistory(HistoryDescriptor<DefaultHistoryTransaction>(), force: false)
         #expect(compaction.deletedSegments.count > 3)
@@ -134,6 +134,41 @@ import Testing
         _ = a
     }
 
+    /// Review of c0233f1 (F1): an idle writer — no fetch, no save, no tail — keeps up with the
+    /// other's new segments through its change watcher, so the other's history deletion does not
+    /// leave it behind (next save `reopenRequired`, as in the test above). Seen failing with the
+    /// watcher started only by a history tail (the wait below ran out, the save threw).
+    @Test func anIdleWriterKeepsUpWithTheOthersSegmentsAndSurvivesItsHistoryDeletion() throws {
+        let temporary = TemporaryDirectory("shared-maintenance")
+        defer { temporary.remove() }
+        let directory = temporary.appending("Trips.store")
+        // Without idle durable-end marks: b's syncer would catch up under the turn to mark.
+        func open(_ process: UInt64) throws -> (ModelContainer, LogStore) {
+            var configuration = Self.configuration(
+                directory, fileSystem: TaggedPosixFileSystem(process: process), segmentByteCountMax: 2048)
+            configuration.durableEndMarkDelay = nil
+            let container = try ModelContainer(for: Trip.self, configurations: configuration)
+            return (container, try #require(container.dataStore(as: LogStore.self)))
+        }
+        let (a, aStore) = try open(1)
+        let (b, bStore) = try open(2)
+        let names = try Self.save(80, in: a, prefix: "a")
+        let last = try #require(aStore.log.segmentBaseOffsets.last)
+        // Bounded: 30 s for b's watcher (a look every 10 ms on this wrapped file system).
+        let deadline = Date().addingTimeInterval(30)
+        while bStore.log.segmentBaseOffsets.last != last && Date() < deadline { usleep(2_000) }
+        #expect(bStore.log.segmentBaseOffsets.last == last)
+        let compaction = try aStore.deleteHistory(HistoryDescriptor<DefaultHistoryTransaction>(), force: false)
+        #expect(compaction.deletedSegments.count > 3)
+        let context = ModelContext(b)
+        context.insert(Trip(name: "b", destination: "Somewhere"))
+        try context.save()
+        #expect(Set(try context.fetch(FetchDescriptor<Trip>()).map(\.name)) == Set(names + ["b"]))
+        try bStore.close()
+        try aStore.close()
+        _ = a
+    }
+
     /// Consumers across processes (D7 with D11): a consumer registered by one writer holds back
     /// the other's history deletion, and the other can acknowledge it without having followed
     /// first (before, its bookmarks were as of its last follow: `unknownConsumer`).
@@ -141,8 +176,8 @@ import Testing
         let temporary = TemporaryDirectory("shared-maintenance")
         defer { temporary.remove() }
         let directory = temporary.appending("Trips.store")
-        let (a, aStore) = try Self.open(directory, TaggedPosixFileSystem(process: 1))
-        let (b, bStore) = try Self.open(directory, TaggedPosixFileSystem(process: 2))
+        let (a, aStore) = try Self.open(directory, TaggedPosixFileSystem(process: 1), following: false)
+        let (b, bStore) = try Self.open(directory, TaggedPosixFileSystem(process: 2), following: false)
         _ = try Self.save(10, in: a, prefix: "a")
         let history = try ModelContext(b).fetchHistory(HistoryDescriptor<DefaultHistoryTransaction>())
         #expect(history.count == 10)

@@ -249,7 +249,7 @@ import Testing
     /// opened with `allowsOtherWriters`, hears of the widget process's saves through
     /// `remoteChanges` — its own saves meanwhile are not news — and finds exactly the widget's
     /// transactions by `token > saved && author == "widget"`. Nothing here fetches while the
-    /// widget saves: only the change watcher, which the first tail starts, can wake the tail.
+    /// widget saves: only the change watcher can wake the tail.
     @MainActor @Test func aWritingAppIsToldOfTheWidgetProcessesSavesThroughRemoteChanges() async throws {
         let temporary = TemporaryDirectory("writers")
         defer { temporary.remove() }
@@ -261,8 +261,9 @@ import Testing
         appContext.insert(Trip(name: "Before", destination: "Portugal"))
         try await appContext.save()
         let saved = try #require(store.currentToken)
-        // No tail yet, so no watcher: a busy writer's watcher wakes for every turn of every process.
-        #expect(store.changeWatchMechanism == nil)
+        // No tail yet: the watcher pauses long after each call (a busy writer's default-paced
+        // watcher woke for nearly every turn and sync of every process).
+        #expect(store.changeWatcher.withLock { $0.watcher?.pauseMilliseconds } == LogStore.quietWatchPauseMilliseconds)
         let widget = try HelperProcess("shared", directory, "widget")
         defer { widget.stop() }
         try widget.expect("open")
@@ -282,8 +283,12 @@ import Testing
             changes.cancel()
         }
         defer { watchdog.cancel() }
-        // Bounded by the watchdog: the tail starts the watcher on its first pass.
-        while store.changeWatchMechanism == nil, !changes.isCancelled { try await Task.sleep(for: .milliseconds(5)) }
+        // Bounded by the watchdog: the tail shortens the pause on its first pass.
+        while store.changeWatcher.withLock({ $0.watcher?.pauseMilliseconds }) != ChangeWatcher.defaultPauseMilliseconds,
+            !changes.isCancelled
+        {
+            try await Task.sleep(for: .milliseconds(5))
+        }
         #if os(Linux)
             #expect(store.changeWatchMechanism == .inotify)
         #endif
@@ -300,7 +305,7 @@ import Testing
         #expect(Set(try appContext.fetch(FetchDescriptor<Trip>()).map(\.name)) == Set(["Before", "Own"] + widgetNames))
         try widget.quit()
         try app.close()
-        // A tail after the close ends at once and starts no watcher.
+        // A tail after the close ends at once.
         for try await _ in store.historyTail(after: saved) { Issue.record("a closed store's tail yielded") }
     }
 

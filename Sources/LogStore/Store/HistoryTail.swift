@@ -18,7 +18,7 @@ import Synchronization
 /// deletion passes its position, ends when its task is cancelled or the store is closed. A
 /// read-only store (`allowsSave: false`), or one shared by writers (`allowsOtherWriters`), also
 /// yields the saves of the other processes writing the store, woken by its change watcher
-/// (inotify; ``LogStore/remoteChanges(after:)``), which the first tail of a writer starts.
+/// (inotify; ``LogStore/remoteChanges(after:)``).
 public struct HistoryTail: AsyncSequence, Sendable {
     /// The transactions, oldest first.
     public typealias Element = DefaultHistoryTransaction
@@ -52,7 +52,7 @@ public struct HistoryTail: AsyncSequence, Sendable {
                 if Task.isCancelled { return nil }
                 let generation = store.tailSignal.generation
                 guard let generation else { return nil }  // the store was closed
-                if position == nil { store.startFollowing() }
+                if position == nil { store.followForTail() }
                 try store.followOtherProcess()
                 let reader = store.historyReader()
                 if position == nil {

@@ -51,24 +51,36 @@ extension LogStore {
         if moved { tailSignal.signal() }
     }
 
-    /// Starts the change watcher, once: a read-only store's at the open, a store shared by
-    /// writers' with its first history tail (``historyTail(after:)``, ``remoteChanges(after:)``).
-    /// Only a tail needs it there: a fetch, a save's turn and every history call follow the others
-    /// on their own, and a watcher of a busy store wakes for every turn and sync of every process.
-    /// It holds the store weakly: releasing the store (or closing it) stops it.
-    func startFollowing() {
+    /// The pause after each call of the change watcher of a store shared by writers while no
+    /// history tail waits (at most 20 calls a second). Its fetches, saves' turns and history calls
+    /// follow the others on their own; the watcher is there to keep up with the others' new
+    /// segments (held open before another process's history deletion removes them: a writer that
+    /// fell behind one must reopen), with their history deletions (deleted segments let go of) and
+    /// with their last records (D12: whoever reads them takes charge of marking them durable). With
+    /// the default 1 ms pause it woke for nearly every turn and sync of every process.
+    static let quietWatchPauseMilliseconds = 50
+
+    /// Starts the change watcher at the open (read-only stores and stores shared by writers). It
+    /// holds the store weakly: releasing the store (or closing it) stops it.
+    func startFollowing(pauseMilliseconds: Int) {
         changeWatcher.withLock { watch in
             guard watch.watcher == nil, !watch.isStopped else { return }
-            watch.watcher = log.watchForChanges { [weak self] in
+            watch.watcher = log.watchForChanges(pauseMilliseconds: pauseMilliseconds) { [weak self] in
                 // An error (reopenRequired, corruption) is thrown to the next fetch or tail pass.
                 try? self?.followOtherProcess()
             }
         }
     }
 
-    /// How this store learns of other processes' saves while it waits in a history tail: inotify
-    /// on the coordination file (Linux), or a look every 10 ms; `nil` for a store no other process
-    /// writes, and for a store shared by writers until its first history tail.
+    /// A history tail waits here (``historyTail(after:)``, ``remoteChanges(after:)``): the change
+    /// watcher of a store shared by writers wakes it within about a millisecond from now on.
+    func followForTail() {
+        guard log.isSharedByWriters else { return }
+        changeWatcher.withLock { watch in watch.watcher?.pauseMilliseconds = ChangeWatcher.defaultPauseMilliseconds }
+    }
+
+    /// How this store learns of other processes' saves: inotify on the coordination file (Linux),
+    /// or a look every 10 ms; `nil` for a store no other process writes.
     public var changeWatchMechanism: ChangeWatcher.Mechanism? {
         changeWatcher.withLock { $0.watcher?.mechanism }
     }

@@ -53,8 +53,8 @@ public final class LogStore: DataStore, @unchecked Sendable {
     /// Opened read-only (`allowsSave: false`): no lock, no writes; it follows the process that
     /// writes the store (Store/LogStore+Processes.swift).
     public let isReadOnly: Bool
-    /// The watch on other processes' publications (inotify, or a 10 ms look): a read-only store's
-    /// from the open, a store shared by writers' from its first history tail.
+    /// The watch on other processes' publications (inotify, or a 10 ms look) of a read-only store
+    /// or a store shared by writers, from the open.
     let changeWatcher = Mutex(ChangeWatch())
     /// A store shared by writing processes: `inner`'s follow state, for the follow's fast path.
     let followMirror = FollowMirror()
@@ -264,8 +264,12 @@ public final class LogStore: DataStore, @unchecked Sendable {
                 followMirror.loadedMaintenanceCounter.store(inner.loadedMaintenanceCounter, ordering: .releasing)
             }
         }
-        // A store shared by writers starts watching with its first history tail (`startFollowing`).
-        if isReadOnly { startFollowing() }
+        if isReadOnly {
+            startFollowing(pauseMilliseconds: ChangeWatcher.defaultPauseMilliseconds)
+        } else if log.isSharedByWriters {
+            // Quietly until a history tail waits (`followForTail`).
+            startFollowing(pauseMilliseconds: Self.quietWatchPauseMilliseconds)
+        }
         if !isReadOnly {
             // A compaction cut short (a crash, a full disk) left segments wholly at or below L:
             // finish it (in a store shared by writers under MAINTENANCE, when nobody holds it).

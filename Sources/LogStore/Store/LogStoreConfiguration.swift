@@ -48,7 +48,7 @@ public struct LogStoreConfiguration: DataStoreConfiguration, Sendable {
     /// DECISIONS.md D11 stage 2): each save takes the store's turn, first folds what the others
     /// saved since, then resolves against it (unique constraints hold across processes). Every
     /// writing process must set it. Default `false`: one writing process, others read-only.
-    /// History deletion, retention and automatic checkpoints are off in such a store for now.
+    /// Checkpoints, history deletion and retention run in one process at a time (`MAINTENANCE`).
     public var allowsOtherWriters = false
 
     /// A store in `directory`, with synchronous durability, 64 MiB segments and a checkpoint every

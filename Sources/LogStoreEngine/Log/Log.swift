@@ -292,9 +292,13 @@ extension Log {
     /// new records (inotify on Linux, a look every 10 ms elsewhere or on a simulated file system);
     /// `onChange` typically calls ``refresh()``. Keep the watcher: releasing it, or calling
     /// ``ChangeWatcher/cancel()``, stops it.
-    public func watchForChanges(_ onChange: @escaping @Sendable () -> Void) -> ChangeWatcher {
+    /// `pauseMilliseconds`: with inotify, the pause after each call in which further changes are
+    /// gathered into the next one.
+    public func watchForChanges(
+        pauseMilliseconds: Int = ChangeWatcher.defaultPauseMilliseconds, _ onChange: @escaping @Sendable () -> Void
+    ) -> ChangeWatcher {
         ChangeWatcher(
             directory: directory, fileName: FormatConstants.coordinationFileName,
-            usesInotify: core.fileSystem is PosixFileSystem, onChange: onChange)
+            usesInotify: core.fileSystem is PosixFileSystem, pauseMilliseconds: pauseMilliseconds, onChange: onChange)
     }
 }

@@ -561,7 +561,13 @@ extension LogCore {
         switch outcome {
         case .durable(let end, let synced, let slot):
             state.durableEnd = max(state.durableEnd, min(end, state.writtenEnd))
-            if let slot { state.shared = slot }
+            // A slot read without SYNC (covered elsewhere) may be older than one another thread
+            // of this process stored meanwhile (a refresh, a catch-up): slot 1's change counter
+            // grows with every write of it in an epoch, so the older one is not taken (its
+            // maintenance counter would go back and the low-water mark be reloaded for nothing).
+            if let slot, state.shared.map({ $0.epoch != slot.epoch || slot.changeCounter >= $0.changeCounter }) ?? true {
+                state.shared = slot
+            }
             checkInvariants()
             state.lastSyncNanoseconds = monotonicNanoseconds()
             if synced { state.statistics.syncCount += 1 } else { state.statistics.syncsCoveredElsewhere += 1 }

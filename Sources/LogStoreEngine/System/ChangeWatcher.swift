@@ -10,8 +10,8 @@ import Synchronization
 /// records: on Linux when the store's `coordination` file is written (inotify, `IN_MODIFY`; the
 /// directory is watched for its creation until it exists), elsewhere — or on a file system that
 /// is not the real one — every 10 ms. The thread sleeps in `poll` between events: an idle reader
-/// costs no CPU. Events that arrive while the function runs, or in the millisecond after it, are
-/// folded into one more call. With
+/// costs no CPU. Events that arrive while the function runs, or in the pause after it (1 ms by
+/// default), are folded into one more call. With
 /// inotify the watch is armed before the watcher is returned, and the function is called once
 /// when the thread starts: nothing published after the watcher was made goes unsignalled.
 ///
@@ -29,18 +29,34 @@ public final class ChangeWatcher: Sendable {
     public static let pollingIntervalNanoseconds: UInt64 = 10_000_000
 
     /// With inotify, the pause after each call in which further changes are gathered into the
-    /// next call: at most this many calls a second follow however many writes (a change after an
-    /// idle spell is seen at once).
-    static let coalescingMilliseconds = 1
+    /// next call, by default: at most 1,000 calls a second follow however many writes (a change
+    /// after an idle spell is still seen at once). ``pauseMilliseconds`` changes it.
+    public static let defaultPauseMilliseconds = 1
+
+    /// The pause after each call (inotify only), in milliseconds: a store shared by writers
+    /// without a history tail only needs to keep up with the others' segments and maintenance,
+    /// and pauses longer; a tail sets it back to ``defaultPauseMilliseconds``.
+    public var pauseMilliseconds: Int {
+        get { settings.pauseMilliseconds.load(ordering: .relaxed) }
+        set { settings.pauseMilliseconds.store(newValue, ordering: .relaxed) }
+    }
 
     public let mechanism: Mechanism
     private let stopped = StopFlag()
+    private let settings: WatchSettings
     /// The write end of the pipe that wakes the inotify thread to stop (`-1` when polling).
     private let stopDescriptor: Int32
 
-    init(directory: String, fileName: String, usesInotify: Bool, onChange: @escaping @Sendable () -> Void) {
+    init(
+        directory: String, fileName: String, usesInotify: Bool, pauseMilliseconds: Int,
+        onChange: @escaping @Sendable () -> Void
+    ) {
+        precondition(pauseMilliseconds >= 0, "a pause is not negative")
+        settings = WatchSettings(pauseMilliseconds: pauseMilliseconds)
         #if os(Linux)
-            if usesInotify, let started = Self.startInotify(directory: directory, fileName: fileName, onChange: onChange)
+            if usesInotify,
+                let started = Self.startInotify(
+                    directory: directory, fileName: fileName, settings: settings, onChange: onChange)
             {
                 mechanism = .inotify
                 stopDescriptor = started
@@ -85,7 +101,7 @@ public final class ChangeWatcher: Sendable {
         /// Starts the inotify thread; returns the write end of its stop pipe, or `nil` when inotify
         /// is not available (then the caller polls).
         private static func startInotify(
-            directory: String, fileName: String, onChange: @escaping @Sendable () -> Void
+            directory: String, fileName: String, settings: WatchSettings, onChange: @escaping @Sendable () -> Void
         ) -> Int32? {
             let inotify = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
             guard inotify >= 0 else { return nil }
@@ -131,13 +147,14 @@ public final class ChangeWatcher: Sendable {
                     while buffer.withUnsafeMutableBytes({ read(inotify, $0.baseAddress, $0.count) }) > 0 {}
                     if fileWatch < 0 { fileWatch = inotify_add_watch(inotify, filePath, UInt32(IN_MODIFY)) }
                     onChange()
-                    // Coalesce: writes in the next millisecond wait for one call after it. Busy
-                    // writers write the file once per turn and per sync (thousands of times a
-                    // second, this process's own writes included); a wake-up each cost a context
-                    // switch, a `poll`, a `read` and the function. An idle store's first change
-                    // is still seen at once; a stop ends the pause.
-                    // (An interrupted pause just ends early.)
-                    if poll(&descriptors[1], 1, Int32(ChangeWatcher.coalescingMilliseconds)) > 0 { return }
+                    // Coalesce: writes during the pause wait for one call after it (their events
+                    // stay queued). Busy writers write the file once per turn and per sync
+                    // (thousands of times a second, this process's own writes included); a
+                    // wake-up each cost a context switch, a `poll`, a `read` and the function. An
+                    // idle store's first change is still seen at once; a stop ends the pause, an
+                    // interrupted one just ends early.
+                    let pause = Int32(clamping: settings.pauseMilliseconds.load(ordering: .relaxed))
+                    if pause > 0, poll(&descriptors[1], 1, pause) > 0 { return }
                 }
             }
             thread.name = "LogStore change watcher"
@@ -145,6 +162,12 @@ public final class ChangeWatcher: Sendable {
             return pipeEnds[1]
         }
     #endif
+}
+
+/// What the watcher thread reads of its settings (the thread holds this, never the watcher).
+private final class WatchSettings: Sendable {
+    let pauseMilliseconds: Atomic<Int>
+    init(pauseMilliseconds: Int) { self.pauseMilliseconds = Atomic(pauseMilliseconds) }
 }
 
 private final class StopFlag: Sendable {
