@@ -475,6 +475,34 @@ struct SimulatedFileSystemTests {
         #expect(try fourth.tryLockExclusive())
     }
 
+    /// Shared locks and `LOCK_UN` as Linux's `flock` (several writing processes, D11): shared
+    /// beside shared, never beside exclusive; a handle converts its own lock; a refused
+    /// conversion to exclusive leaves the handle without its shared lock (Linux drops the old
+    /// lock first); `unlock` and `close` release.
+    @Test func sharedLocksConversionsAndUnlock() throws {
+        let a = try fs.openFile("/store/LOCK", mode: .createOrOpen)
+        let b = try fs.openFile("/store/LOCK", mode: .readWrite)
+        let c = try fs.openFile("/store/LOCK", mode: .readWrite)
+        #expect(try a.tryLockExclusive())
+        #expect(try !b.tryLockShared())
+        #expect(try a.tryLockShared(), "the exclusive holder converts to shared")
+        #expect(try b.tryLockShared())
+        #expect(try !c.tryLockExclusive())
+        #expect(try !a.tryLockExclusive(), "refused: b shares the lock")
+        // a lost its shared lock in the refused conversion: b alone holds it, and converts.
+        #expect(try b.tryLockExclusive())
+        #expect(try !a.tryLockShared())
+        try b.unlock()
+        #expect(try a.tryLockShared())
+        #expect(try c.tryLockShared())
+        a.close()
+        #expect(try !b.tryLockExclusive(), "c still shares it")
+        try c.unlock()
+        #expect(try b.tryLockExclusive())
+        b.close()
+        c.close()
+    }
+
     // MARK: Concurrency
 
     @Test func concurrentWriterAndSyncer() throws {

@@ -59,6 +59,14 @@ final class SimulatedFileHandle: FileHandle {
         try fileSystem.tryLockExclusive(self)
     }
 
+    func tryLockShared() throws(FileSystemError) -> Bool {
+        try fileSystem.tryLockShared(self)
+    }
+
+    func unlock() throws(FileSystemError) {
+        try fileSystem.unlock(self)
+    }
+
     func close() {
         fileSystem.close(self)
     }
@@ -192,21 +200,54 @@ extension SimulatedFileSystem {
         }
     }
 
+    /// `flock(LOCK_EX | LOCK_NB)` as Linux does it: a handle's shared lock is converted — removed
+    /// first, so a conversion refused because others share the lock leaves this handle with none.
     func tryLockExclusive(_ handle: SimulatedFileHandle) throws(FileSystemError) -> Bool {
         try locked { (state) throws(FileSystemError) in
             _ = try openInode(handle, state, operation: "flock")
-            if let holder = state.lockHolders[handle.inodeNumber], holder != handle.id { return false }
-            state.lockHolders[handle.inodeNumber] = handle.id
+            let inode = handle.inodeNumber
+            if let holder = state.lockHolders[inode] { return holder == handle.id }
+            state.sharedLockHolders[inode]?.remove(handle.id)
+            if let sharing = state.sharedLockHolders[inode], !sharing.isEmpty { return false }
+            state.sharedLockHolders[inode] = nil
+            state.lockHolders[inode] = handle.id
             return true
         }
+    }
+
+    /// `flock(LOCK_SH | LOCK_NB)`: granted beside other shared holders; this handle's exclusive
+    /// lock is converted.
+    func tryLockShared(_ handle: SimulatedFileHandle) throws(FileSystemError) -> Bool {
+        try locked { (state) throws(FileSystemError) in
+            _ = try openInode(handle, state, operation: "flock")
+            let inode = handle.inodeNumber
+            if let holder = state.lockHolders[inode] {
+                guard holder == handle.id else { return false }
+                state.lockHolders[inode] = nil
+            }
+            state.sharedLockHolders[inode, default: []].insert(handle.id)
+            return true
+        }
+    }
+
+    /// `flock(LOCK_UN)`.
+    func unlock(_ handle: SimulatedFileHandle) throws(FileSystemError) {
+        try locked { (state) throws(FileSystemError) in
+            _ = try openInode(handle, state, operation: "flock")
+            Self.dropLocks(of: handle, state)
+        }
+    }
+
+    private static func dropLocks(of handle: SimulatedFileHandle, _ state: State) {
+        if state.lockHolders[handle.inodeNumber] == handle.id { state.lockHolders[handle.inodeNumber] = nil }
+        state.sharedLockHolders[handle.inodeNumber]?.remove(handle.id)
+        if state.sharedLockHolders[handle.inodeNumber]?.isEmpty == true { state.sharedLockHolders[handle.inodeNumber] = nil }
     }
 
     func close(_ handle: SimulatedFileHandle) {
         locked { state in
             guard state.openHandles.remove(handle.id) != nil else { return }
-            if state.lockHolders[handle.inodeNumber] == handle.id {
-                state.lockHolders[handle.inodeNumber] = nil
-            }
+            Self.dropLocks(of: handle, state)
             if let inode = state.inodes[handle.inodeNumber] {
                 inode.openHandles -= 1
                 state.collect(inode.number)

@@ -111,8 +111,10 @@ final class State {
     var nextInodeNumber: UInt64 = 2
     var nextHandleID: UInt64 = 1
     var openHandles = Set<UInt64>()
-    /// Inode number -> the handle holding its `flock`.
+    /// Inode number -> the handle holding its `flock` exclusive.
     var lockHolders: [UInt64: UInt64] = [:]
+    /// Inode number -> the handles holding its `flock` shared (never beside an exclusive holder).
+    var sharedLockHolders: [UInt64: Set<UInt64>] = [:]
 
     var capacity: UInt64?
     var faults: [ArmedFault] = []
@@ -202,6 +204,7 @@ final class State {
         if let inode = inodes[number], inode.isUnreferenced {
             inodes[number] = nil
             lockHolders[number] = nil
+            sharedLockHolders[number] = nil
         }
     }
 
