@@ -571,7 +571,8 @@ def find_trips_section(results):
         per_pass = 1e3 / entry["opsPerSecond"]
         changes = counters.get("changes", 0) / counters["passes"] if counters.get("passes") else 0
         history = counters.get("historyNanoseconds", 0) / counters["passes"] / 1e6 if counters.get("passes") else 0
-        return per_pass, changes, history
+        cpu = counters.get("cpuNanoseconds", 0) / counters["passes"] / 1e6 if counters.get("passes") else 0
+        return per_pass, changes, history, cpu
 
     out = ["## findTrips: the WWDC24 history session's pass over 100 widget changes (issue #13)\n",
            "One operation is the session's code: `fetchHistory` after the app's token with `author == \"widget\"` "
@@ -580,15 +581,16 @@ def find_trips_section(results):
            "5,000 Trips, each with its own accommodation. The peer is the same pass with each change's predicate "
            "evaluated in memory (`Predicate.evaluate` over every Trip the task context fetches), what the context did "
            "before the store recognised the predicate. Floor: 50 ms per pass.\n",
-           "| | per pass (100 changes) | range over passes | per change | of which history fetch |",
-           "|:--|--:|--:|--:|--:|"]
+           "| | per pass (100 changes) | range over passes | per change | of which history fetch | CPU per pass |",
+           "|:--|--:|--:|--:|--:|--:|"]
     for label, entry in (("LogStore answers the predicate", own), ("in memory (`Predicate.evaluate`)", peer)):
         if not entry or not entry["opsPerSecond"]:
             continue
-        per_pass, changes, history = figures(entry)
+        per_pass, changes, history, cpu = figures(entry)
         slowest, fastest = 1e3 / entry["opsPerSecondMin"], 1e3 / entry["opsPerSecondMax"]
         out.append(f"| {label} | **{per_pass:,.1f} ms** | {fastest:,.1f}–{slowest:,.1f} ms | "
-                   f"{per_pass / changes * 1e3 if changes else 0:,.0f} µs | {history:,.2f} ms |")
+                   f"{per_pass / changes * 1e3 if changes else 0:,.0f} µs | {history:,.2f} ms | "
+                   f"{f'{cpu:,.1f} ms' if cpu else '–'} |")
     if peer and peer["opsPerSecond"]:
         out.append(f"\nIn memory ÷ LogStore (time): **{own['opsPerSecond'] / peer['opsPerSecond']:,.1f}×**.")
     out.append("")
