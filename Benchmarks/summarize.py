@@ -559,6 +559,44 @@ def p6_section(results):
     return out
 
 
+def find_trips_section(results):
+    """Issue #13: the WWDC24 history session's findTrips pass, the store answering the predicate
+    against the same pass evaluating it in memory (same run)."""
+    own, peer = results.get("findTrips.pass"), results.get("findTrips.pass.memory")
+    if not own or not own["opsPerSecond"]:
+        return []
+
+    def figures(entry):
+        counters = entry["counters"]
+        per_pass = 1e3 / entry["opsPerSecond"]
+        changes = counters.get("changes", 0) / counters["passes"] if counters.get("passes") else 0
+        history = counters.get("historyNanoseconds", 0) / counters["passes"] / 1e6 if counters.get("passes") else 0
+        cpu = counters.get("cpuNanoseconds", 0) / counters["passes"] / 1e6 if counters.get("passes") else 0
+        return per_pass, changes, history, cpu
+
+    out = ["## findTrips: the WWDC24 history session's pass over 100 widget changes (issue #13)\n",
+           "One operation is the session's code: `fetchHistory` after the app's token with `author == \"widget\"` "
+           "(100 transactions, each the widget confirming one accommodation), then for each change a new task "
+           "context's fetch of `#Predicate<Trip> { $0.livingAccommodation?.persistentModelID == modelID }` over "
+           "5,000 Trips, each with its own accommodation. The peer is the same pass with each change's predicate "
+           "evaluated in memory (`Predicate.evaluate` over every Trip the task context fetches), what the context did "
+           "before the store recognised the predicate. Floor: 50 ms per pass.\n",
+           "| | per pass (100 changes) | range over passes | per change | of which history fetch | CPU per pass |",
+           "|:--|--:|--:|--:|--:|--:|"]
+    for label, entry in (("LogStore answers the predicate", own), ("in memory (`Predicate.evaluate`)", peer)):
+        if not entry or not entry["opsPerSecond"]:
+            continue
+        per_pass, changes, history, cpu = figures(entry)
+        slowest, fastest = 1e3 / entry["opsPerSecondMin"], 1e3 / entry["opsPerSecondMax"]
+        out.append(f"| {label} | **{per_pass:,.1f} ms** | {fastest:,.1f}–{slowest:,.1f} ms | "
+                   f"{per_pass / changes * 1e3 if changes else 0:,.0f} µs | {history:,.2f} ms | "
+                   f"{f'{cpu:,.1f} ms' if cpu else '–'} |")
+    if peer and peer["opsPerSecond"]:
+        out.append(f"\nIn memory ÷ LogStore (time): **{own['opsPerSecond'] / peer['opsPerSecond']:,.1f}×**.")
+    out.append("")
+    return out
+
+
 def p6_floor_checks(results):
     checks = []
     for filter_name in ("token", "author"):
@@ -742,8 +780,13 @@ def floors_section(results):
         checks.append(("P7: bytes per one-Trip save ÷ SQLite+history bytes per row",
                        p7["counters"]["logBytes"] / p7["counters"]["saves"] / sqlite_row, 0.5, "≤"))
     # Issue #13: the WWDC24 session's findTrips, 100 widget changes over 5,000 trips.
+    # The whole pass when it ran (history fetch included), else 100 times one change's fetch.
+    find_trips_pass = results.get("findTrips.pass")
     find_trips = results.get("findTrips")
-    if find_trips and find_trips["opsPerSecond"]:
+    if find_trips_pass and find_trips_pass["opsPerSecond"]:
+        checks.append(("findTrips: the session's pass over 100 widget changes, 5,000 trips, milliseconds",
+                       1000 / find_trips_pass["opsPerSecond"], 50, "≤"))
+    elif find_trips and find_trips["opsPerSecond"]:
         checks.append(("findTrips: 100 widget changes over 5,000 trips, milliseconds",
                        100 / find_trips["opsPerSecond"] * 1000, 50, "≤"))
     checks += issue12_floor_checks(results)
@@ -853,6 +896,7 @@ def main():
     out.extend(bytes_section(results))
     out.extend(p5_p8_section(results))
     out.extend(p6_section(results))
+    out.extend(find_trips_section(results))
     out.extend(issue12_section(results))
 
     out.append("## Absolute figures\n")

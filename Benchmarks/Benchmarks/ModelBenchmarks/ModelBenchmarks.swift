@@ -170,14 +170,30 @@ enum ModelSuite {
     }
 
     /// The WWDC24 history session's `findTrips` (issue 13's floor: 100 widget changes over 5,000
-    /// trips in at most 50 ms): one fetch by the to-one relationship's identifier per operation.
+    /// trips in at most 50 ms): one fetch by the to-one relationship's identifier per operation;
+    /// and the session's whole pass (history after the app's token by author "widget", then one
+    /// such fetch per change) over 100 widget changes per operation, with the store answering the
+    /// predicate and, as its peer, the predicate evaluated in memory over every Trip.
     static var findTrips: [WorkloadSpec] {
         [
             WorkloadSpec(
                 id: "findTrips", name: "findTrips LogStore one widget change over 5,000 trips", warmupOperations: 20
             ) { context in
                 try FindTripsWorkload(directory: context.directory)
-            }
+            },
+            WorkloadSpec(
+                id: "findTrips.pass", name: "findTrips pass LogStore 100 widget changes over 5,000 trips",
+                warmupOperations: 2
+            ) { context in
+                try FindTripsPassWorkload(directory: context.directory, evaluation: .store)
+            },
+            WorkloadSpec(
+                id: "findTrips.pass.memory",
+                name: "findTrips pass Predicate.evaluate in memory 100 widget changes over 5,000 trips",
+                warmupOperations: 1, maxDuration: .seconds(10)
+            ) { context in
+                try FindTripsPassWorkload(directory: context.directory, evaluation: .inMemory)
+            },
         ]
     }
 }

@@ -70,19 +70,22 @@ extension FoldState {
     /// The matching rows of `T`'s entity, sorted, within the window.
     func fetchRows<T: PersistentModel>(_ plan: StoreFetching.Plan<T>, storeIdentifier: String) -> [(UUID, Row)] {
         let rows = rows(of: T.entityName)
-        let matches = plan.filter.map { $0.makeMatcher() }
+        // Not optional: unwrapping an optional closure per row retained and released its context.
+        let matches = plan.filter.map { $0.makeMatcher() } ?? { _ in true }
         guard !plan.sortBy.isEmpty else {
             // Insertion order: stop as soon as the window is full.
             var result: [(UUID, Row)] = []
             var skipped = 0
             if plan.limit == 0 { return [] }
-            for (primaryKey, row) in rows where matches?(row.values) ?? true {
+            rows.scan { primaryKey, row in
+                guard matches(row.values) else { return true }
                 if skipped < plan.offset {
                     skipped += 1
-                    continue
+                    return true
                 }
                 result.append((primaryKey, row))
-                if let limit = plan.limit, result.count >= limit { break }
+                if let limit = plan.limit, result.count >= limit { return false }
+                return true
             }
             return result
         }
@@ -90,7 +93,7 @@ extension FoldState {
         // holding only the sorted attributes, in insertion order, so ties keep insertion order
         // exactly as the context's in-memory sort does.
         var standIns: [T] = []
-        for (primaryKey, row) in rows where matches?(row.values) ?? true {
+        for (primaryKey, row) in rows where matches(row.values) {
             let model = T()
             model.modelState.assign(.permanent(for: storeIdentifier, entityName: T.entityName, primaryKey: primaryKey))
             for property in plan.sortProperties {
@@ -130,7 +133,10 @@ extension FoldState {
         if let filter = plan.filter {
             let matches = filter.makeMatcher()
             count = 0
-            for (_, row) in rows where matches(row.values) { count += 1 }
+            rows.scan { _, row in
+                if matches(row.values) { count += 1 }
+                return true
+            }
         }
         return StoreFetching.windowCount(count, offset: plan.offset, limit: plan.limit)
     }

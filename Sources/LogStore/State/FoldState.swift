@@ -98,13 +98,15 @@ struct FoldState: Sendable {
 /// The rows of one entity in insertion order: slots (a deleted row leaves a hole, compacted once
 /// holes outnumber rows) and an index from primary key to slot. Appending, looking up, updating
 /// and deleting are O(1) (amortised); iterating in order is a walk over the slots.
+///
+/// A slot is a position in three parallel arrays — key, row, and whether it holds a row (a hole
+/// keeps its key and an empty row) — rather than one array of optional slots: a scan
+/// (``scan(_:)``) reads each row in place, where unwrapping an optional slot copied it out, a
+/// retain and a release of its values per row.
 struct EntityRows: Sendable, Sequence, Equatable {
-    struct Slot: Sendable, Hashable {
-        var primaryKey: UUID
-        var row: FoldState.Row
-    }
-
-    private var slots: [Slot?] = []
+    private var keys: [UUID] = []
+    private var rows: [FoldState.Row] = []
+    private var isLive: [Bool] = []
     private var index: [UUID: Int] = [:]
 
     init() {}
@@ -113,54 +115,84 @@ struct EntityRows: Sendable, Sequence, Equatable {
     var isEmpty: Bool { index.isEmpty }
 
     mutating func reserveCapacity(_ capacity: Int) {
-        slots.reserveCapacity(capacity)
+        keys.reserveCapacity(capacity)
+        rows.reserveCapacity(capacity)
+        isLive.reserveCapacity(capacity)
         index.reserveCapacity(capacity)
     }
 
     subscript(primaryKey: UUID) -> FoldState.Row? {
-        index[primaryKey].flatMap { slots[$0]?.row }
+        index[primaryKey].map { rows[$0] }
     }
 
     /// Adds a row at the end (a row with the same key is removed first, so it moves to the end).
     mutating func append(_ primaryKey: UUID, _ row: FoldState.Row) {
         remove(primaryKey)
-        index[primaryKey] = slots.count
-        slots.append(Slot(primaryKey: primaryKey, row: row))
+        index[primaryKey] = rows.count
+        keys.append(primaryKey)
+        rows.append(row)
+        isLive.append(true)
     }
 
     mutating func update(_ primaryKey: UUID, _ body: (inout FoldState.Row) -> Void) {
         guard let position = index[primaryKey] else { return }
-        body(&slots[position]!.row)
+        body(&rows[position])
     }
 
     mutating func remove(_ primaryKey: UUID) {
         guard let position = index.removeValue(forKey: primaryKey) else { return }
-        slots[position] = nil
-        let holes = slots.count - index.count
+        assert(isLive[position] && keys[position] == primaryKey, "the index names a hole or another row")
+        rows[position] = FoldState.Row(sequence: 0, values: [:])
+        isLive[position] = false
+        let holes = rows.count - index.count
         if holes > 1024 && holes > index.count { compact() }
+    }
+
+    /// Calls `body` with each row and its key in insertion order, until it returns `false`. The
+    /// rows are read where they are: iterating the sequence copies each row out, a retain and a
+    /// release of its values per row, which was about a third of a filtered scan (the WWDC24
+    /// session's `findTrips`: every Trip row for every change).
+    func scan(_ body: (_ primaryKey: UUID, _ row: FoldState.Row) -> Bool) {
+        for position in rows.indices where isLive[position] {
+            guard body(keys[position], rows[position]) else { return }
+        }
     }
 
     /// Changes every row in place (keys and order stay).
     mutating func updateEach(_ body: (inout FoldState.Row) -> Void) {
-        for position in slots.indices where slots[position] != nil { body(&slots[position]!.row) }
+        for position in rows.indices where isLive[position] { body(&rows[position]) }
     }
 
     private mutating func compact() {
-        slots.removeAll { $0 == nil }
-        for (position, slot) in slots.enumerated() { index[slot!.primaryKey] = position }
+        var kept = 0
+        for position in rows.indices where isLive[position] {
+            if kept != position {
+                keys[kept] = keys[position]
+                rows[kept] = rows[position]
+                isLive[kept] = true
+                index[keys[kept]] = kept
+            }
+            kept += 1
+        }
+        keys.removeSubrange(kept...)
+        rows.removeSubrange(kept...)
+        isLive.removeSubrange(kept...)
+        assert(kept == index.count, "compaction kept \(kept) rows of \(index.count)")
     }
 
     struct Iterator: IteratorProtocol {
-        var base: IndexingIterator<[Slot?]>
+        let rows: EntityRows
+        var position = 0
         mutating func next() -> (UUID, FoldState.Row)? {
-            while let slot = base.next() {
-                if let slot { return (slot.primaryKey, slot.row) }
+            while position < rows.rows.count {
+                defer { position += 1 }
+                if rows.isLive[position] { return (rows.keys[position], rows.rows[position]) }
             }
             return nil
         }
     }
 
-    func makeIterator() -> Iterator { Iterator(base: slots.makeIterator()) }
+    func makeIterator() -> Iterator { Iterator(rows: self) }
 
     var underestimatedCount: Int { count }
 
