@@ -30,6 +30,10 @@ let package = Package(
         ),
         // CRC32C: SSE4.2 through a function attribute (checked at run time), slicing-by-8 elsewhere.
         .target(name: "CCRC32C"),
+        // Under ThreadSanitizer only: tells TSan about the standard library's `Mutex` slow paths
+        // (Tools/sanitize/CTSanMutex/ctsanmutex.c); an empty object in every other build. Linked
+        // into the test binary and the executables the tests start, never into the libraries.
+        .target(name: "CTSanMutex", path: "Tools/sanitize/CTSanMutex"),
         // Layers System, Format and Log: bytes only, knows nothing of models.
         .target(
             name: "LogStoreEngine",
@@ -77,7 +81,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "logstore",
-            dependencies: ["LogStoreCommands"],
+            dependencies: ["LogStoreCommands", "CTSanMutex"],
             path: "Tools/logstore"
         ),
         // The libFuzzer targets (issue 14): a plain build replays inputs; Tools/fuzz/run.sh builds
@@ -97,13 +101,13 @@ let package = Package(
         // A second process for the tests of several processes on one store (LogStoreTests spawns it).
         .executableTarget(
             name: "LogStoreProcessHelper",
-            dependencies: ["LogStore", "SampleTrips"],
+            dependencies: ["LogStore", "SampleTrips", "CTSanMutex"],
             path: "Tests/ProcessHelper"
         ),
         // The simulated file system and fault helpers shared by every test target.
         .target(
             name: "LogStoreTestSupport",
-            dependencies: ["LogStoreEngine"],
+            dependencies: ["LogStoreEngine", "CTSanMutex"],
             path: "Tests/LogStoreTestSupport"
         ),
         .testTarget(
@@ -124,7 +128,7 @@ let package = Package(
         // Built with the tests (`swift build --build-tests`); the test finds it beside its own binary.
         .executableTarget(
             name: "LogStoreCrashChild",
-            dependencies: ["LogStore", "LogStoreEngine"],
+            dependencies: ["LogStore", "LogStoreEngine", "CTSanMutex"],
             path: "Tests/LogStoreCrashChild"
         ),
         .testTarget(

@@ -78,10 +78,18 @@ import Testing
     @Test func keepAgeDeletesWhatIsOlder() throws {
         let store = TemporaryStore()
         let old = try store.saveTrips(["app", "app", "app"])
-        Thread.sleep(forTimeInterval: 1.2)
+        let pause = Duration.seconds(5)
+        Thread.sleep(forTimeInterval: 5)
+        let youngStart = ContinuousClock.now
         let young = try store.saveTrips(["app", "app"])
         #expect(try CompactCommand.parseAge("1s") == .seconds(1))
-        let report = try CompactCommand.compact(directory: store.directory, mode: .keepAge(.seconds(1)), force: false)
+        // Keep what is as young as the young saves plus half the pause; the old ones are older
+        // than that by the other half. So the young saves may take any time, and the compaction's
+        // own open (before it reads the clock) up to 2.5 s. A fixed 1 s age failed under
+        // AddressSanitizer on 2026-11-26: more than 1 s passed between the young saves and the
+        // compaction's clock, and it deleted them too.
+        let keep = (ContinuousClock.now - youngStart) + pause / 2
+        let report = try CompactCommand.compact(directory: store.directory, mode: .keepAge(keep), force: false)
         #expect(report.lowWaterMark == old[2])
         #expect(
             try HistoryCommand.fetch(directory: store.directory, after: nil, author: nil, limit: nil).map(\.token)

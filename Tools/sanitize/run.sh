@@ -13,8 +13,11 @@
 #
 # Environment: TSAN_OPTIONS / ASAN_OPTIONS are passed through. By default ASan reports leaks off
 # (detect_leaks=0: the Swift runtime's and Foundation's process-lifetime caches are not ours) and
-# both stop at the first report (halt_on_error=1) so a finding fails the run. TSan reads
-# Tools/sanitize/tsan-suppressions.txt (one false positive of the tool, explained there).
+# both stop at the first report (halt_on_error=1) so a finding fails the run (set
+# TSAN_OPTIONS=halt_on_error=0:suppressions=… to collect every report of one run). TSan reads
+# Tools/sanitize/tsan-suppressions.txt (empty at present; what may go there is explained there).
+# Under TSan the CTSanMutex target (Tools/sanitize/CTSanMutex) tells TSan about the standard
+# library's Mutex slow paths, which it cannot see otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
