@@ -48,9 +48,7 @@ final class ObservedPosixFileSystem: FileSystem, Sendable {
     func contentsOfDirectory(_ path: String) throws(FileSystemError) -> [String] { try base.contentsOfDirectory(path) }
     func kind(of path: String) throws(FileSystemError) -> FileKind? { try base.kind(of: path) }
     func identity(of path: String) throws(FileSystemError) -> FileIdentity {
-        var identity = try base.identity(of: path)
-        identity.inode ^= process << 48
-        return identity
+        try ProcessView(base, process: process).identity(of: path)
     }
 }
 

@@ -15,13 +15,11 @@ import Testing
 /// the cut left is judged a torn tail, never corruption — with and without durable-end marks
 /// (D12), which each record states from its own process's view.
 @Suite struct SharedWritersPowerCutTests {
-    static let durabilities: [Durability] = [.synchronous, .batched(syncIntervalMax: .milliseconds(1)), .none]
-
     static func options(_ fileSystem: SimulatedFileSystem, process: UInt64, seed: Int) -> LogOptions {
         var options = simulatedOptions(
-            fileSystem, durability: durabilities[seed % 3], segmentByteCountMax: [2048, 16384][(seed / 3) % 2],
+            fileSystem, durability: PowerCutTests.durabilities[seed % 3], segmentByteCountMax: [2048, 16384][(seed / 3) % 2],
             preallocates: seed % 2 == 0)
-        options.fileSystem = SimulatedProcessView(fileSystem, process: process)
+        options.fileSystem = ProcessView(fileSystem, process: process)
         options.allowsOtherWriters = true
         // Idle durable-end marks in half the seeds (a thread pausing lets one through).
         options.durableEndMarkDelay = (seed / 6) % 2 == 0 ? nil : .milliseconds(1)
@@ -100,7 +98,7 @@ import Testing
         for log in logs { try log.close() }
 
         // Opened alone: the full recovery (the cut left no process behind).
-        var alone = simulatedOptions(cut, durability: Self.durabilities[seed % 3])
+        var alone = simulatedOptions(cut, durability: PowerCutTests.durabilities[seed % 3])
         alone.allowsOtherWriters = seed % 2 == 0
         let recovered: Log
         do { recovered = try Log.open(directory: storePath, options: alone) } catch {

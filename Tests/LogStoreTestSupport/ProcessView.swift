@@ -1,15 +1,15 @@
 import LogStoreEngine
 
-/// One process's view of a ``SimulatedFileSystem`` that several simulated processes share: the
-/// same files, bytes and `flock`s (a lock belongs to the handle, as to an open file description),
-/// but the directory identities tagged with `process`, so this process's registry of open stores
-/// (one per device and inode) takes two views for two processes. A power cut of the shared file
-/// system is a power cut of every process.
-public final class SimulatedProcessView: FileSystem, Sendable {
-    public let base: SimulatedFileSystem
+/// One process's view of a file system that several processes, simulated in one test process,
+/// share: the same files, bytes and `flock`s (a lock belongs to the handle, as to an open file
+/// description), but the directory identities tagged with `process`, so this process's registry
+/// of open stores (one per device and inode) takes two views for two processes. On a
+/// ``SimulatedFileSystem`` a power cut of the shared file system is a power cut of every process.
+public final class ProcessView: FileSystem, Sendable {
+    public let base: any FileSystem
     public let process: UInt64
 
-    public init(_ base: SimulatedFileSystem, process: UInt64) {
+    public init(_ base: any FileSystem, process: UInt64) {
         precondition(process > 0 && process < 1 << 15, "a small process number, 0 being the untagged view")
         self.base = base
         self.process = process
