@@ -30,6 +30,9 @@ let package = Package(
         ),
         // CRC32C: SSE4.2 through a function attribute (checked at run time), slicing-by-8 elsewhere.
         .target(name: "CCRC32C"),
+        // The futex system call and atomics on a word of a shared mapping (a store shared by
+        // several writing processes wakes a waiter for TURN or SYNC through it; FORMAT.md §10.2).
+        .target(name: "CFutex"),
         // Under ThreadSanitizer only: tells TSan about the standard library's `Mutex` slow paths
         // (Tools/sanitize/CTSanMutex/ctsanmutex.c); an empty object in every other build. Linked
         // into the test binary and the executables the tests start, never into the libraries.
@@ -37,7 +40,7 @@ let package = Package(
         // Layers System, Format and Log: bytes only, knows nothing of models.
         .target(
             name: "LogStoreEngine",
-            dependencies: ["CLZ4", "CCRC32C"]
+            dependencies: ["CLZ4", "CCRC32C", "CFutex"]
         ),
         // @Model, @Attribute, @Relationship, @Transient, #Unique, #Index (swift-syntax).
         .macro(

@@ -53,11 +53,20 @@ public enum FormatConstants {
     /// The maintenance lock of a store shared by several writing processes: one process at a
     /// time writes a checkpoint (D11; taken before `TURN`). Created in place, never unlinked.
     public static let maintenanceLockFileName = "MAINTENANCE"
+    /// Where processes of a store shared by several writers sleep until a lock they wait for is
+    /// released (FORMAT.md §10.2): mapped shared, futex words only, never synced. Created in
+    /// place, never unlinked.
+    public static let wakeFileName = "WAKE"
+    /// The size `WAKE` is grown to and mapped at: one page.
+    public static let wakeFileByteCount = 4096
+    /// Bytes per lock in `WAKE` (`MAINTENANCE` at 0, `TURN` at 64, `SYNC` at 128): a release
+    /// counter and a sleepers' count, alone on a cache line.
+    public static let wakeChannelByteCount = 64
     /// The files a store keeps beside its records that are neither records nor checkpoints: the
-    /// metadata, the lock files and the coordination file.
+    /// metadata, the lock files, the coordination file and `WAKE`.
     public static let controlFileNames: Set<String> = [
         storeMetaFileName, lockFileName, coordinationFileName, turnLockFileName, syncLockFileName,
-        maintenanceLockFileName,
+        maintenanceLockFileName, wakeFileName,
     ]
     public static let segmentFileExtension = ".log"
     public static let indexFileExtension = ".index"

@@ -13,14 +13,22 @@ final class SharedWriters: Sendable {
         self.sync = sync
     }
 
-    static func open(directory: String, fileSystem: any FileSystem) throws(LogError) -> SharedWriters {
+    static func open(
+        directory: String, fileSystem: any FileSystem,
+        wakeSleepNanosecondsMax: UInt64 = WakeChannel.sleepNanosecondsMax
+    ) throws(LogError) -> SharedWriters {
+        let wake = mapWake(directory: directory, fileSystem: fileSystem)
         var opened: [SharedFileLock] = []
         do throws(LogError) {
-            for name in [
+            for (index, name) in [
                 FormatConstants.maintenanceLockFileName, FormatConstants.turnLockFileName,
                 FormatConstants.syncLockFileName,
-            ] {
-                opened.append(try SharedFileLock.open(name, directory: directory, fileSystem: fileSystem))
+            ].enumerated() {
+                opened.append(
+                    try SharedFileLock.open(
+                        name, directory: directory, fileSystem: fileSystem,
+                        wake: wake.map { WakeChannel(mapping: $0, offset: index * FormatConstants.wakeChannelByteCount) },
+                        wakeSleepNanosecondsMax: wakeSleepNanosecondsMax))
             }
         } catch {
             for lock in opened { lock.close() }
@@ -33,6 +41,16 @@ final class SharedWriters: Sendable {
         maintenance.close()
         turn.close()
         sync.close()
+    }
+
+    /// The `WAKE` file mapped (created in place, grown to its size), or `nil` — where the file
+    /// system cannot map it, or anything about the file is wrong — and then waiters retry on a
+    /// timer as before: the file only ever saves time, so failing to map it is never an error.
+    private static func mapWake(directory: String, fileSystem: any FileSystem) -> SharedMapping? {
+        let path = LogFileNames.join(directory, FormatConstants.wakeFileName)
+        guard let handle = try? fileSystem.openFile(path, mode: .createOrOpen) else { return nil }
+        defer { handle.close() }
+        return try? handle.mapShared(byteCount: FormatConstants.wakeFileByteCount)
     }
 }
 

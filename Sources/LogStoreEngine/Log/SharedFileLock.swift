@@ -9,6 +9,11 @@ import Foundation
 /// `LOCK_NB` and retried with a growing pause (20 µs doubling to 100 µs) for at most 30 s — never a
 /// blocking `flock`, so no thread waits on another process without a bound — and the caller
 /// holds neither the store's state lock nor the log's condition lock while it waits.
+///
+/// With a ``WakeChannel`` (the `WAKE` file mapped, FORMAT.md §10.2) a refused waiter sleeps on a
+/// futex until any process releases the lock — at most 2 ms, then it tries again — instead of the
+/// timed retries, and ``release()`` wakes it: the hand-over between processes then costs a wake-up,
+/// not up to a retry pause.
 final class SharedFileLock: @unchecked Sendable {
     // @unchecked: `handle` is a constant; `mutex` is an NSLock, locked and unlocked on one thread;
     // `closed` is read and written under `handleLock` only.
@@ -24,18 +29,31 @@ final class SharedFileLock: @unchecked Sendable {
     /// descriptor number may be another file's by then, review12 B7).
     private var closed = false
     private let handleLock = NSLock()
+    /// Where waiters sleep and releases wake them; `nil`: timed retries.
+    let wake: WakeChannel?
+    /// The longest futex sleep between two tries (``WakeChannel/sleepNanosecondsMax``; tests
+    /// lengthen it to show that a release wakes the waiter).
+    let wakeSleepNanosecondsMax: UInt64
 
-    private init(name: String, directory: String, handle: any FileHandle) {
+    private init(name: String, directory: String, handle: any FileHandle, wake: WakeChannel?, wakeSleepNanosecondsMax: UInt64) {
         self.name = name
         self.directory = directory
         self.handle = handle
+        self.wake = wake
+        self.wakeSleepNanosecondsMax = wakeSleepNanosecondsMax
     }
 
-    /// Opens (creating it in place when missing) the lock file `name` of `directory`.
-    static func open(_ name: String, directory: String, fileSystem: any FileSystem) throws(LogError) -> SharedFileLock {
+    /// Opens (creating it in place when missing) the lock file `name` of `directory`; `wake`, when
+    /// given, is this lock's channel in the `WAKE` mapping.
+    static func open(
+        _ name: String, directory: String, fileSystem: any FileSystem, wake: WakeChannel? = nil,
+        wakeSleepNanosecondsMax: UInt64 = WakeChannel.sleepNanosecondsMax
+    ) throws(LogError) -> SharedFileLock {
         let path = LogFileNames.join(directory, name)
         do {
-            return SharedFileLock(name: name, directory: directory, handle: try fileSystem.openFile(path, mode: .createOrOpen))
+            return SharedFileLock(
+                name: name, directory: directory, handle: try fileSystem.openFile(path, mode: .createOrOpen), wake: wake,
+                wakeSleepNanosecondsMax: wakeSleepNanosecondsMax)
         } catch {
             throw LogError.io(error, "Opening the lock file \(path)")
         }
@@ -61,6 +79,8 @@ final class SharedFileLock: @unchecked Sendable {
         var deadline: UInt64?
         // Bounded: every failed pass sleeps, and the deadline ends it.
         while true {
+            // Read before the try, so that a release between the try and the sleep ends the sleep.
+            let releases = wake?.releases()
             let granted: Bool
             do { granted = try tryLockUnlessClosed() } catch {
                 mutex.unlock()
@@ -81,6 +101,10 @@ final class SharedFileLock: @unchecked Sendable {
                         + "\(waitNanosecondsMax / 1_000_000_000) s while this "
                         + "one waited to \(what); it may be stuck (a process stopped in a debugger, say).",
                     file: handle.path)
+            }
+            if let wake, let releases {
+                wake.sleep(unlessReleasedSince: releases, nanoseconds: min(wakeSleepNanosecondsMax, deadline! - now))
+                continue
             }
             usleep(UInt32(pause / 1000))
             // At most 100 µs: a longer pause misses the release by up to that much, and a turn
@@ -107,7 +131,8 @@ final class SharedFileLock: @unchecked Sendable {
         do { return try handle.tryLockExclusive() } catch { throw LogError.io(error, "Locking \(handle.path)") }
     }
 
-    /// Releases the `flock`, then the mutex (on the thread that acquired it).
+    /// Releases the `flock`, then the mutex (on the thread that acquired it), then wakes the
+    /// processes sleeping for the lock.
     func release() {
         // A failed LOCK_UN leaves the flock until the handle closes; nothing to repair here. A
         // closed handle released it already (and its descriptor number may be another file's now).
@@ -115,6 +140,7 @@ final class SharedFileLock: @unchecked Sendable {
             if !closed { try? handle.unlock() }
         }
         mutex.unlock()
+        wake?.signalRelease()
     }
 
     func close() {

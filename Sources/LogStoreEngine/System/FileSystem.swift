@@ -78,6 +78,12 @@ public protocol FileHandle: AnyObject, Sendable {
     /// Releases this handle's `flock` (`LOCK_UN`).
     func unlock() throws(FileSystemError)
 
+    /// Maps the file's first `byteCount` bytes shared between processes, first growing the file
+    /// with zeros to that size when it is smaller (never shrinking it). `nil` where the file system
+    /// has no shared mappings (the simulated one): callers then do without (FORMAT.md §10.2,
+    /// `WAKE`). The mapping outlives the handle.
+    func mapShared(byteCount: Int) throws(FileSystemError) -> SharedMapping?
+
     /// Closes the handle. Further calls on it are programmer errors.
     func close()
 }
@@ -92,6 +98,8 @@ extension FileHandle {
     public func unlock() throws(FileSystemError) {
         throw FileSystemError(code: ENOTSUP, operation: "flock(LOCK_UN)", path: path)
     }
+
+    public func mapShared(byteCount: Int) throws(FileSystemError) -> SharedMapping? { nil }
 }
 
 /// How ``FileSystem/openFile(_:mode:)`` opens a file. Every mode opens with `O_CLOEXEC`.

@@ -228,6 +228,30 @@ final class PosixFileHandle: FileHandle, @unchecked Sendable {
         }
     }
 
+    func mapShared(byteCount: Int) throws(FileSystemError) -> SharedMapping? {
+        precondition(byteCount > 0)
+        var status = stat()
+        guard fstat(descriptor, &status) == 0 else {
+            throw FileSystemError(code: errno, operation: "fstat", path: path)
+        }
+        // A FIFO or a device planted under the name is not mapped (O_NOFOLLOW already refused a
+        // symbolic link).
+        guard status.st_mode & S_IFMT == S_IFREG else {
+            throw FileSystemError(code: EINVAL, operation: "mmap (not a regular file)", path: path)
+        }
+        // Grown before mapping: touching a mapped page past the end of the file is SIGBUS. Two
+        // processes growing it at once both set the same size.
+        if status.st_size < byteCount {
+            try truncate(toByteCount: UInt64(byteCount))
+        }
+        let address = mmap(nil, byteCount, PROT_READ | PROT_WRITE, MAP_SHARED, descriptor, 0)
+        // MAP_FAILED is ((void *) -1), a macro Swift does not import.
+        guard let address, address != UnsafeMutableRawPointer(bitPattern: -1) else {
+            throw FileSystemError(code: errno, operation: "mmap", path: path)
+        }
+        return SharedMapping(address: address, byteCount: byteCount)
+    }
+
     func close() {
         if closed.setOnce() { _ = Glibc.close(descriptor) }
     }

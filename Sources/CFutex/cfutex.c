@@ -1,0 +1,43 @@
+#include "cfutex.h"
+
+#include <limits.h>
+#include <time.h>
+
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+uint32_t cfutex_load(const uint32_t *word) {
+    return __atomic_load_n(word, __ATOMIC_SEQ_CST);
+}
+
+uint32_t cfutex_add(uint32_t *word, uint32_t delta) {
+    return __atomic_add_fetch(word, delta, __ATOMIC_SEQ_CST);
+}
+
+void cfutex_wait(uint32_t *word, uint32_t expected, uint64_t timeout_nanoseconds) {
+    struct timespec timeout;
+#if defined(__linux__)
+    timeout.tv_sec = (time_t)(timeout_nanoseconds / 1000000000u);
+    timeout.tv_nsec = (long)(timeout_nanoseconds % 1000000000u);
+    // EAGAIN (the word moved), EINTR, ETIMEDOUT and a wake-up all mean "look again".
+    (void)syscall(SYS_futex, word, FUTEX_WAIT, expected, &timeout, NULL, 0);
+#else
+    (void)word;
+    (void)expected;
+    uint64_t pause = timeout_nanoseconds < 100000u ? timeout_nanoseconds : 100000u;
+    timeout.tv_sec = 0;
+    timeout.tv_nsec = (long)pause;
+    (void)nanosleep(&timeout, NULL);
+#endif
+}
+
+void cfutex_wake_all(uint32_t *word) {
+#if defined(__linux__)
+    (void)syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+#else
+    (void)word;
+#endif
+}

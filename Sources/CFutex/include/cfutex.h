@@ -1,0 +1,27 @@
+#ifndef CFUTEX_H
+#define CFUTEX_H
+
+#include <stdint.h>
+
+/// Waking a process that waits for a lock another process holds (FORMAT.md §10.2, `WAKE`): 32-bit
+/// words in a file mapped shared by every process that has the store open, waited on with the
+/// futex system call. The words only say "look again": whoever holds a lock is decided by `flock`,
+/// never by them, so any value (a dead process's, a hostile file's) costs at most a wasted wake-up.
+
+/// Reads `*word` (sequentially consistent).
+uint32_t cfutex_load(const uint32_t *word);
+
+/// Adds `delta` to `*word` (wrapping; sequentially consistent) and returns the new value.
+uint32_t cfutex_add(uint32_t *word, uint32_t delta);
+
+/// Sleeps while `*word == expected`, for at most `timeout_nanoseconds`: returns at once when the
+/// word differs, on a wake-up, on a signal and at the timeout (all the same to the caller, who
+/// looks again). Not a private futex: the word is in a mapping shared between processes. Where
+/// there is no futex (not Linux) it sleeps min(timeout, 100 µs).
+void cfutex_wait(uint32_t *word, uint32_t expected, uint64_t timeout_nanoseconds);
+
+/// Wakes every thread of any process sleeping in `cfutex_wait` on `word`. Nothing where there is
+/// no futex.
+void cfutex_wake_all(uint32_t *word);
+
+#endif

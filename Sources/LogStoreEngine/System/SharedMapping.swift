@@ -1,0 +1,72 @@
+import CFutex
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Bytes of a file mapped shared between processes (``FileHandle/mapShared(byteCount:)``), used
+/// only as 32-bit words read and changed atomically and waited on with the futex system call
+/// (`WAKE`, FORMAT.md §10.2). Unmapped when the last reference goes, so a thread still using a
+/// word (a waiter woken after its store closed) never touches an unmapped page.
+public final class SharedMapping: @unchecked Sendable {
+    // @unchecked: `address` never changes, and every access to the bytes is atomic (CFutex).
+    private let address: UnsafeMutableRawPointer
+    let byteCount: Int
+
+    init(address: UnsafeMutableRawPointer, byteCount: Int) {
+        precondition(Int(bitPattern: address) % 4096 == 0, "mmap returns page-aligned addresses")
+        self.address = address
+        self.byteCount = byteCount
+    }
+
+    deinit { _ = munmap(address, byteCount) }
+
+    /// The word at byte `offset` (a multiple of 4 inside the mapping).
+    func word(at offset: Int) -> UnsafeMutablePointer<UInt32> {
+        precondition(offset >= 0 && offset % 4 == 0 && offset + 4 <= byteCount)
+        return (address + offset).assumingMemoryBound(to: UInt32.self)
+    }
+}
+
+/// How a process waiting for `TURN`, `SYNC` or `MAINTENANCE` sleeps until the holder — in any
+/// process — lets go, instead of retrying its `flock` on a timer (FORMAT.md §10.2, `WAKE`). Two
+/// words of the shared mapping: a release counter, +1 after every release, and a count of
+/// sleepers, so that a release nobody waits for costs no system call.
+///
+/// The handshake cannot lose a wake-up: a waiter reads the counter *before* it tries the `flock`,
+/// counts itself among the sleepers, then sleeps only while the counter still has the value it
+/// read (the kernel compares atomically). A release that happened after the read moved the
+/// counter, so the sleep returns at once; a release after the sleeper counted itself sees it and
+/// wakes it (both sides' read-after-write are sequentially consistent). A holder that dies releases
+/// its `flock` without a wake-up (the kernel drops it), and a process of a build without `WAKE`
+/// never wakes anyone: every sleep is bounded (``WakeChannel/sleepNanosecondsMax``), after which
+/// the waiter tries the `flock` again.
+struct WakeChannel: Sendable {
+    let mapping: SharedMapping
+    /// Byte offset of the release counter; the sleepers' count is the next word.
+    let offset: Int
+
+    /// The longest sleep between two tries of the `flock` when no wake-up comes.
+    static let sleepNanosecondsMax: UInt64 = 2_000_000
+
+    /// The release counter, read before each try.
+    func releases() -> UInt32 { cfutex_load(mapping.word(at: offset)) }
+
+    /// Sleeps until a release after `observed` (or at most `nanoseconds`).
+    func sleep(unlessReleasedSince observed: UInt32, nanoseconds: UInt64) {
+        let sleepers = mapping.word(at: offset + 4)
+        _ = cfutex_add(sleepers, 1)
+        cfutex_wait(mapping.word(at: offset), observed, nanoseconds)
+        _ = cfutex_add(sleepers, UInt32.max)  // −1, wrapping
+    }
+
+    /// After a release: moves the counter, and wakes the sleepers if there are any.
+    func signalRelease() {
+        _ = cfutex_add(mapping.word(at: offset), 1)
+        if cfutex_load(mapping.word(at: offset + 4)) != 0 {
+            cfutex_wake_all(mapping.word(at: offset))
+        }
+    }
+}

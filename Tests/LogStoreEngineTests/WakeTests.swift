@@ -1,0 +1,107 @@
+import Foundation
+import LogStoreTestSupport
+import Synchronization
+import Testing
+
+@testable import LogStoreEngine
+
+/// `WAKE` (FORMAT.md §10.2): a process waiting for `TURN`, `SYNC` or `MAINTENANCE` sleeps on a
+/// futex in a shared mapping until the holder releases, instead of retrying its `flock` on a
+/// timer. Two `SharedWriters` opened on one directory stand for two processes (a `flock` belongs
+/// to the open file description).
+@Suite struct WakeTests {
+    /// How long a waiter's futex sleep may last here without a wake-up: far longer than any
+    /// hand-over the tests accept, so only the release's wake-up can end the wait in time.
+    static let longSleep: UInt64 = 20_000_000_000
+
+    @Test func aReleaseWakesTheOtherProcessSleepingForTheLock() throws {
+        let temporary = TemporaryDirectory("wake")
+        defer { temporary.remove() }
+        try FileManager.default.createDirectory(atPath: temporary.path, withIntermediateDirectories: false)
+        let holder = try SharedWriters.open(directory: temporary.path, fileSystem: PosixFileSystem(), wakeSleepNanosecondsMax: Self.longSleep)
+        let waiter = try SharedWriters.open(directory: temporary.path, fileSystem: PosixFileSystem(), wakeSleepNanosecondsMax: Self.longSleep)
+        defer {
+            holder.close()
+            waiter.close()
+        }
+        #expect(holder.turn.wake != nil && waiter.turn.wake != nil, "WAKE was not mapped")
+        for lock in [\SharedWriters.maintenance, \.turn, \.sync] {
+            try holder[keyPath: lock].acquire(for: "hold it in the test")
+            let acquiredAt = Mutex<UInt64?>(nil)
+            let thread = Thread {
+                // Bounded: the lock's 30 s wait.
+                try? waiter[keyPath: lock].acquire(for: "wait in the test")
+                acquiredAt.withLock { $0 = monotonicNanoseconds() }
+                waiter[keyPath: lock].release()
+            }
+            thread.start()
+            // Long enough for the waiter to be asleep on the futex (and harmless if it is not yet:
+            // it read the release counter before trying the flock).
+            usleep(100_000)
+            #expect(acquiredAt.withLock { $0 } == nil, "\(lock): acquired while the other held it")
+            let releasedAt = monotonicNanoseconds()
+            holder[keyPath: lock].release()
+            // Bounded: 10 s, against a futex sleep of 20 s without the wake-up.
+            while acquiredAt.withLock({ $0 }) == nil && monotonicNanoseconds() - releasedAt < 10_000_000_000 { usleep(1_000) }
+            let handOver = try #require(acquiredAt.withLock { $0 }, "\(lock): the release did not wake the waiter") - releasedAt
+            // Generous for a loaded 2-core machine; the futex sleep alone would be 20 s.
+            #expect(handOver < 5_000_000_000, "\(lock): hand-over took \(handOver / 1_000_000) ms")
+        }
+    }
+
+    /// A holder that releases without waking anyone — killed (the kernel drops its `flock`), or a
+    /// build without `WAKE` — only delays the waiter by its bounded sleep.
+    @Test func aReleaseWithoutAWakeUpIsSeenAfterTheBoundedSleep() throws {
+        let temporary = TemporaryDirectory("wake-silent")
+        defer { temporary.remove() }
+        try FileManager.default.createDirectory(atPath: temporary.path, withIntermediateDirectories: false)
+        let waiter = try SharedWriters.open(directory: temporary.path, fileSystem: PosixFileSystem(), wakeSleepNanosecondsMax: 20_000_000)
+        defer { waiter.close() }
+        #expect(waiter.sync.wake != nil)
+        let raw = try PosixFileSystem().openFile(LogFileNames.join(temporary.path, FormatConstants.syncLockFileName), mode: .createOrOpen)
+        defer { raw.close() }
+        #expect(try raw.tryLockExclusive())
+        let acquired = Atomic<Bool>(false)
+        let thread = Thread {
+            try? waiter.sync.acquire(for: "wait in the test")
+            acquired.store(true, ordering: .sequentiallyConsistent)
+            waiter.sync.release()
+        }
+        thread.start()
+        usleep(50_000)
+        let early = acquired.load(ordering: .sequentiallyConsistent)
+        #expect(!early)
+        try raw.unlock()
+        let releasedAt = monotonicNanoseconds()
+        // Bounded: 10 s.
+        while !acquired.load(ordering: .sequentiallyConsistent) && monotonicNanoseconds() - releasedAt < 10_000_000_000 { usleep(1_000) }
+        let seen = acquired.load(ordering: .sequentiallyConsistent)
+        #expect(seen, "a silent release was never seen")
+    }
+
+    /// The file: one page, the store's file mode, a control file `verify` knows; and when
+    /// something else has the name (a directory here), waiters retry on a timer and nothing fails.
+    @Test func wakeIsOnePageOfTheStoresModeAndOptional() throws {
+        let temporary = TemporaryDirectory("wake-file")
+        defer { temporary.remove() }
+        try FileManager.default.createDirectory(atPath: temporary.path, withIntermediateDirectories: false)
+        let writers = try SharedWriters.open(directory: temporary.path, fileSystem: PosixFileSystem())
+        let path = LogFileNames.join(temporary.path, FormatConstants.wakeFileName)
+        let attributes = try FileManager.default.attributesOfItem(atPath: path)
+        #expect(attributes[.size] as? Int == FormatConstants.wakeFileByteCount)
+        #expect((attributes[.posixPermissions] as? Int).map { $0 & 0o777 } == 0o600)
+        #expect(FormatConstants.controlFileNames.contains(FormatConstants.wakeFileName))
+        writers.close()
+
+        let other = TemporaryDirectory("wake-taken")
+        defer { other.remove() }
+        try FileManager.default.createDirectory(atPath: other.path, withIntermediateDirectories: false)
+        try FileManager.default.createDirectory(
+            atPath: LogFileNames.join(other.path, FormatConstants.wakeFileName), withIntermediateDirectories: false)
+        let polling = try SharedWriters.open(directory: other.path, fileSystem: PosixFileSystem())
+        defer { polling.close() }
+        #expect(polling.turn.wake == nil)
+        try polling.turn.acquire(for: "take it in the test")
+        polling.turn.release()
+    }
+}
