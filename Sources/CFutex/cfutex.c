@@ -1,5 +1,6 @@
 #include "cfutex.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <time.h>
 
@@ -17,13 +18,15 @@ uint32_t cfutex_add(uint32_t *word, uint32_t delta) {
     return __atomic_add_fetch(word, delta, __ATOMIC_SEQ_CST);
 }
 
-void cfutex_wait(uint32_t *word, uint32_t expected, uint64_t timeout_nanoseconds) {
+int cfutex_wait(uint32_t *word, uint32_t expected, uint64_t timeout_nanoseconds) {
     struct timespec timeout;
 #if defined(__linux__)
     timeout.tv_sec = (time_t)(timeout_nanoseconds / 1000000000u);
     timeout.tv_nsec = (long)(timeout_nanoseconds % 1000000000u);
-    // EAGAIN (the word moved), EINTR, ETIMEDOUT and a wake-up all mean "look again".
-    (void)syscall(SYS_futex, word, FUTEX_WAIT, expected, &timeout, NULL, 0);
+    if (syscall(SYS_futex, word, FUTEX_WAIT, expected, &timeout, NULL, 0) == 0) return 0;
+    // EAGAIN (the word moved), EINTR and ETIMEDOUT mean "look again", as a wake-up does.
+    int code = errno;
+    return (code == EAGAIN || code == EINTR || code == ETIMEDOUT) ? 0 : code;
 #else
     (void)word;
     (void)expected;
@@ -31,6 +34,7 @@ void cfutex_wait(uint32_t *word, uint32_t expected, uint64_t timeout_nanoseconds
     timeout.tv_sec = 0;
     timeout.tv_nsec = (long)pause;
     (void)nanosleep(&timeout, NULL);
+    return 0;
 #endif
 }
 

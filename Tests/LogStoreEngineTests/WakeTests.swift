@@ -35,9 +35,11 @@ import Testing
                 waiter[keyPath: lock].release()
             }
             thread.start()
-            // Long enough for the waiter to be asleep on the futex (and harmless if it is not yet:
-            // it read the release counter before trying the flock).
-            usleep(100_000)
+            // Until the waiter sleeps on the futex (bounded: 10 s), so that only the wake-up can
+            // end its sleep in time.
+            let asleepBy = monotonicNanoseconds() + 10_000_000_000
+            while holder[keyPath: lock].wake!.sleepers == 0 && monotonicNanoseconds() < asleepBy { usleep(1_000) }
+            #expect(holder[keyPath: lock].wake!.sleepers == 1, "\(lock): the waiter never slept")
             #expect(acquiredAt.withLock { $0 } == nil, "\(lock): acquired while the other held it")
             let releasedAt = monotonicNanoseconds()
             holder[keyPath: lock].release()
@@ -47,6 +49,35 @@ import Testing
             // Generous for a loaded 2-core machine; the futex sleep alone would be 20 s.
             #expect(handOver < 5_000_000_000, "\(lock): hand-over took \(handOver / 1_000_000) ms")
         }
+    }
+
+    /// Closing the store wakes its own thread asleep for a lock: it throws `closed` at once
+    /// rather than after its sleep.
+    @Test func closingWakesThisProcesssSleeperWhichThrowsClosed() throws {
+        let temporary = TemporaryDirectory("wake-close")
+        defer { temporary.remove() }
+        try FileManager.default.createDirectory(atPath: temporary.path, withIntermediateDirectories: false)
+        let holder = try SharedWriters.open(directory: temporary.path, fileSystem: PosixFileSystem())
+        defer { holder.close() }
+        let waiter = try SharedWriters.open(directory: temporary.path, fileSystem: PosixFileSystem(), wakeSleepNanosecondsMax: Self.longSleep)
+        try holder.turn.acquire(for: "hold it in the test")
+        defer { holder.turn.release() }
+        let outcome = Mutex<LogError?>(nil)
+        let thread = Thread {
+            do throws(LogError) {
+                try waiter.turn.acquire(for: "wait in the test")
+                waiter.turn.release()
+            } catch {
+                outcome.withLock { $0 = error }
+            }
+        }
+        thread.start()
+        let asleepBy = monotonicNanoseconds() + 10_000_000_000
+        while waiter.turn.wake!.sleepers == 0 && monotonicNanoseconds() < asleepBy { usleep(1_000) }
+        let closedAt = monotonicNanoseconds()
+        waiter.close()
+        while outcome.withLock({ $0 }) == nil && monotonicNanoseconds() - closedAt < 10_000_000_000 { usleep(1_000) }
+        #expect(outcome.withLock { $0 }?.code == .closed, "the sleeper did not wake at the close")
     }
 
     /// A holder that releases without waking anyone — killed (the kernel drops its `flock`), or a
@@ -103,5 +134,29 @@ import Testing
         #expect(polling.turn.wake == nil)
         try polling.turn.acquire(for: "take it in the test")
         polling.turn.release()
+
+        // A second name of another file is not mapped (its first page would be changed).
+        let linked = TemporaryDirectory("wake-linked")
+        defer { linked.remove() }
+        try FileManager.default.createDirectory(atPath: linked.path, withIntermediateDirectories: false)
+        let segment = LogFileNames.join(linked.path, "someone-elses-file")
+        try Data(repeating: 7, count: 10).write(to: URL(fileURLWithPath: segment))
+        try FileManager.default.linkItem(atPath: segment, toPath: LogFileNames.join(linked.path, FormatConstants.wakeFileName))
+        let unlinked = try SharedWriters.open(directory: linked.path, fileSystem: PosixFileSystem())
+        #expect(unlinked.turn.wake == nil)
+        unlinked.close()
+        #expect(try Data(contentsOf: URL(fileURLWithPath: segment)) == Data(repeating: 7, count: 10))
+
+        // A short file with anything in it is grown to one page and works.
+        let short = TemporaryDirectory("wake-short")
+        defer { short.remove() }
+        try FileManager.default.createDirectory(atPath: short.path, withIntermediateDirectories: false)
+        try Data(repeating: 0xFF, count: 100).write(to: URL(fileURLWithPath: LogFileNames.join(short.path, FormatConstants.wakeFileName)))
+        let grown = try SharedWriters.open(directory: short.path, fileSystem: PosixFileSystem())
+        defer { grown.close() }
+        #expect(grown.sync.wake != nil)
+        #expect((try FileManager.default.attributesOfItem(atPath: LogFileNames.join(short.path, FormatConstants.wakeFileName)))[.size] as? Int == 4096)
+        try grown.sync.acquire(for: "take it in the test")
+        grown.sync.release()
     }
 }

@@ -43,22 +43,30 @@ build() {
     local start=$(date +%s)
     clang -c -O1 -g -fsanitize=address -fsanitize-coverage=edge,trace-cmp,inline-8bit-counters,pc-table \
         -I "$root/Sources/CCRC32C/include" "$root/Sources/CCRC32C/crc32c.c" -o "$out/crc32c.o"
-    # CCRC32C has no module map of its own (SwiftPM makes one): make the same.
-    mkdir -p "$out/modules/CCRC32C"
-    printf 'module CCRC32C {\n    umbrella header "%s"\n    export *\n}\n' \
-        "$root/Sources/CCRC32C/include/ccrc32c.h" >"$out/modules/CCRC32C/module.modulemap"
+    clang -c -O1 -g -fsanitize=address -I "$root/Sources/CFutex/include" "$root/Sources/CFutex/cfutex.c" -o "$out/cfutex.o"
+    # The C targets have no module maps of their own (SwiftPM makes them): make the same.
+    local c_module header
+    for c_module in CCRC32C:ccrc32c.h CFutex:cfutex.h; do
+        header=${c_module#*:}
+        c_module=${c_module%%:*}
+        mkdir -p "$out/modules/$c_module"
+        printf 'module %s {\n    umbrella header "%s"\n    export *\n}\n' \
+            "$c_module" "$root/Sources/$c_module/include/$header" >"$out/modules/$c_module/module.modulemap"
+    done
+    local module_maps=(-Xcc -fmodule-map-file="$out/modules/CCRC32C/module.modulemap"
+        -Xcc -fmodule-map-file="$out/modules/CFutex/module.modulemap")
     swiftc "${flags[@]}" -swift-version 5 -parse-as-library -emit-library -static -emit-module \
         -module-name Logging -package-name swift_log -emit-module-path "$out/modules/Logging.swiftmodule" \
         $(find "$log_sources" -name '*.swift') -o "$out/libLogging.a"
     swiftc "${flags[@]}" -parse-as-library -emit-library -static -emit-module -module-name LogStoreEngine -package-name LogStore \
-        -emit-module-path "$out/modules/LogStoreEngine.swiftmodule" -Xcc -fmodule-map-file="$out/modules/CCRC32C/module.modulemap" \
+        -emit-module-path "$out/modules/LogStoreEngine.swiftmodule" "${module_maps[@]}" \
         $(find "$root/Sources/LogStoreEngine" -name '*.swift') -o "$out/libLogStoreEngine.a"
     swiftc "${flags[@]}" -parse-as-library -emit-library -static -emit-module -module-name LogStore -package-name LogStore \
-        -emit-module-path "$out/modules/LogStore.swiftmodule" -Xcc -fmodule-map-file="$out/modules/CCRC32C/module.modulemap" \
+        -emit-module-path "$out/modules/LogStore.swiftmodule" "${module_maps[@]}" \
         $(find "$root/Sources/LogStore" -name '*.swift') -o "$out/libLogStore.a"
-    swiftc "${flags[@]}" -parse-as-library -D LOGSTORE_FUZZ -Xcc -fmodule-map-file="$out/modules/CCRC32C/module.modulemap" \
+    swiftc "${flags[@]}" -parse-as-library -D LOGSTORE_FUZZ "${module_maps[@]}" \
         "$root/Tools/fuzz/Sources/LogStoreFuzz.swift" \
-        -L "$out" -lLogStore -lLogStoreEngine -lLogging "$out/crc32c.o" -llz4 \
+        -L "$out" -lLogStore -lLogStoreEngine -lLogging "$out/crc32c.o" "$out/cfutex.o" -llz4 \
         -Xlinker "$fuzzer" -lstdc++ -o "$out/logstore-fuzz" 2> >(grep -v "Cannot export local symbol" >&2)
     echo "built $out/logstore-fuzz in $(( $(date +%s) - start )) s"
 }

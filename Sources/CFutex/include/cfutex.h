@@ -16,9 +16,11 @@ uint32_t cfutex_add(uint32_t *word, uint32_t delta);
 
 /// Sleeps while `*word == expected`, for at most `timeout_nanoseconds`: returns at once when the
 /// word differs, on a wake-up, on a signal and at the timeout (all the same to the caller, who
-/// looks again). Not a private futex: the word is in a mapping shared between processes. Where
-/// there is no futex (not Linux) it sleeps min(timeout, 100 µs).
-void cfutex_wait(uint32_t *word, uint32_t expected, uint64_t timeout_nanoseconds);
+/// looks again), and then returns 0. Not a private futex: the word is in a mapping shared between
+/// processes. Returns the `errno` of a futex call that failed otherwise (`ENOSYS`, or `EPERM`
+/// under a seccomp filter): it did not sleep, and the caller must sleep some other way. Where
+/// there is no futex (not Linux) it sleeps min(timeout, 100 µs) and returns 0.
+int cfutex_wait(uint32_t *word, uint32_t expected, uint64_t timeout_nanoseconds);
 
 /// Wakes every thread of any process sleeping in `cfutex_wait` on `word`. Nothing where there is
 /// no futex.

@@ -53,19 +53,21 @@ extension LogStore {
         }
     }
 
-    /// ``write(_:)`` on the save writer, queued now, the calling thread blocked until it is done
-    /// (it blocked for the turn before; now behind the saves called before it too).
+    /// ``write(_:)`` in call order, the calling thread blocked until it is done: on this thread
+    /// when the save writer is idle (no thread hand-over), else queued on the save writer behind
+    /// the saves called before it.
     private func writeInCallOrder(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) throws
         -> (LogPosition?, DataStoreSaveChangesResult<DefaultSnapshot>)
     {
-        let done = DispatchSemaphore(value: 0)
         let outcome = Mutex<Result<(LogPosition?, DataStoreSaveChangesResult<DefaultSnapshot>), any Error>?>(nil)
-        saveWriter.submit { [self] turn in
+        let done = DispatchSemaphore(value: 0)
+        let job: SaveWriter.Job = { [self] turn in
             let result: Result<(LogPosition?, DataStoreSaveChangesResult<DefaultSnapshot>), any Error>
             do { result = .success(try write(request, batch: turn)) } catch { result = .failure(error) }
             outcome.withLock { $0 = result }
             done.signal()
         }
+        if !saveWriter.runHereIfIdle(job) { saveWriter.submit(job) }
         done.wait()
         return try outcome.withLock { $0! }.get()
     }

@@ -102,8 +102,9 @@ final class SharedFileLock: @unchecked Sendable {
                         + "one waited to \(what); it may be stuck (a process stopped in a debugger, say).",
                     file: handle.path)
             }
-            if let wake, let releases {
+            if let wake, let releases,
                 wake.sleep(unlessReleasedSince: releases, nanoseconds: min(wakeSleepNanosecondsMax, deadline! - now))
+            {
                 continue
             }
             usleep(UInt32(pause / 1000))
@@ -149,5 +150,7 @@ final class SharedFileLock: @unchecked Sendable {
             closed = true
             handle.close()
         }
+        // A thread of this process asleep for the lock looks again now, and finds it closed.
+        wake?.wakeSleepers()
     }
 }

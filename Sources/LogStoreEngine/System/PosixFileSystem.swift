@@ -235,14 +235,19 @@ final class PosixFileHandle: FileHandle, @unchecked Sendable {
             throw FileSystemError(code: errno, operation: "fstat", path: path)
         }
         // A FIFO or a device planted under the name is not mapped (O_NOFOLLOW already refused a
-        // symbolic link).
+        // symbolic link), nor a second name of another file (a hard link to a segment, say).
         guard status.st_mode & S_IFMT == S_IFREG else {
             throw FileSystemError(code: EINVAL, operation: "mmap (not a regular file)", path: path)
         }
-        // Grown before mapping: touching a mapped page past the end of the file is SIGBUS. Two
-        // processes growing it at once both set the same size.
-        if status.st_size < byteCount {
-            try truncate(toByteCount: UInt64(byteCount))
+        guard status.st_nlink == 1 else {
+            throw FileSystemError(code: EINVAL, operation: "mmap (a file with several names)", path: path)
+        }
+        // Grown and its blocks allocated before mapping: touching a mapped page past the end of
+        // the file is SIGBUS, and so is a first write fault on a hole when the disk is full.
+        // `posix_fallocate` never shrinks; two processes growing it at once set the same size.
+        let allocated = posix_fallocate(descriptor, 0, off_t(byteCount))
+        guard allocated == 0 else {
+            throw FileSystemError(code: allocated, operation: "posix_fallocate", path: path)
         }
         let address = mmap(nil, byteCount, PROT_READ | PROT_WRITE, MAP_SHARED, descriptor, 0)
         // MAP_FAILED is ((void *) -1), a macro Swift does not import.

@@ -36,10 +36,11 @@ public final class SharedMapping: @unchecked Sendable {
 /// sleepers, so that a release nobody waits for costs no system call.
 ///
 /// The handshake cannot lose a wake-up: a waiter reads the counter *before* it tries the `flock`,
-/// counts itself among the sleepers, then sleeps only while the counter still has the value it
-/// read (the kernel compares atomically). A release that happened after the read moved the
-/// counter, so the sleep returns at once; a release after the sleeper counted itself sees it and
-/// wakes it (both sides' read-after-write are sequentially consistent). A holder that dies releases
+/// counts itself among the sleepers (a sequentially consistent add), then sleeps only while the
+/// counter still has the value it read (the kernel compares it under its hash-bucket lock, after a
+/// full barrier). A release adds to the counter, then reads the sleepers' count (both sequentially
+/// consistent): either the kernel's compare sees the new counter and the sleep returns at once, or
+/// the release sees the sleeper and its wake-up queues behind the sleeper on that bucket lock. A holder that dies releases
 /// its `flock` without a wake-up (the kernel drops it), and a process of a build without `WAKE`
 /// never wakes anyone: every sleep is bounded (``WakeChannel/sleepNanosecondsMax``), after which
 /// the waiter tries the `flock` again.
@@ -51,15 +52,28 @@ struct WakeChannel: Sendable {
     /// The longest sleep between two tries of the `flock` when no wake-up comes.
     static let sleepNanosecondsMax: UInt64 = 2_000_000
 
+    /// How many threads (of any process) sleep on this lock now, or a count a killed sleeper left
+    /// high (tests).
+    var sleepers: UInt32 { cfutex_load(mapping.word(at: offset + 4)) }
+
     /// The release counter, read before each try.
     func releases() -> UInt32 { cfutex_load(mapping.word(at: offset)) }
 
-    /// Sleeps until a release after `observed` (or at most `nanoseconds`).
-    func sleep(unlessReleasedSince observed: UInt32, nanoseconds: UInt64) {
+    /// Sleeps until a release after `observed` (or at most `nanoseconds`). Returns `false` when
+    /// the futex call failed without sleeping (no futex, or a seccomp filter refusing it): the
+    /// caller must pause some other way, or it would spin.
+    func sleep(unlessReleasedSince observed: UInt32, nanoseconds: UInt64) -> Bool {
         let sleepers = mapping.word(at: offset + 4)
         _ = cfutex_add(sleepers, 1)
-        cfutex_wait(mapping.word(at: offset), observed, nanoseconds)
+        let failure = cfutex_wait(mapping.word(at: offset), observed, nanoseconds)
         _ = cfutex_add(sleepers, UInt32.max)  // −1, wrapping
+        return failure == 0
+    }
+
+    /// Wakes this process's own sleepers without a release (the lock is closing: they look again
+    /// and find it closed).
+    func wakeSleepers() {
+        cfutex_wake_all(mapping.word(at: offset))
     }
 
     /// After a release: moves the counter, and wakes the sleepers if there are any.
