@@ -558,6 +558,46 @@ import Testing
         try store.close()
     }
 
+    /// `await context.save()` on the main actor queues its write before it suspends: a
+    /// synchronous save of a later change, made by main-actor work that runs while the first save
+    /// is suspended, is written after it. The cooperative pool is kept busy meanwhile, so an async
+    /// save that left the main actor before queueing its write would be overtaken (and
+    /// per-attribute last-writer-wins would keep the older value).
+    @MainActor @Test func anAsyncSaveIsQueuedBeforeItLeavesTheCallersActor() async throws {
+        func saveSynchronously(_ context: ModelContext) throws { try context.save() }
+        let temporary = TemporaryDirectory("writers")
+        defer { temporary.remove() }
+        let directory = temporary.appending("Trips.store")
+        let container = try ModelContainer(for: Trip.self, configurations: Self.configuration(directory))
+        let store = try #require(container.dataStore(as: LogStore.self))
+        let context = ModelContext(container)
+        let trip = Trip(name: "ordered", destination: "zero")
+        context.insert(trip)
+        try saveSynchronously(context)
+        // Every thread of the cooperative pool blocked (bounded: 10 s) until the later save is done.
+        let width = ProcessInfo.processInfo.activeProcessorCount
+        let started = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        for _ in 0..<width {
+            Task.detached {
+                started.signal()
+                _ = release.wait(timeout: .now() + 10)
+            }
+        }
+        for _ in 0..<width { _ = started.wait(timeout: .now() + 10) }
+        trip.destination = "one"
+        let later = Task { @MainActor in
+            trip.destination = "two"
+            defer { for _ in 0..<width { release.signal() } }
+            try saveSynchronously(context)
+        }
+        try await context.save()
+        try await later.value
+        let saved = try ModelContext(container).fetch(FetchDescriptor<Trip>()).first { $0.name == "ordered" }
+        #expect(saved?.destination == "two")
+        try store.close()
+    }
+
     /// The turn is to writes what group commit is to `fdatasync`: the saves queued while the
     /// save writer waited for the turn are written in one turn (one catch-up, one turn-slot
     /// write). Four saves submitted while `TURN` is held elsewhere: at most two turns (the batch

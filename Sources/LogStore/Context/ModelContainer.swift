@@ -190,9 +190,8 @@ protocol ModelStore: AnyObject {
     func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) throws -> DataStoreSaveChangesResult<
         DefaultSnapshot
     >
-    func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) async throws -> DataStoreSaveChangesResult<
-        DefaultSnapshot
-    >
+    nonisolated(nonsending) func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) async throws
+        -> DataStoreSaveChangesResult<DefaultSnapshot>
     /// The snapshots of these models (those still stored, in the given order) and of everything
     /// they reach — one batch of ``ModelContext/enumerate(_:batchSize:block:)``.
     func snapshots<T: PersistentModel>(of type: T.Type, _ identifiers: [PersistentIdentifier]) throws
@@ -222,9 +221,9 @@ class StoreBox<Store: DataStore>: ModelStore where Store.Snapshot == DefaultSnap
     > {
         try store.save(request)
     }
-    func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) async throws -> DataStoreSaveChangesResult<
-        DefaultSnapshot
-    > {
+    nonisolated(nonsending) func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) async throws
+        -> DataStoreSaveChangesResult<DefaultSnapshot>
+    {
         try await store.save(request)
     }
     func snapshots<T: PersistentModel>(of type: T.Type, _ identifiers: [PersistentIdentifier]) throws

@@ -50,7 +50,11 @@ public protocol DataStore: AnyObject {
     /// `save` for `async` callers (``ModelContext/save()-6j8k0``): a store that waits for the disk
     /// should suspend instead of blocking a thread of the cooperative pool. The default calls the
     /// synchronous ``save(_:)``.
-    func save(_ request: DataStoreSaveChangesRequest<Snapshot>) async throws -> DataStoreSaveChangesResult<Snapshot>
+    ///
+    /// `nonisolated(nonsending)`: it starts on the caller's actor, so a store can take the save's
+    /// place in line (``LogStore`` queues its write) before the caller's actor runs anything else.
+    nonisolated(nonsending) func save(_ request: DataStoreSaveChangesRequest<Snapshot>) async throws
+        -> DataStoreSaveChangesResult<Snapshot>
     /// The snapshots of these models of `T` (those still stored, in the given order) and of every
     /// model they refer to: one batch of ``ModelContext/enumerate(_:batchSize:block:)``. The
     /// default fetches the whole entity and keeps the identifiers asked for.
@@ -75,9 +79,9 @@ extension DataStore {
 
     /// Calls the synchronous ``save(_:)`` (a store that waits for the disk should implement this
     /// itself and suspend).
-    public func save(_ request: DataStoreSaveChangesRequest<Snapshot>) async throws -> DataStoreSaveChangesResult<
-        Snapshot
-    > {
+    public nonisolated(nonsending) func save(_ request: DataStoreSaveChangesRequest<Snapshot>) async throws
+        -> DataStoreSaveChangesResult<Snapshot>
+    {
         try saveSynchronously(request)
     }
 

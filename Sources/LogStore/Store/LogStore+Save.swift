@@ -24,7 +24,7 @@ extension LogStore {
     /// In a store shared by writing processes the write itself may wait for another process's
     /// turn (up to 30 s): it runs on the store's save-writer thread then, never on the
     /// cooperative pool, in the order the saves were called (D11).
-    public func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) async throws
+    public nonisolated(nonsending) func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) async throws
         -> DataStoreSaveChangesResult<DefaultSnapshot>
     {
         var (position, result) = log.isSharedByWriters ? try await writeInCallOrder(request) : try write(request)
@@ -41,8 +41,8 @@ extension LogStore {
     /// ``write(_:)`` on the save writer, queued now — before the caller suspends — so this
     /// process's saves are written in call order; the caller is suspended meanwhile, and the
     /// turn's `flock` waits block the writer's thread, not one of the cooperative pool's.
-    private func writeInCallOrder(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) async throws
-        -> (LogPosition?, DataStoreSaveChangesResult<DefaultSnapshot>)
+    private nonisolated(nonsending) func writeInCallOrder(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>)
+        async throws -> (LogPosition?, DataStoreSaveChangesResult<DefaultSnapshot>)
     {
         try await withCheckedThrowingContinuation { continuation in
             saveWriter.submit { [self] turn in
@@ -53,21 +53,19 @@ extension LogStore {
         }
     }
 
-    /// ``write(_:)`` in call order, the calling thread blocked until it is done: on this thread
-    /// when the save writer is idle (no thread hand-over), else queued on the save writer behind
-    /// the saves called before it.
+    /// ``write(_:)`` on the save writer, queued now, the calling thread blocked until it is done
+    /// (it blocked for the turn before; now behind the saves called before it too).
     private func writeInCallOrder(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) throws
         -> (LogPosition?, DataStoreSaveChangesResult<DefaultSnapshot>)
     {
-        let outcome = Mutex<Result<(LogPosition?, DataStoreSaveChangesResult<DefaultSnapshot>), any Error>?>(nil)
         let done = DispatchSemaphore(value: 0)
-        let job: SaveWriter.Job = { [self] turn in
+        let outcome = Mutex<Result<(LogPosition?, DataStoreSaveChangesResult<DefaultSnapshot>), any Error>?>(nil)
+        saveWriter.submit { [self] turn in
             let result: Result<(LogPosition?, DataStoreSaveChangesResult<DefaultSnapshot>), any Error>
             do { result = .success(try write(request, batch: turn)) } catch { result = .failure(error) }
             outcome.withLock { $0 = result }
             done.signal()
         }
-        if !saveWriter.runHereIfIdle(job) { saveWriter.submit(job) }
         done.wait()
         return try outcome.withLock { $0! }.get()
     }

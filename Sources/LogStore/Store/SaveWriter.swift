@@ -16,13 +16,8 @@ import LogStoreEngine
 /// The saves queued when the thread looks are written as one batch under one turn (`beginTurn`
 /// once, its catch-up once, `endTurn` once): the turn is to writes what group commit is to
 /// `fdatasync`. A job is told whether the turn is held for it, or why not.
-///
-/// A synchronous save blocks its caller anyway: when nothing is queued or being written, it runs
-/// its job on its own thread (``runHereIfIdle(_:)``), holding the writer's place, and saves called
-/// meanwhile queue behind it — the call order is kept without two thread hand-overs per save.
 final class SaveWriter: @unchecked Sendable {
-    // @unchecked: `jobs`, `thread`, `stopped`, `running` and `runningHere` are touched only with
-    // `condition` locked.
+    // @unchecked: `jobs`, `thread`, `stopped` and `running` are touched only with `condition` locked.
     /// What a job's write finds: the turn held for its batch, the batch's failure to take it
     /// (every job of the batch reports it: one wait, not one per job), or a closed store.
     enum Turn: Sendable {
@@ -45,11 +40,6 @@ final class SaveWriter: @unchecked Sendable {
     private var stopped = false
     /// Jobs in the batch being written (0: none).
     private var running = 0
-    /// A caller is running its job on its own thread (``runHereIfIdle(_:)``): the writer thread
-    /// leaves the queue alone until it is done.
-    private var runningHere = false
-    /// Jobs run on their caller's thread (tests, benchmarks' counters).
-    private(set) var ranHereCount = 0
 
     /// Queues `job` behind every job queued before it; starts the thread at the first. After
     /// ``stop()``, the job is told on the caller that the store is closed.
@@ -71,37 +61,11 @@ final class SaveWriter: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// Runs `job` on the calling thread — taking the turn, writing, releasing it — when the
-    /// writer is idle (nothing queued, no batch or other caller's job being written, not stopped),
-    /// and returns `true`; returns `false` without running it otherwise (then ``submit(_:)`` it).
-    /// For a caller that blocks until its job is done anyway: it may wait here for another
-    /// process's turn (up to 30 s), so never from the cooperative pool's asynchronous code.
-    func runHereIfIdle(_ job: Job) -> Bool {
-        condition.lock()
-        guard !stopped, jobs.isEmpty, running == 0, !runningHere else {
-            condition.unlock()
-            return false
-        }
-        runningHere = true
-        ranHereCount += 1
-        condition.unlock()
-        let turn: Turn = beginTurn().map { .failed($0) } ?? .held
-        job(turn)
-        if case .held = turn { endTurn() }
-        condition.lock()
-        runningHere = false
-        // The writer thread may be waiting for this job to finish (saves queued meanwhile).
-        condition.signal()
-        condition.unlock()
-        return true
-    }
-
-    /// Jobs queued and not yet started, and jobs in the batch being written or running on their
-    /// caller's thread (tests).
+    /// Jobs queued and not yet started, and jobs in the batch being written (tests).
     var backlog: (queued: Int, running: Int) {
         condition.lock()
         defer { condition.unlock() }
-        return (jobs.count, running + (runningHere ? 1 : 0))
+        return (jobs.count, running)
     }
 
     private var isStopped: Bool {
@@ -122,8 +86,7 @@ final class SaveWriter: @unchecked Sendable {
         condition.lock()
         // Bounded by `stop()`: the loop ends once stopped with nothing queued.
         while true {
-            // Queued saves wait for a job running on its caller's thread: they were called after it.
-            while (jobs.isEmpty && !stopped) || runningHere { condition.wait() }
+            while jobs.isEmpty && !stopped { condition.wait() }
             guard !jobs.isEmpty else { break }
             do {
                 // Scoped: the batch (whose jobs hold the store) is released before `condition` is
