@@ -536,15 +536,24 @@ import Testing
         let turn = try PosixFileSystem().openFile(directory + "/" + FormatConstants.turnLockFileName, mode: .createOrOpen)
         #expect(try Self.lockExclusively(turn))
         trip.destination = "one"
-        let first = Task { @MainActor in try await context.save() }
-        // The first save queues its write and suspends; the writer waits for the turn.
+        // The first save queues its write before it first suspends (`Task.immediate` runs it on
+        // this actor until then); the writer then waits for the turn. (A `Task` that this loop
+        // waited for with `Task.yield()` was left unrun for 20 s under TSan beside another
+        // main-actor test.)
         let deadline = Date().addingTimeInterval(20)
-        while store.saveWriter.backlog.running == 0 && Date() < deadline { await Task.yield() }
+        // The writer idle first: the synchronous save above returns before its batch ends.
+        // Bounded: 20 s; the writer is another thread.
+        while store.saveWriter.backlog != (0, 0) && Date() < deadline { usleep(1_000) }
+        let first = Task.immediate { @MainActor in try await context.save() }
+        while store.saveWriter.backlog.running == 0 && Date() < deadline { usleep(1_000) }
         #expect(store.saveWriter.backlog.running == 1)
         trip.destination = "two"
-        // Released from another thread once the second save is queued (this one blocks in it).
+        // Released from another thread once the second save is handed over too (this one blocks
+        // in it): queued behind the first, or in one batch with it.
         let releaser = Thread {
-            while store.saveWriter.backlog.queued < 1 && Date() < deadline { usleep(1_000) }
+            while store.saveWriter.backlog.queued + store.saveWriter.backlog.running < 2 && Date() < deadline {
+                usleep(1_000)
+            }
             try? turn.unlock()
         }
         releaser.start()
@@ -558,11 +567,12 @@ import Testing
         try store.close()
     }
 
-    /// `await context.save()` on the main actor queues its write before it suspends: a
-    /// synchronous save of a later change, made by main-actor work that runs while the first save
-    /// is suspended, is written after it. The cooperative pool is kept busy meanwhile, so an async
-    /// save that left the main actor before queueing its write would be overtaken (and
-    /// per-attribute last-writer-wins would keep the older value).
+    /// `await context.save()` on the main actor queues its write before it first suspends, so
+    /// main-actor work that runs while it is suspended — a later change and a synchronous save —
+    /// is written after it. `Task.immediate` runs the save on this actor up to that first
+    /// suspension: the write must be queued when it returns. (Before the fix the save first left
+    /// the main actor for the cooperative pool, and queued its write from there: nothing was
+    /// queued yet, and the synchronous save could be written first.)
     @MainActor @Test func anAsyncSaveIsQueuedBeforeItLeavesTheCallersActor() async throws {
         func saveSynchronously(_ context: ModelContext) throws { try context.save() }
         let temporary = TemporaryDirectory("writers")
@@ -574,25 +584,29 @@ import Testing
         let trip = Trip(name: "ordered", destination: "zero")
         context.insert(trip)
         try saveSynchronously(context)
-        // Every thread of the cooperative pool blocked (bounded: 10 s) until the later save is done.
-        let width = ProcessInfo.processInfo.activeProcessorCount
-        let started = DispatchSemaphore(value: 0)
-        let release = DispatchSemaphore(value: 0)
-        for _ in 0..<width {
-            Task.detached {
-                started.signal()
-                _ = release.wait(timeout: .now() + 10)
-            }
-        }
-        for _ in 0..<width { _ = started.wait(timeout: .now() + 10) }
+        // The turn held elsewhere: the save writer keeps the first write until it is released.
+        let turn = try PosixFileSystem().openFile(directory + "/" + FormatConstants.turnLockFileName, mode: .createOrOpen)
+        #expect(try Self.lockExclusively(turn))
+        let deadline = Date().addingTimeInterval(20)
+        // The writer idle first: the synchronous save above returns before its batch ends.
+        // Bounded: 20 s; the writer is another thread.
+        while store.saveWriter.backlog != (0, 0) && Date() < deadline { usleep(1_000) }
         trip.destination = "one"
-        let later = Task { @MainActor in
-            trip.destination = "two"
-            defer { for _ in 0..<width { release.signal() } }
-            try saveSynchronously(context)
+        let first = Task.immediate { @MainActor in try await context.save() }
+        let backlog = store.saveWriter.backlog
+        #expect(backlog.queued + backlog.running == 1, "the async save had not queued its write when it first suspended")
+        trip.destination = "two"
+        let releaser = Thread {
+            // Both saves handed over (queued, or in one batch); bounded: 20 s.
+            while store.saveWriter.backlog.queued + store.saveWriter.backlog.running < 2 && Date() < deadline {
+                usleep(1_000)
+            }
+            try? turn.unlock()
         }
-        try await context.save()
-        try await later.value
+        releaser.start()
+        try saveSynchronously(context)
+        try await first.value
+        turn.close()
         let saved = try ModelContext(container).fetch(FetchDescriptor<Trip>()).first { $0.name == "ordered" }
         #expect(saved?.destination == "two")
         try store.close()
