@@ -80,6 +80,29 @@ import Testing
         #expect(outcome.withLock { $0 }?.code == .closed, "the sleeper did not wake at the close")
     }
 
+    /// A store opened alone zeroes `WAKE`: a sleepers' count a killed process left high (here,
+    /// bytes of 0xFF) would otherwise cost every release a wake-up call for good.
+    @Test func aStoreOpenedAloneZeroesWake() throws {
+        let temporary = TemporaryDirectory("wake-alone")
+        defer { temporary.remove() }
+        var options = LogOptions()
+        options.allowsOtherWriters = true
+        try Log.open(directory: temporary.path, options: options).close()
+        let path = LogFileNames.join(temporary.path, FormatConstants.wakeFileName)
+        try Data(repeating: 0xFF, count: FormatConstants.wakeFileByteCount).write(to: URL(fileURLWithPath: path))
+        let log = try Log.open(directory: temporary.path, options: options)
+        #expect(log.core.writers?.turn.wake?.sleepers == 0)
+        try log.close()
+        // Release counters may have moved since (a turn at the close); every sleepers' count is
+        // back to zero, and so is the reserved rest.
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        for channel in 0..<3 {
+            let sleepers = channel * FormatConstants.wakeChannelByteCount + 4
+            #expect(bytes[sleepers..<sleepers + 4].allSatisfy { $0 == 0 }, "channel \(channel)")
+        }
+        #expect(bytes[(3 * FormatConstants.wakeChannelByteCount)...].allSatisfy { $0 == 0 })
+    }
+
     /// A holder that releases without waking anyone — killed (the kernel drops its `flock`), or a
     /// build without `WAKE` — only delays the waiter by its bounded sleep.
     @Test func aReleaseWithoutAWakeUpIsSeenAfterTheBoundedSleep() throws {

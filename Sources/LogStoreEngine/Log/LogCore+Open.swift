@@ -51,7 +51,7 @@ extension LogCore {
             let last = segments.last!
             // Alone (exclusive LOCK): the full recovery above ran; other writers come in once LOCK
             // is shared, below.
-            let writers = shared ? try SharedWriters.open(directory: directory, fileSystem: fileSystem) : nil
+            let writers = shared ? try SharedWriters.open(directory: directory, fileSystem: fileSystem, alone: true) : nil
             let core = LogCore(
                 directory: directory, options: options, meta: meta, report: recovered.report,
                 lock: lock, segments: segments, end: recovered.end,

@@ -13,11 +13,15 @@ final class SharedWriters: Sendable {
         self.sync = sync
     }
 
+    /// `alone`: this process holds `LOCK` exclusively, so nobody else has `WAKE` mapped — its
+    /// words are zeroed (a sleepers' count a killed process left high would cost every release a
+    /// wake-up call until then).
     static func open(
-        directory: String, fileSystem: any FileSystem,
+        directory: String, fileSystem: any FileSystem, alone: Bool = false,
         wakeSleepNanosecondsMax: UInt64 = WakeChannel.sleepNanosecondsMax
     ) throws(LogError) -> SharedWriters {
         let wake = mapWake(directory: directory, fileSystem: fileSystem)
+        if alone { wake?.zero() }
         var opened: [SharedFileLock] = []
         do throws(LogError) {
             for (index, name) in [

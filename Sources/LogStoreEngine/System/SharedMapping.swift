@@ -23,6 +23,12 @@ public final class SharedMapping: @unchecked Sendable {
 
     deinit { _ = munmap(address, byteCount) }
 
+    /// Sets every byte to zero. Only while no other process can have the file mapped (the store
+    /// opened alone: `LOCK` held exclusively).
+    func zero() {
+        memset(address, 0, byteCount)
+    }
+
     /// The word at byte `offset` (a multiple of 4 inside the mapping).
     func word(at offset: Int) -> UnsafeMutablePointer<UInt32> {
         precondition(offset >= 0 && offset % 4 == 0 && offset + 4 <= byteCount)
