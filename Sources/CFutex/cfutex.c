@@ -18,6 +18,18 @@ uint32_t cfutex_add(uint32_t *word, uint32_t delta) {
     return __atomic_add_fetch(word, delta, __ATOMIC_SEQ_CST);
 }
 
+void cfutex_decrement_saturating(uint32_t *word) {
+    uint32_t value = __atomic_load_n(word, __ATOMIC_SEQ_CST);
+    // Bounded: each failed exchange means another thread changed the word meanwhile.
+    while (value != 0 &&
+           !__atomic_compare_exchange_n(word, &value, value - 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+    }
+}
+
+void cfutex_store(uint32_t *word, uint32_t value) {
+    __atomic_store_n(word, value, __ATOMIC_SEQ_CST);
+}
+
 int cfutex_wait(uint32_t *word, uint32_t expected, uint64_t timeout_nanoseconds) {
     struct timespec timeout;
 #if defined(__linux__)

@@ -26,6 +26,29 @@ import Testing
         try #require(JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any])
     }
 
+    /// An `await save()`, then — before it resumes — a synchronous save of a later change to the
+    /// same attribute: the file ends with the later value. (Each asynchronous save ran on a
+    /// `Thread` of its own, and the synchronous save usually took the file first.)
+    @available(macOS 26.0, *)
+    @MainActor @Test func savesAreWrittenInTheOrderTheyWereCalled() async throws {
+        func saveSynchronously(_ context: ModelContext) throws { try context.save() }
+        let directory = Directory()
+        let container = try open(directory.file)
+        let context = ModelContext(container)
+        let trip = Trip(name: "ordered", destination: "zero", startDate: day(1), endDate: day(2))
+        context.insert(trip)
+        try saveSynchronously(context)
+        for round in 0..<20 {
+            trip.destination = "async \(round)"
+            let first = Task.immediate { @MainActor in try await context.save() }
+            trip.destination = "sync \(round)"
+            try saveSynchronously(context)
+            try await first.value
+            let saved = try ModelContext(container).fetch(FetchDescriptor<Trip>()).first { $0.name == "ordered" }
+            #expect(saved?.destination == "sync \(round)")
+        }
+    }
+
     @Test func theFileIsOneJSONDocumentWithTheStoreIdentifierAndSnapshotsInInsertionOrder() throws {
         let directory = Directory()
         let container = try open(directory.file)

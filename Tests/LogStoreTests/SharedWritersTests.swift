@@ -521,6 +521,7 @@ import Testing
     /// a later change to the same attribute: the store must end with the later value. (With a
     /// thread per asynchronous save, the two could take the turn's mutex in either order; that
     /// race is not forced here — the test pins the order the save writer guarantees.)
+    @available(macOS 26.0, *)  // Task.immediate
     @MainActor @Test func savesOfOneProcessAreWrittenInTheOrderTheyWereCalled() async throws {
         /// The synchronous `save()` (in an `async` function the asynchronous one is chosen).
         func saveSynchronously(_ context: ModelContext) throws { try context.save() }
@@ -543,7 +544,7 @@ import Testing
         let deadline = Date().addingTimeInterval(20)
         // The writer idle first: the synchronous save above returns before its batch ends.
         // Bounded: 20 s; the writer is another thread.
-        while store.saveWriter.backlog != (0, 0) && Date() < deadline { usleep(1_000) }
+        while store.saveWriter.backlog.handedOver != 0 && Date() < deadline { usleep(1_000) }
         let first = Task.immediate { @MainActor in try await context.save() }
         while store.saveWriter.backlog.running == 0 && Date() < deadline { usleep(1_000) }
         #expect(store.saveWriter.backlog.running == 1)
@@ -551,9 +552,8 @@ import Testing
         // Released from another thread once the second save is handed over too (this one blocks
         // in it): queued behind the first, or in one batch with it.
         let releaser = Thread {
-            while store.saveWriter.backlog.queued + store.saveWriter.backlog.running < 2 && Date() < deadline {
-                usleep(1_000)
-            }
+            // One read of both counts (two reads could count a job moving from queued to running twice).
+            while store.saveWriter.backlog.handedOver < 2 && Date() < deadline { usleep(1_000) }
             try? turn.unlock()
         }
         releaser.start()
@@ -573,6 +573,7 @@ import Testing
     /// suspension: the write must be queued when it returns. (Before the fix the save first left
     /// the main actor for the cooperative pool, and queued its write from there: nothing was
     /// queued yet, and the synchronous save could be written first.)
+    @available(macOS 26.0, *)  // Task.immediate
     @MainActor @Test func anAsyncSaveIsQueuedBeforeItLeavesTheCallersActor() async throws {
         func saveSynchronously(_ context: ModelContext) throws { try context.save() }
         let temporary = TemporaryDirectory("writers")
@@ -590,23 +591,49 @@ import Testing
         let deadline = Date().addingTimeInterval(20)
         // The writer idle first: the synchronous save above returns before its batch ends.
         // Bounded: 20 s; the writer is another thread.
-        while store.saveWriter.backlog != (0, 0) && Date() < deadline { usleep(1_000) }
+        while store.saveWriter.backlog.handedOver != 0 && Date() < deadline { usleep(1_000) }
         trip.destination = "one"
         let first = Task.immediate { @MainActor in try await context.save() }
         let backlog = store.saveWriter.backlog
-        #expect(backlog.queued + backlog.running == 1, "the async save had not queued its write when it first suspended")
+        #expect(backlog.handedOver == 1, "the async save had not queued its write when it first suspended")
         trip.destination = "two"
         let releaser = Thread {
             // Both saves handed over (queued, or in one batch); bounded: 20 s.
-            while store.saveWriter.backlog.queued + store.saveWriter.backlog.running < 2 && Date() < deadline {
-                usleep(1_000)
-            }
+            // One read of both counts (two reads could count a job moving from queued to running twice).
+            while store.saveWriter.backlog.handedOver < 2 && Date() < deadline { usleep(1_000) }
             try? turn.unlock()
         }
         releaser.start()
         try saveSynchronously(context)
         try await first.value
         turn.close()
+        let saved = try ModelContext(container).fetch(FetchDescriptor<Trip>()).first { $0.name == "ordered" }
+        #expect(saved?.destination == "two")
+        try store.close()
+    }
+
+    /// The same guarantee in a store not shared by writers: its async save writes on the caller's
+    /// actor before it first suspends (it used to leave for the cooperative pool first, so a
+    /// synchronous save made meanwhile could be written before it).
+    @available(macOS 26.0, *)  // Task.immediate
+    @MainActor @Test func anAsyncSaveOfAStoreNotSharedWritesBeforeItLeavesTheCallersActor() async throws {
+        func saveSynchronously(_ context: ModelContext) throws { try context.save() }
+        let temporary = TemporaryDirectory("not-shared")
+        defer { temporary.remove() }
+        let container = try ModelContainer(
+            for: Trip.self, configurations: LogStoreConfiguration(directory: temporary.appending("Trips.store")))
+        let store = try #require(container.dataStore(as: LogStore.self))
+        let context = ModelContext(container)
+        let trip = Trip(name: "ordered", destination: "zero")
+        context.insert(trip)
+        try saveSynchronously(context)
+        let before = store.log.writtenEnd
+        trip.destination = "one"
+        let first = Task.immediate { @MainActor in try await context.save() }
+        #expect(store.log.writtenEnd > before, "the async save had not written when it first suspended")
+        trip.destination = "two"
+        try saveSynchronously(context)
+        try await first.value
         let saved = try ModelContext(container).fetch(FetchDescriptor<Trip>()).first { $0.name == "ordered" }
         #expect(saved?.destination == "two")
         try store.close()

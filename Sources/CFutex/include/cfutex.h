@@ -14,6 +14,13 @@ uint32_t cfutex_load(const uint32_t *word);
 /// Adds `delta` to `*word` (wrapping; sequentially consistent) and returns the new value.
 uint32_t cfutex_add(uint32_t *word, uint32_t delta);
 
+/// Subtracts 1 from `*word` unless it is 0 (sequentially consistent): a count zeroed under a
+/// thread that still had itself counted stays at 0 instead of wrapping.
+void cfutex_decrement_saturating(uint32_t *word);
+
+/// Sets `*word` (sequentially consistent).
+void cfutex_store(uint32_t *word, uint32_t value);
+
 /// Sleeps while `*word == expected`, for at most `timeout_nanoseconds`: returns at once when the
 /// word differs, on a wake-up, on a signal and at the timeout (all the same to the caller, who
 /// looks again), and then returns 0. Not a private futex: the word is in a mapping shared between

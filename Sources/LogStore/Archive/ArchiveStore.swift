@@ -39,6 +39,11 @@ public final class ArchiveStore: DataStore, Sendable {
     /// The file, through the configuration's file system.
     private var file: ArchiveFile { ArchiveFile(path: path, fileSystem: configuration.fileSystem) }
     private let saveLock: PathLock
+    /// Every save of this store, synchronous or not, in call order: a synchronous save runs here
+    /// too (waiting for the asynchronous saves called before it), and an asynchronous one is queued
+    /// here before its caller suspends — one `Thread` per asynchronous save let a later
+    /// synchronous save take the file first, and the older values won.
+    private let saves = DispatchQueue(label: "LogStore.ArchiveStore.saves")
 
     /// One lock per file path in the process, so two stores on one file do not interleave
     /// read-modify-write cycles. Entries are never removed (one per distinct path opened).
@@ -138,6 +143,24 @@ public final class ArchiveStore: DataStore, Sendable {
     public func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) throws -> DataStoreSaveChangesResult<
         DefaultSnapshot
     > {
+        try saves.sync { try saveNow(request) }
+    }
+
+    /// `save` on the queue of saves, off the caller's thread, so an `async` caller suspends
+    /// instead of blocking a thread of the cooperative pool through the `fsync`s (DECISIONS.md D2);
+    /// queued on the caller's actor before it suspends, so saves keep their call order.
+    public nonisolated(nonsending) func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) async throws
+        -> DataStoreSaveChangesResult<DefaultSnapshot>
+    {
+        try await withCheckedThrowingContinuation { continuation in
+            saves.async { continuation.resume(with: Result { try self.saveNow(request) }) }
+        }
+    }
+
+    /// One save, on the queue of saves.
+    private func saveNow(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) throws
+        -> DataStoreSaveChangesResult<DefaultSnapshot>
+    {
         try saveLock.mutex.withLock { _ throws -> DataStoreSaveChangesResult<DefaultSnapshot> in
             var state = try loadState()
             let resolution = try SaveResolver(
@@ -157,16 +180,6 @@ public final class ArchiveStore: DataStore, Sendable {
                     persistentIdentifier: identifier, values: values)
             }
             return result
-        }
-    }
-
-    /// `save` run on its own thread, so an `async` caller suspends instead of blocking a thread
-    /// of the cooperative pool through the `fsync`s (DECISIONS.md D2).
-    public func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) async throws
-        -> DataStoreSaveChangesResult<DefaultSnapshot>
-    {
-        try await withCheckedThrowingContinuation { continuation in
-            Thread { continuation.resume(with: Result { try self.save(request) }) }.start()
         }
     }
 

@@ -48,11 +48,14 @@ public protocol DataStore: AnyObject {
     /// contract) and says what it did.
     func save(_ request: DataStoreSaveChangesRequest<Snapshot>) throws -> DataStoreSaveChangesResult<Snapshot>
     /// `save` for `async` callers (``ModelContext/save()-6j8k0``): a store that waits for the disk
-    /// should suspend instead of blocking a thread of the cooperative pool. The default calls the
-    /// synchronous ``save(_:)``.
+    /// should suspend instead of blocking the caller while it waits.
     ///
-    /// `nonisolated(nonsending)`: it starts on the caller's actor, so a store can take the save's
-    /// place in line (``LogStore`` queues its write) before the caller's actor runs anything else.
+    /// `nonisolated(nonsending)`: it starts on the caller's actor, so a store takes the save's
+    /// place in line before the caller's actor runs anything else — and one context's saves are
+    /// applied in the order they were called (``LogStore`` writes, or queues its write, there;
+    /// ``ArchiveStore`` queues it). The default calls the synchronous ``save(_:)`` there, on the
+    /// caller's actor. A store that implements it `@concurrent` runs on the cooperative pool
+    /// instead, and a synchronous save called while it is suspended may then be applied first.
     nonisolated(nonsending) func save(_ request: DataStoreSaveChangesRequest<Snapshot>) async throws
         -> DataStoreSaveChangesResult<Snapshot>
     /// The snapshots of these models of `T` (those still stored, in the given order) and of every
@@ -77,8 +80,8 @@ extension DataStore {
         try fetch(request).fetchedSnapshots.map(\.persistentIdentifier)
     }
 
-    /// Calls the synchronous ``save(_:)`` (a store that waits for the disk should implement this
-    /// itself and suspend).
+    /// Calls the synchronous ``save(_:)`` on the caller's actor (a store that waits for the disk
+    /// should implement this itself and suspend while it waits).
     public nonisolated(nonsending) func save(_ request: DataStoreSaveChangesRequest<Snapshot>) async throws
         -> DataStoreSaveChangesResult<Snapshot>
     {

@@ -346,9 +346,9 @@ final class MigrationStagingStore: ModelStore {
         return result
     }
 
-    func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) async throws -> DataStoreSaveChangesResult<
-        DefaultSnapshot
-    > {
+    nonisolated(nonsending) func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) async throws
+        -> DataStoreSaveChangesResult<DefaultSnapshot>
+    {
         try saveNow(request)
     }
 

@@ -71,7 +71,9 @@ public final class Log: Sendable {
     }
 
     /// Suspends until an `fdatasync` covers everything up to `position`, without blocking a thread.
-    public func waitUntilDurable(_ position: LogPosition) async throws(LogError) {
+    /// `nonisolated(nonsending)`: it registers with the syncer on the caller's actor and resumes
+    /// there (no round trip through the cooperative pool).
+    public nonisolated(nonsending) func waitUntilDurable(_ position: LogPosition) async throws(LogError) {
         try await core.waitUntilDurableAsync(endOffset: position.endOffset)
     }
 

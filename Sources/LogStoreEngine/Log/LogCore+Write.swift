@@ -240,7 +240,7 @@ extension LogCore {
     }
 
     /// Phase two without blocking a thread: the syncer resumes the continuation.
-    func waitUntilDurableAsync(endOffset: UInt64) async throws(LogError) {
+    nonisolated(nonsending) func waitUntilDurableAsync(endOffset: UInt64) async throws(LogError) {
         let result = await withCheckedContinuation {
             (continuation: CheckedContinuation<Result<Void, LogError>, Never>) in
             conditionLock.lock()

@@ -23,10 +23,12 @@ public final class SharedMapping: @unchecked Sendable {
 
     deinit { _ = munmap(address, byteCount) }
 
-    /// Sets every byte to zero. Only while no other process can have the file mapped (the store
-    /// opened alone: `LOCK` held exclusively).
+    /// Sets every word to zero. Only when no other process is using the page (the store opened
+    /// alone: `LOCK` held exclusively; a process still closing may have a thread between its two
+    /// counts, which the saturating decrement absorbs).
     func zero() {
-        memset(address, 0, byteCount)
+        // Word by word, atomically: a process that was closing may still touch a word.
+        for offset in stride(from: 0, to: byteCount, by: 4) { cfutex_store(word(at: offset), 0) }
     }
 
     /// The word at byte `offset` (a multiple of 4 inside the mapping).
@@ -72,7 +74,9 @@ struct WakeChannel: Sendable {
         let sleepers = mapping.word(at: offset + 4)
         _ = cfutex_add(sleepers, 1)
         let failure = cfutex_wait(mapping.word(at: offset), observed, nanoseconds)
-        _ = cfutex_add(sleepers, UInt32.max)  // −1, wrapping
+        // Never below 0: the page may have been zeroed while this thread was counted (a process
+        // that opened the store alone while this one was closing).
+        cfutex_decrement_saturating(sleepers)
         return failure == 0
     }
 
