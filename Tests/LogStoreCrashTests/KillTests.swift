@@ -127,6 +127,9 @@ import Testing
         var reference: [String: Int64] = [:]
         var acknowledgedTokens: [UInt64: UInt32] = [:]  // history offset -> check, every round
         var seenHistory: Set<UInt64> = []
+        /// The store's history low-water mark L at the last reopen: it never moves back (two
+        /// writing children both write checkpoints that carry it).
+        var previousMark: UInt64 = 0
         var figures = Figures()
         var round = 0
         let started = Date()
@@ -140,6 +143,7 @@ import Testing
                 reference = [:]
                 acknowledgedTokens = [:]
                 seenHistory = []
+                previousMark = 0
             }
             let directory = temporary.path
             let mode = ["sync", "batched", "none"][Int.random(in: 0..<3, using: &random)]
@@ -228,6 +232,8 @@ import Testing
             // History: every acknowledged save after L, with its check; unacknowledged ones only
             // from saves in flight.
             let mark = store.historyLowWaterMark?.offset ?? 0
+            #expect(mark >= previousMark, "\(context): the low-water mark moved back from \(previousMark) to \(mark)")
+            previousMark = max(previousMark, mark)
             let history = try store.fetchHistory(HistoryDescriptor<DefaultHistoryTransaction>())
             let offsets = Dictionary(uniqueKeysWithValues: history.map { ($0.token.offset, $0.token.check) })
             for (offset, check) in acknowledgedTokens where offset > mark {
