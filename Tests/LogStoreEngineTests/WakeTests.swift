@@ -14,10 +14,16 @@ import Testing
     /// hand-over the tests accept, so only the release's wake-up can end the wait in time.
     static let longSleep: UInt64 = 20_000_000_000
 
-    @Test func aReleaseWakesTheOtherProcessSleepingForTheLock() throws {
-        let temporary = TemporaryDirectory("wake")
-        defer { temporary.remove() }
+    /// A fresh directory, created (the lock files go straight into it).
+    static func directory(_ label: String) throws -> TemporaryDirectory {
+        let temporary = TemporaryDirectory(label)
         try FileManager.default.createDirectory(atPath: temporary.path, withIntermediateDirectories: false)
+        return temporary
+    }
+
+    @Test func aReleaseWakesTheOtherProcessSleepingForTheLock() throws {
+        let temporary = try Self.directory("wake")
+        defer { temporary.remove() }
         let holder = try SharedWriters.open(directory: temporary.path, fileSystem: PosixFileSystem(), wakeSleepNanosecondsMax: Self.longSleep)
         let waiter = try SharedWriters.open(directory: temporary.path, fileSystem: PosixFileSystem(), wakeSleepNanosecondsMax: Self.longSleep)
         defer {
@@ -54,9 +60,8 @@ import Testing
     /// Closing the store wakes its own thread asleep for a lock: it throws `closed` at once
     /// rather than after its sleep.
     @Test func closingWakesThisProcesssSleeperWhichThrowsClosed() throws {
-        let temporary = TemporaryDirectory("wake-close")
+        let temporary = try Self.directory("wake-close")
         defer { temporary.remove() }
-        try FileManager.default.createDirectory(atPath: temporary.path, withIntermediateDirectories: false)
         let holder = try SharedWriters.open(directory: temporary.path, fileSystem: PosixFileSystem())
         defer { holder.close() }
         let waiter = try SharedWriters.open(directory: temporary.path, fileSystem: PosixFileSystem(), wakeSleepNanosecondsMax: Self.longSleep)
@@ -106,9 +111,8 @@ import Testing
     /// A holder that releases without waking anyone — killed (the kernel drops its `flock`), or a
     /// build without `WAKE` — only delays the waiter by its bounded sleep.
     @Test func aReleaseWithoutAWakeUpIsSeenAfterTheBoundedSleep() throws {
-        let temporary = TemporaryDirectory("wake-silent")
+        let temporary = try Self.directory("wake-silent")
         defer { temporary.remove() }
-        try FileManager.default.createDirectory(atPath: temporary.path, withIntermediateDirectories: false)
         let waiter = try SharedWriters.open(directory: temporary.path, fileSystem: PosixFileSystem(), wakeSleepNanosecondsMax: 20_000_000)
         defer { waiter.close() }
         #expect(waiter.sync.wake != nil)
@@ -136,9 +140,8 @@ import Testing
     /// The file: one page, the store's file mode, a control file `verify` knows; and when
     /// something else has the name (a directory here), waiters retry on a timer and nothing fails.
     @Test func wakeIsOnePageOfTheStoresModeAndOptional() throws {
-        let temporary = TemporaryDirectory("wake-file")
+        let temporary = try Self.directory("wake-file")
         defer { temporary.remove() }
-        try FileManager.default.createDirectory(atPath: temporary.path, withIntermediateDirectories: false)
         let writers = try SharedWriters.open(directory: temporary.path, fileSystem: PosixFileSystem())
         let path = LogFileNames.join(temporary.path, FormatConstants.wakeFileName)
         let attributes = try FileManager.default.attributesOfItem(atPath: path)
@@ -147,9 +150,8 @@ import Testing
         #expect(FormatConstants.controlFileNames.contains(FormatConstants.wakeFileName))
         writers.close()
 
-        let other = TemporaryDirectory("wake-taken")
+        let other = try Self.directory("wake-taken")
         defer { other.remove() }
-        try FileManager.default.createDirectory(atPath: other.path, withIntermediateDirectories: false)
         try FileManager.default.createDirectory(
             atPath: LogFileNames.join(other.path, FormatConstants.wakeFileName), withIntermediateDirectories: false)
         let polling = try SharedWriters.open(directory: other.path, fileSystem: PosixFileSystem())
@@ -159,9 +161,8 @@ import Testing
         polling.turn.release()
 
         // A second name of another file is not mapped (its first page would be changed).
-        let linked = TemporaryDirectory("wake-linked")
+        let linked = try Self.directory("wake-linked")
         defer { linked.remove() }
-        try FileManager.default.createDirectory(atPath: linked.path, withIntermediateDirectories: false)
         let segment = LogFileNames.join(linked.path, "someone-elses-file")
         try Data(repeating: 7, count: 10).write(to: URL(fileURLWithPath: segment))
         try FileManager.default.linkItem(atPath: segment, toPath: LogFileNames.join(linked.path, FormatConstants.wakeFileName))
@@ -171,9 +172,8 @@ import Testing
         #expect(try Data(contentsOf: URL(fileURLWithPath: segment)) == Data(repeating: 7, count: 10))
 
         // A short file with anything in it is grown to one page and works.
-        let short = TemporaryDirectory("wake-short")
+        let short = try Self.directory("wake-short")
         defer { short.remove() }
-        try FileManager.default.createDirectory(atPath: short.path, withIntermediateDirectories: false)
         try Data(repeating: 0xFF, count: 100).write(to: URL(fileURLWithPath: LogFileNames.join(short.path, FormatConstants.wakeFileName)))
         let grown = try SharedWriters.open(directory: short.path, fileSystem: PosixFileSystem())
         defer { grown.close() }

@@ -516,6 +516,70 @@ import Testing
         turn.close()
     }
 
+    /// One trip saved as "zero" through a main-actor context; for a store shared by writers,
+    /// `TURN` then held by this test (the save writer keeps the next write until it is released)
+    /// and the writer idle (a synchronous save returns before its batch ends). The call-order
+    /// tests below change the trip twice — an async save, then a synchronous one — and check the
+    /// later value wins.
+    @MainActor final class OrderedSaves {
+        let temporary: TemporaryDirectory
+        let container: ModelContainer
+        let store: LogStore
+        let context: ModelContext
+        let trip = Trip(name: "ordered", destination: "zero")
+        /// `TURN`, held by the test (shared stores only).
+        let turn: (any LogStoreEngine.FileHandle)?
+        /// Every wait of the test ends by then.
+        let deadline = Date().addingTimeInterval(20)
+
+        init(shared: Bool) throws {
+            temporary = TemporaryDirectory(shared ? "writers" : "not-shared")
+            let directory = temporary.appending("Trips.store")
+            container = try ModelContainer(
+                for: Trip.self,
+                configurations: shared ? SharedWritersTests.configuration(directory) : LogStoreConfiguration(directory: directory))
+            store = try #require(container.dataStore(as: LogStore.self))
+            context = ModelContext(container)
+            context.insert(trip)
+            try context.save()  // synchronous: an initializer is not async
+            guard shared else {
+                turn = nil
+                return
+            }
+            let turn = try PosixFileSystem().openFile(directory + "/" + FormatConstants.turnLockFileName, mode: .createOrOpen)
+            self.turn = turn
+            #expect(try SharedWritersTests.lockExclusively(turn))
+            // Bounded: 20 s; the writer is another thread.
+            while store.saveWriter.backlog.handedOver != 0 && Date() < deadline { usleep(1_000) }
+        }
+
+        /// The synchronous `save()` (in an `async` function the asynchronous one is chosen).
+        func saveSynchronously() throws { try context.save() }
+
+        /// Releases `TURN` from another thread once both saves are handed over to the save writer
+        /// (queued, or in one batch): the synchronous save blocks this thread meanwhile.
+        func releaseTurnOnceBothSavesAreHandedOver() {
+            let (store, turn, deadline) = (store, turn, deadline)
+            Thread {
+                // One read of both counts (two reads could count a job moving from queued to
+                // running twice); bounded: 20 s.
+                while store.saveWriter.backlog.handedOver < 2 && Date() < deadline { usleep(1_000) }
+                try? turn?.unlock()
+            }.start()
+        }
+
+        /// The trip's destination as stored, read through a new context.
+        func savedDestination() throws -> String? {
+            try ModelContext(container).fetch(FetchDescriptor<Trip>()).first { $0.name == "ordered" }?.destination
+        }
+
+        func close() throws {
+            turn?.close()
+            try store.close()
+            temporary.remove()
+        }
+    }
+
     /// Review of 59576e3: one process's saves are written in the order they were called. An
     /// `await save()` whose write waits for the turn (held elsewhere), then a synchronous save of
     /// a later change to the same attribute: the store must end with the later value. (With a
@@ -523,48 +587,23 @@ import Testing
     /// race is not forced here — the test pins the order the save writer guarantees.)
     @available(macOS 26.0, *)  // Task.immediate
     @MainActor @Test func savesOfOneProcessAreWrittenInTheOrderTheyWereCalled() async throws {
-        /// The synchronous `save()` (in an `async` function the asynchronous one is chosen).
-        func saveSynchronously(_ context: ModelContext) throws { try context.save() }
-        let temporary = TemporaryDirectory("writers")
-        defer { temporary.remove() }
-        let directory = temporary.appending("Trips.store")
-        let container = try ModelContainer(for: Trip.self, configurations: Self.configuration(directory))
-        let store = try #require(container.dataStore(as: LogStore.self))
-        let context = ModelContext(container)
-        let trip = Trip(name: "ordered", destination: "zero")
-        context.insert(trip)
-        try saveSynchronously(context)
-        let turn = try PosixFileSystem().openFile(directory + "/" + FormatConstants.turnLockFileName, mode: .createOrOpen)
-        #expect(try Self.lockExclusively(turn))
-        trip.destination = "one"
+        let saves = try OrderedSaves(shared: true)
+        saves.trip.destination = "one"
         // The first save queues its write before it first suspends (`Task.immediate` runs it on
-        // this actor until then); the writer then waits for the turn. (A `Task` that this loop
+        // this actor until then); the writer then waits for the turn. (A `Task` that this test
         // waited for with `Task.yield()` was left unrun for 20 s under TSan beside another
         // main-actor test.)
-        let deadline = Date().addingTimeInterval(20)
-        // The writer idle first: the synchronous save above returns before its batch ends.
-        // Bounded: 20 s; the writer is another thread.
-        while store.saveWriter.backlog.handedOver != 0 && Date() < deadline { usleep(1_000) }
-        let first = Task.immediate { @MainActor in try await context.save() }
-        while store.saveWriter.backlog.running == 0 && Date() < deadline { usleep(1_000) }
-        #expect(store.saveWriter.backlog.running == 1)
-        trip.destination = "two"
-        // Released from another thread once the second save is handed over too (this one blocks
-        // in it): queued behind the first, or in one batch with it.
-        let releaser = Thread {
-            // One read of both counts (two reads could count a job moving from queued to running twice).
-            while store.saveWriter.backlog.handedOver < 2 && Date() < deadline { usleep(1_000) }
-            try? turn.unlock()
-        }
-        releaser.start()
-        try saveSynchronously(context)
+        let first = Task.immediate { @MainActor in try await saves.context.save() }
+        while saves.store.saveWriter.backlog.running == 0 && Date() < saves.deadline { usleep(1_000) }
+        #expect(saves.store.saveWriter.backlog.running == 1)
+        saves.trip.destination = "two"
+        saves.releaseTurnOnceBothSavesAreHandedOver()
+        try saves.saveSynchronously()
         try await first.value
-        turn.close()
-        let saved = try ModelContext(container).fetch(FetchDescriptor<Trip>()).first { $0.name == "ordered" }
-        #expect(saved?.destination == "two")
-        let history = try ModelContext(container).fetchHistory(HistoryDescriptor<DefaultHistoryTransaction>())
+        #expect(try saves.savedDestination() == "two")
+        let history = try ModelContext(saves.container).fetchHistory(HistoryDescriptor<DefaultHistoryTransaction>())
         #expect(history.count == 3)
-        try store.close()
+        try saves.close()
     }
 
     /// `await context.save()` on the main actor queues its write before it first suspends, so
@@ -575,41 +614,17 @@ import Testing
     /// queued yet, and the synchronous save could be written first.)
     @available(macOS 26.0, *)  // Task.immediate
     @MainActor @Test func anAsyncSaveIsQueuedBeforeItLeavesTheCallersActor() async throws {
-        func saveSynchronously(_ context: ModelContext) throws { try context.save() }
-        let temporary = TemporaryDirectory("writers")
-        defer { temporary.remove() }
-        let directory = temporary.appending("Trips.store")
-        let container = try ModelContainer(for: Trip.self, configurations: Self.configuration(directory))
-        let store = try #require(container.dataStore(as: LogStore.self))
-        let context = ModelContext(container)
-        let trip = Trip(name: "ordered", destination: "zero")
-        context.insert(trip)
-        try saveSynchronously(context)
-        // The turn held elsewhere: the save writer keeps the first write until it is released.
-        let turn = try PosixFileSystem().openFile(directory + "/" + FormatConstants.turnLockFileName, mode: .createOrOpen)
-        #expect(try Self.lockExclusively(turn))
-        let deadline = Date().addingTimeInterval(20)
-        // The writer idle first: the synchronous save above returns before its batch ends.
-        // Bounded: 20 s; the writer is another thread.
-        while store.saveWriter.backlog.handedOver != 0 && Date() < deadline { usleep(1_000) }
-        trip.destination = "one"
-        let first = Task.immediate { @MainActor in try await context.save() }
-        let backlog = store.saveWriter.backlog
+        let saves = try OrderedSaves(shared: true)
+        saves.trip.destination = "one"
+        let first = Task.immediate { @MainActor in try await saves.context.save() }
+        let backlog = saves.store.saveWriter.backlog
         #expect(backlog.handedOver == 1, "the async save had not queued its write when it first suspended")
-        trip.destination = "two"
-        let releaser = Thread {
-            // Both saves handed over (queued, or in one batch); bounded: 20 s.
-            // One read of both counts (two reads could count a job moving from queued to running twice).
-            while store.saveWriter.backlog.handedOver < 2 && Date() < deadline { usleep(1_000) }
-            try? turn.unlock()
-        }
-        releaser.start()
-        try saveSynchronously(context)
+        saves.trip.destination = "two"
+        saves.releaseTurnOnceBothSavesAreHandedOver()
+        try saves.saveSynchronously()
         try await first.value
-        turn.close()
-        let saved = try ModelContext(container).fetch(FetchDescriptor<Trip>()).first { $0.name == "ordered" }
-        #expect(saved?.destination == "two")
-        try store.close()
+        #expect(try saves.savedDestination() == "two")
+        try saves.close()
     }
 
     /// The same guarantee in a store not shared by writers: its async save writes on the caller's
@@ -617,26 +632,16 @@ import Testing
     /// synchronous save made meanwhile could be written before it).
     @available(macOS 26.0, *)  // Task.immediate
     @MainActor @Test func anAsyncSaveOfAStoreNotSharedWritesBeforeItLeavesTheCallersActor() async throws {
-        func saveSynchronously(_ context: ModelContext) throws { try context.save() }
-        let temporary = TemporaryDirectory("not-shared")
-        defer { temporary.remove() }
-        let container = try ModelContainer(
-            for: Trip.self, configurations: LogStoreConfiguration(directory: temporary.appending("Trips.store")))
-        let store = try #require(container.dataStore(as: LogStore.self))
-        let context = ModelContext(container)
-        let trip = Trip(name: "ordered", destination: "zero")
-        context.insert(trip)
-        try saveSynchronously(context)
-        let before = store.log.writtenEnd
-        trip.destination = "one"
-        let first = Task.immediate { @MainActor in try await context.save() }
-        #expect(store.log.writtenEnd > before, "the async save had not written when it first suspended")
-        trip.destination = "two"
-        try saveSynchronously(context)
+        let saves = try OrderedSaves(shared: false)
+        let before = saves.store.log.writtenEnd
+        saves.trip.destination = "one"
+        let first = Task.immediate { @MainActor in try await saves.context.save() }
+        #expect(saves.store.log.writtenEnd > before, "the async save had not written when it first suspended")
+        saves.trip.destination = "two"
+        try saves.saveSynchronously()
         try await first.value
-        let saved = try ModelContext(container).fetch(FetchDescriptor<Trip>()).first { $0.name == "ordered" }
-        #expect(saved?.destination == "two")
-        try store.close()
+        #expect(try saves.savedDestination() == "two")
+        try saves.close()
     }
 
     /// The turn is to writes what group commit is to `fdatasync`: the saves queued while the
