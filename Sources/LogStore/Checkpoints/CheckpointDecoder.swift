@@ -103,7 +103,7 @@ struct CheckpointDecoder {
             var rows = entities.removeValue(forKey: entityName) ?? [:]
             defer { entities[entityName] = rows }
             for index in 0..<entryCount {
-                let primaryKey = UUID(bytes: try reader.readBytes(16))
+                let primaryKey = try reader.readUUID()
                 let sequence = try reader.readVarint()
                 guard sequence < sequenceEnd else {
                     throw .malformed("row sequence \(sequence) is not below the sequence end \(sequenceEnd)")

@@ -76,7 +76,20 @@ public enum _DecoderFuzzing {
         let payload = Array(bytes[(2 + tableByteCount)...])
         _ = try? TransactionRecord.decodePrefix(payload)
         _ = try? TransactionRecord.authorBytes(payload)
-        _ = try? TransactionRecord.decode(payload, table: table, storeIdentifier: storeID.uuidString)
+        let decoder = TransactionRecord.Decoder(table: table, storeIdentifier: storeID.uuidString)
+        let decoded = try? decoder.decode(payload)
+        // Replay's path reads the same grammar: what decodes folds to the same state.
+        var folded = FoldState()
+        var scratch: [(name: String, value: AttributeValue)] = []
+        let timestamp = try? decoder.fold(payload, into: &folded, scratch: &scratch)
+        if let decoded {
+            var applied = FoldState()
+            for change in decoded.changes { applied.apply(change) }
+            precondition(
+                timestamp == decoded.timestampMicroseconds && folded.entities == applied.entities
+                    && folded.sequenceEnd == applied.sequenceEnd,
+                "fold and decode disagree")
+        }
     }
 
     private static func runCheckpoint(_ bytes: [UInt8]) {

@@ -64,7 +64,7 @@ enum ValueCodec {
         case 5: return .string(try readString(&reader))
         case 6: return .data(Data(try reader.readLengthPrefixed()))
         case 7: return .date(Date(timeIntervalSinceReferenceDate: Double(bitPattern: try reader.read())))
-        case 8: return .uuid(UUID(bytes: try reader.readBytes(16)))
+        case 8: return .uuid(try reader.readUUID())
         case 9:
             let entityID = UInt32(truncatingIfNeeded: try reader.readVarint())
             guard let entityName = entityNames[entityID] else {
@@ -73,7 +73,7 @@ enum ValueCodec {
             return .reference(
                 .permanent(
                     for: storeIdentifier, entityName: entityName,
-                    primaryKey: UUID(bytes: try reader.readBytes(16))))
+                    primaryKey: try reader.readUUID()))
         case 10:
             let count = try reader.readVarint()
             // Every element takes at least one byte: a count beyond what is left is malformed.
@@ -90,7 +90,8 @@ enum ValueCodec {
     }
 
     static func readString(_ reader: inout ByteReader) throws(ByteReaderError) -> String {
-        let bytes = try reader.readLengthPrefixed()
+        // Read in place: no array per string (it was an allocation and a free per value).
+        let bytes = try reader.readLengthPrefixedInPlace()
         // ASCII (nearly every stored string) is valid UTF-8 as it stands: decode it without the
         // validating initializer, which is not specialised here and looked up generic metadata on
         // every call (8 % of a replay). Anything else is validated.

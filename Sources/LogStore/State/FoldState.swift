@@ -43,17 +43,37 @@ struct FoldState: Sendable {
     mutating func apply(_ change: ResolvedChange) {
         switch change {
         case .insert(let identifier, let values):
-            entities[identifier.entityName, default: EntityRows()].append(
-                identifier.primaryKey,
-                Row(sequence: nextSequence, values: values))
-            nextSequence += 1
+            insert(entityName: identifier.entityName, primaryKey: identifier.primaryKey, values: values)
         case .update(let identifier, let values):
-            entities[identifier.entityName]?.update(identifier.primaryKey) { row in
-                for (name, value) in values { row.values[name] = value }
-            }
+            update(entityName: identifier.entityName, primaryKey: identifier.primaryKey, values: values)
         case .delete(let identifier, _):
-            entities[identifier.entityName]?.remove(identifier.primaryKey)
+            delete(entityName: identifier.entityName, primaryKey: identifier.primaryKey)
         }
+    }
+
+    /// A new model (an existing one with its key is replaced and moves to the end).
+    mutating func insert(entityName: String, primaryKey: UUID, values: [String: AttributeValue]) {
+        entities[entityName, default: EntityRows()].append(primaryKey, Row(sequence: nextSequence, values: values))
+        nextSequence += 1
+    }
+
+    /// Changed values of a model (nothing if it is missing); later values of one name win.
+    mutating func update(
+        entityName: String, primaryKey: UUID, values: ArraySlice<(name: String, value: AttributeValue)>
+    ) {
+        entities[entityName]?.update(primaryKey) { row in
+            for (name, value) in values { row.values[name] = value }
+        }
+    }
+
+    mutating func update(entityName: String, primaryKey: UUID, values: [String: AttributeValue]) {
+        entities[entityName]?.update(primaryKey) { row in
+            for (name, value) in values { row.values[name] = value }
+        }
+    }
+
+    mutating func delete(entityName: String, primaryKey: UUID) {
+        entities[entityName]?.remove(primaryKey)
     }
 
     var sequenceEnd: UInt64 { nextSequence }

@@ -28,6 +28,8 @@ struct Replay {
         /// A schema record that takes effect only with the transaction record right after it
         /// (a custom migration stage's `didMigrate`); void if anything else follows.
         var pendingMigration: SchemaMigration?
+        /// The decoder's buffer for a change's values, reused from record to record.
+        var scratch: [(name: String, value: AttributeValue)] = []
 
         init() {}
 
@@ -103,16 +105,17 @@ struct Replay {
                 Self.apply(pending, to: &result)
                 decoder = TransactionRecord.Decoder(table: result.table, storeIdentifier: storeIdentifier)
             }
-            let transaction: TransactionRecord
+            // Folded as it is decoded; a record that turns out malformed throws with part of it
+            // applied, and the caller discards the result.
+            let timestamp: Int64
             do {
-                transaction = try decoder.decode(record.payload)
+                timestamp = try decoder.fold(record.payload, into: &result.state, scratch: &result.scratch)
             } catch {
                 throw .corruptRecord(offset: record.offset, reason: "transaction record: \(error)")
             }
-            for change in transaction.changes { result.state.apply(change) }
             result.lastToken = DefaultHistoryToken(
                 storeIdentifier: log.storeID, offset: record.offset, check: record.payloadCRC)
-            result.lastTimestampMicroseconds = max(result.lastTimestampMicroseconds, transaction.timestampMicroseconds)
+            result.lastTimestampMicroseconds = max(result.lastTimestampMicroseconds, timestamp)
             result.transactionCount += 1
         case .bookmark:
             result.pendingMigration = nil

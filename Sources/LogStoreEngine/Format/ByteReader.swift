@@ -1,3 +1,5 @@
+import Foundation
+
 /// Reads little-endian integers, varints and length-prefixed bytes from a buffer, checking every
 /// length against what is left before reading it.
 public struct ByteReader {
@@ -70,6 +72,29 @@ public struct ByteReader {
             throw .truncated(needed: Int(clamping: count), available: remainingByteCount)
         }
         return try readBytes(Int(count))
+    }
+
+    /// Like ``readLengthPrefixed()``, without copying: the bytes where they are in the buffer,
+    /// valid only while it is (inside the ``read(_:_:)`` body). A replay reads millions of
+    /// strings; copying each into an array first was an allocation and a free per string.
+    public mutating func readLengthPrefixedInPlace() throws(ByteReaderError) -> UnsafeRawBufferPointer {
+        let count = try readVarint()
+        guard count <= UInt64(remainingByteCount) else {
+            throw .truncated(needed: Int(clamping: count), available: remainingByteCount)
+        }
+        defer { position += Int(count) }
+        return UnsafeRawBufferPointer(rebasing: bytes[position..<(position + Int(count))])
+    }
+
+    /// 16 bytes in RFC 4122 order as a UUID, without the array ``readBytes(_:)`` makes.
+    public mutating func readUUID() throws(ByteReaderError) -> UUID {
+        try require(16)
+        var value: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &value) { target in
+            target.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[position..<(position + 16)]))
+        }
+        position += 16
+        return UUID(uuid: value)
     }
 
     private func require(_ count: Int) throws(ByteReaderError) {

@@ -1,0 +1,131 @@
+import Foundation
+import LogStoreEngine
+import Testing
+
+@testable import LogStore
+
+/// Replay folds a transaction record as it decodes it (`TransactionRecord.Decoder.fold`), without
+/// making the record's changes; history and the writers' catch-up decode it (`decode`). The two
+/// read one grammar and must agree: the same state from the same record, and a refusal of the same
+/// malformed records.
+@Suite struct TransactionFoldTests {
+    static let oldSchema = Schema([
+        Schema.Entity(
+            "Trip",
+            attributes: [
+                .init("name", .string), .init("rating", .int, isOptional: true),
+                .init("old", .string, isOptional: true),
+            ]),
+        Schema.Entity("Bin", attributes: [.init("label", .string)]),
+    ])
+    /// `old` and `Bin` removed: records written before still read, without them.
+    static let newSchema = Schema([
+        Schema.Entity(
+            "Trip", attributes: [.init("name", .string), .init("rating", .int, isOptional: true)])
+    ])
+
+    static let store = UUID().uuidString
+    static func trip(_ key: UInt8) -> PersistentIdentifier {
+        .permanent(for: store, entityName: "Trip", primaryKey: UUID(uuid: (key, 0, 0, 0, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0, 0, 0)))
+    }
+
+    /// A record with every kind of change, repeated values, a change of an entity removed since
+    /// and a value of an attribute removed since (when read with the new table).
+    static func record(table: SchemaTable) -> [UInt8] {
+        let bin = PersistentIdentifier.permanent(for: store, entityName: "Bin", primaryKey: UUID())
+        return TransactionRecord(
+            schemaVersion: table.version, author: "widget", timestampMicroseconds: 1_234_567,
+            processIdentifier: "host:42:session", changes: [
+                .insert(trip(1), ["name": .string("Paris"), "rating": .int(4), "old": .string("x")]),
+                .insert(trip(2), ["name": .string("Rome")]),
+                .insert(bin, ["label": .string("b")]),
+                .update(trip(1), ["rating": .int(5), "old": .null]),
+                .update(trip(9), ["name": .string("nobody")]),
+                .delete(trip(2), tombstone: ["name": .string("Rome")]),
+                .insert(trip(3), ["name": .string("Oslo"), "rating": .null]),
+                .update(trip(1), ["name": .string("Paris, again")]),
+                .delete(bin, tombstone: [:]),
+            ]
+        ).encoded(table: table)
+    }
+
+    static func tables() throws -> (old: SchemaTable, new: SchemaTable) {
+        let old = try #require(try SchemaTable().extended(toCover: oldSchema)).table
+        let new = try #require(
+            try old.migrated(to: newSchema, versionIdentifier: nil, allowsRemovals: true)).table
+        return (old, new)
+    }
+
+    static func decodedThenApplied(_ bytes: [UInt8], table: SchemaTable, to state: FoldState) throws -> FoldState {
+        var state = state
+        let record = try TransactionRecord.Decoder(table: table, storeIdentifier: store).decode(bytes)
+        for change in record.changes { state.apply(change) }
+        return state
+    }
+
+    static func folded(_ bytes: [UInt8], table: SchemaTable, to state: FoldState) throws -> (FoldState, Int64) {
+        var state = state
+        var scratch: [(name: String, value: AttributeValue)] = []
+        let timestamp = try TransactionRecord.Decoder(table: table, storeIdentifier: store)
+            .fold(bytes, into: &state, scratch: &scratch)
+        return (state, timestamp)
+    }
+
+    static func same(_ lhs: FoldState, _ rhs: FoldState) -> Bool {
+        lhs.entities == rhs.entities && lhs.sequenceEnd == rhs.sequenceEnd
+    }
+
+    @Test("folding a record gives the state its decoded changes give, with either table")
+    func foldEqualsDecodeThenApply() throws {
+        let (old, new) = try Self.tables()
+        let bytes = Self.record(table: old)
+        var start = FoldState()
+        start.apply(.insert(Self.trip(7), ["name": .string("before")]))
+        for table in [old, new] {
+            let expected = try Self.decodedThenApplied(bytes, table: table, to: start)
+            let (folded, timestamp) = try Self.folded(bytes, table: table, to: start)
+            #expect(Self.same(folded, expected))
+            #expect(timestamp == 1_234_567)
+        }
+        // What the new table leaves out is really left out, and the rest is there.
+        let (folded, _) = try Self.folded(bytes, table: new, to: start)
+        #expect(folded.count(of: "Bin") == 0)
+        #expect(folded.row(Self.trip(1))?.values == ["name": .string("Paris, again"), "rating": .int(5)])
+        #expect(folded.row(Self.trip(2)) == nil)
+        #expect(folded.row(Self.trip(3))?.values == ["name": .string("Oslo"), "rating": .null])
+        #expect(folded.rows(of: "Trip").map(\.0) == [Self.trip(7), Self.trip(1), Self.trip(3)].map(\.primaryKey))
+    }
+
+    @Test("a record cut short anywhere, or with a byte changed, is refused by both or read alike")
+    func malformedRecordsAreRefusedByBoth() throws {
+        let (old, _) = try Self.tables()
+        let bytes = Self.record(table: old)
+        for length in 0..<bytes.count {
+            let cut = Array(bytes[..<length])
+            #expect(throws: ByteReaderError.self) { try Self.decodedThenApplied(cut, table: old, to: FoldState()) }
+            #expect(throws: ByteReaderError.self) { try Self.folded(cut, table: old, to: FoldState()) }
+        }
+        var refusedByBoth = 0
+        for position in bytes.indices {
+            for flip: UInt8 in [0x01, 0x80, 0xFF] {
+                var changed = bytes
+                changed[position] ^= flip
+                let decoded = try? Self.decodedThenApplied(changed, table: old, to: FoldState())
+                let folded = try? Self.folded(changed, table: old, to: FoldState()).0
+                switch (decoded, folded) {
+                case (let decoded?, let folded?): #expect(Self.same(decoded, folded), "byte \(position) ^ \(flip)")
+                case (nil, nil): refusedByBoth += 1
+                case (nil, _?):
+                    // Only the process identifier is read by `decode` and skipped by `fold` (its
+                    // bytes are not checked to be UTF-8 there: replay does not use it).
+                    let processStart = 1 + 1 + 1 + 1 + "widget".utf8.count + 8
+                    #expect(
+                        (processStart + 1..<processStart + 1 + "host:42:session".utf8.count).contains(position),
+                        "fold accepted what decode refused: byte \(position) ^ \(flip)")
+                case (_?, nil): Issue.record("fold refused what decode read: byte \(position) ^ \(flip)")
+                }
+            }
+        }
+        #expect(refusedByBoth > 0)
+    }
+}
