@@ -144,11 +144,13 @@ struct TransactionRecord: Sendable, Equatable {
             lookups = Lookups(table: table, storeIdentifier: storeIdentifier)
         }
 
-        func decode(_ bytes: [UInt8]) throws(ByteReaderError) -> TransactionRecord {
+        /// The record; without `readsProcessIdentifier` its process identifier is left empty
+        /// (and not checked to be UTF-8): the writers' catch-up has no use for it.
+        func decode(_ bytes: [UInt8], readsProcessIdentifier: Bool = true) throws(ByteReaderError) -> TransactionRecord {
             let storeIdentifier = lookups.storeIdentifier
             var changes: [ResolvedChange] = []
             var scratch: [(name: String, value: AttributeValue)] = []
-            let header = try walk(bytes, readsProcessIdentifier: true, scratch: &scratch) {
+            let header = try walk(bytes, readsProcessIdentifier: readsProcessIdentifier, scratch: &scratch) {
                 count throws(ByteReaderError) in changes.reserveCapacity(count)
             } change: { kind, entityName, primaryKey, values throws(ByteReaderError) in
                 let identifier = PersistentIdentifier.permanent(

@@ -26,7 +26,7 @@ extension LogStore {
                 switch record.type {
                 case .transaction:
                     let transaction: TransactionRecord
-                    do { transaction = try decoder.decode(record.payload) } catch {
+                    do { transaction = try decoder.decode(record.payload, readsProcessIdentifier: false) } catch {
                         throw LogStoreError.corruptRecord(offset: record.offset, reason: "transaction record: \(error)")
                     }
                     for change in transaction.changes {
