@@ -18,7 +18,7 @@ struct HistoryQuery: Sendable {
         /// `matches` on the author's stored UTF-8 bytes: equal bytes are equal strings, and two
         /// different ASCII strings are different; anything else is compared as Swift Strings
         /// (canonical equivalence: "é" == "e\u{301}").
-        func matches(authorBytes: [UInt8]?) -> Bool {
+        func matches(authorBytes: UnsafeRawBufferPointer?) -> Bool {
             let operand: String?
             switch self {
             case .equals(let expected), .notEquals(let expected): operand = expected

@@ -116,11 +116,15 @@ struct HistoryReader {
             guard record.type == .transaction else { continue }
             guard query.matchesTokenBounds(offset: record.offset) else { continue }
             if !query.authorTests.isEmpty {
-                let author: [UInt8]?
-                do { author = try TransactionRecord.authorBytes(record.payload) } catch {
+                let matches: Bool
+                do {
+                    matches = try TransactionRecord.withAuthorBytes(record.payload) { author in
+                        query.authorTests.allSatisfy { $0.matches(authorBytes: author) }
+                    }
+                } catch {
                     throw LogStoreError.corruptRecord(offset: record.offset, reason: "transaction record: \(error)")
                 }
-                guard query.authorTests.allSatisfy({ $0.matches(authorBytes: author) }) else { continue }
+                guard matches else { continue }
             }
             let transaction = make(try decode(record))
             if query.needsEvaluation, let predicate = descriptor.predicate, try !predicate.evaluate(transaction) {

@@ -75,7 +75,7 @@ public enum _DecoderFuzzing {
         else { return }
         let payload = Array(bytes[(2 + tableByteCount)...])
         _ = try? TransactionRecord.decodePrefix(payload)
-        _ = try? TransactionRecord.authorBytes(payload)
+        _ = try? TransactionRecord.withAuthorBytes(payload) { $0.map { Array($0) } }
         let decoder = TransactionRecord.Decoder(table: table, storeIdentifier: storeID.uuidString)
         let decoded = try? decoder.decode(payload)
         // Replay's path reads the same grammar: what decodes folds to the same state.

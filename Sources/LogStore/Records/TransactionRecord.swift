@@ -61,13 +61,16 @@ struct TransactionRecord: Sendable, Equatable {
         return (prefix.author, prefix.timestampMicroseconds)
     }
 
-    /// Whether the payload names an author, and the author's UTF-8 bytes (without making a
-    /// String: a history author filter compares bytes first).
-    static func authorBytes(_ bytes: [UInt8]) throws(ByteReaderError) -> [UInt8]? {
+    /// Calls `body` with the author's UTF-8 bytes where they are in the payload (`nil`: no
+    /// author), without making a String or an array: a history author filter compares bytes
+    /// first, for every record it passes over.
+    static func withAuthorBytes<T>(
+        _ bytes: [UInt8], _ body: (UnsafeRawBufferPointer?) -> T
+    ) throws(ByteReaderError) -> T {
         try ByteReader.read(bytes) { reader throws(ByteReaderError) in
             guard try reader.readByte() == 1 else { throw .malformed("unknown transaction payload version") }
             _ = try reader.readVarint()
-            return try reader.readByte() == 1 ? try reader.readLengthPrefixed() : nil
+            return body(try reader.readByte() == 1 ? try reader.readLengthPrefixedInPlace() : nil)
         }
     }
 

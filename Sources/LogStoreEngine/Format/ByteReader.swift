@@ -2,48 +2,55 @@ import Foundation
 
 /// Reads little-endian integers, varints and length-prefixed bytes from a buffer, checking every
 /// length against what is left before reading it.
+///
+/// Inlinable: the records are decoded in the LogStore module, and a call across the module
+/// boundary per byte read (with `read(_:_:)` unspecialised, looking up generic metadata per
+/// record) was a fifth of a history fetch.
 public struct ByteReader {
-    private let bytes: UnsafeRawBufferPointer
-    public private(set) var position: Int
+    @usableFromInline let bytes: UnsafeRawBufferPointer
+    @usableFromInline var offset: Int
+
+    /// Where the next read starts.
+    @inlinable public var position: Int { offset }
 
     /// Reads `bytes`; the buffer must outlive the reader.
-    public init(_ bytes: UnsafeRawBufferPointer, position: Int = 0) {
+    @inlinable public init(_ bytes: UnsafeRawBufferPointer, position: Int = 0) {
         self.bytes = bytes
-        self.position = position
+        self.offset = position
     }
 
-    public var remainingByteCount: Int { bytes.count - position }
-    public var isAtEnd: Bool { position >= bytes.count }
+    @inlinable public var remainingByteCount: Int { bytes.count - offset }
+    @inlinable public var isAtEnd: Bool { offset >= bytes.count }
 
-    public mutating func readByte() throws(ByteReaderError) -> UInt8 {
+    @inlinable public mutating func readByte() throws(ByteReaderError) -> UInt8 {
         try require(1)
-        defer { position += 1 }
-        return bytes[position]
+        defer { offset += 1 }
+        return bytes[offset]
     }
 
-    public mutating func read<T: FixedWidthInteger>(_: T.Type = T.self) throws(ByteReaderError) -> T {
+    @inlinable public mutating func read<T: FixedWidthInteger>(_: T.Type = T.self) throws(ByteReaderError) -> T {
         let size = MemoryLayout<T>.size
         try require(size)
         var value: T = 0
         withUnsafeMutableBytes(of: &value) { target in
-            target.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[position..<(position + size)]))
+            target.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + size)]))
         }
-        position += size
+        offset += size
         return T(littleEndian: value)
     }
 
-    public mutating func readBytes(_ count: Int) throws(ByteReaderError) -> [UInt8] {
+    @inlinable public mutating func readBytes(_ count: Int) throws(ByteReaderError) -> [UInt8] {
         try require(count)
-        defer { position += count }
-        return Array(bytes[position..<(position + count)])
+        defer { offset += count }
+        return Array(bytes[offset..<(offset + count)])
     }
 
-    public mutating func skip(_ count: Int) throws(ByteReaderError) {
+    @inlinable public mutating func skip(_ count: Int) throws(ByteReaderError) {
         try require(count)
-        position += count
+        offset += count
     }
 
-    public mutating func readVarint() throws(ByteReaderError) -> UInt64 {
+    @inlinable public mutating func readVarint() throws(ByteReaderError) -> UInt64 {
         var result: UInt64 = 0
         var shift: UInt64 = 0
         // At most 10 bytes encode 64 bits; an 11th continuation byte is malformed.
@@ -59,14 +66,14 @@ public struct ByteReader {
         throw .malformed("varint longer than 10 bytes")
     }
 
-    public mutating func readSignedVarint() throws(ByteReaderError) -> Int64 {
+    @inlinable public mutating func readSignedVarint() throws(ByteReaderError) -> Int64 {
         let raw = try readVarint()
         return Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1)
     }
 
     /// A varint byte count followed by that many bytes; the count is checked against what is
     /// left before anything is allocated.
-    public mutating func readLengthPrefixed() throws(ByteReaderError) -> [UInt8] {
+    @inlinable public mutating func readLengthPrefixed() throws(ByteReaderError) -> [UInt8] {
         let count = try readVarint()
         guard count <= UInt64(remainingByteCount) else {
             throw .truncated(needed: Int(clamping: count), available: remainingByteCount)
@@ -77,27 +84,27 @@ public struct ByteReader {
     /// Like ``readLengthPrefixed()``, without copying: the bytes where they are in the buffer,
     /// valid only while it is (inside the ``read(_:_:)`` body). A replay reads millions of
     /// strings; copying each into an array first was an allocation and a free per string.
-    public mutating func readLengthPrefixedInPlace() throws(ByteReaderError) -> UnsafeRawBufferPointer {
+    @inlinable public mutating func readLengthPrefixedInPlace() throws(ByteReaderError) -> UnsafeRawBufferPointer {
         let count = try readVarint()
         guard count <= UInt64(remainingByteCount) else {
             throw .truncated(needed: Int(clamping: count), available: remainingByteCount)
         }
-        defer { position += Int(count) }
-        return UnsafeRawBufferPointer(rebasing: bytes[position..<(position + Int(count))])
+        defer { offset += Int(count) }
+        return UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + Int(count))])
     }
 
     /// 16 bytes in RFC 4122 order as a UUID, without the array ``readBytes(_:)`` makes.
-    public mutating func readUUID() throws(ByteReaderError) -> UUID {
+    @inlinable public mutating func readUUID() throws(ByteReaderError) -> UUID {
         try require(16)
         var value: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
         withUnsafeMutableBytes(of: &value) { target in
-            target.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[position..<(position + 16)]))
+            target.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + 16)]))
         }
-        position += 16
+        offset += 16
         return UUID(uuid: value)
     }
 
-    private func require(_ count: Int) throws(ByteReaderError) {
+    @inlinable func require(_ count: Int) throws(ByteReaderError) {
         guard count >= 0, count <= remainingByteCount else {
             throw .truncated(needed: count, available: remainingByteCount)
         }
@@ -119,7 +126,7 @@ public enum ByteReaderError: Error, Sendable, Equatable, CustomStringConvertible
 
 extension ByteReader {
     /// Runs `body` with a reader over `bytes` (a typed-throws-friendly `withUnsafeBytes`).
-    public static func read<T>(_ bytes: [UInt8], _ body: (inout ByteReader) throws(ByteReaderError) -> T)
+    @inlinable public static func read<T>(_ bytes: [UInt8], _ body: (inout ByteReader) throws(ByteReaderError) -> T)
         throws(ByteReaderError) -> T
     {
         let result = bytes.withUnsafeBytes { buffer -> Result<T, ByteReaderError> in
