@@ -118,7 +118,7 @@ struct HistoryReader {
             if !query.authorTests.isEmpty {
                 let matches: Bool
                 do {
-                    matches = try TransactionRecord.withAuthorBytes(record.payload) { author in
+                    matches = try TransactionRecord.authorMatches(record.payload) { author in
                         query.authorTests.allSatisfy { $0.matches(authorBytes: author) }
                     }
                 } catch {

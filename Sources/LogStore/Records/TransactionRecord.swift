@@ -61,16 +61,16 @@ struct TransactionRecord: Sendable, Equatable {
         return (prefix.author, prefix.timestampMicroseconds)
     }
 
-    /// Calls `body` with the author's UTF-8 bytes where they are in the payload (`nil`: no
-    /// author), without making a String or an array: a history author filter compares bytes
-    /// first, for every record it passes over.
-    static func withAuthorBytes<T>(
-        _ bytes: [UInt8], _ body: (UnsafeRawBufferPointer?) -> T
-    ) throws(ByteReaderError) -> T {
+    /// Whether `matches` accepts the author's UTF-8 bytes, read where they are in the payload
+    /// (`nil`: no author), without making a String or an array: a history author filter compares
+    /// bytes first, for every record it passes over. The bytes are valid only during the call.
+    static func authorMatches(
+        _ bytes: [UInt8], _ matches: (UnsafeRawBufferPointer?) -> Bool
+    ) throws(ByteReaderError) -> Bool {
         try ByteReader.read(bytes) { reader throws(ByteReaderError) in
             guard try reader.readByte() == 1 else { throw .malformed("unknown transaction payload version") }
             _ = try reader.readVarint()
-            return body(try reader.readByte() == 1 ? try reader.readLengthPrefixedInPlace() : nil)
+            return matches(try reader.readByte() == 1 ? try reader.readLengthPrefixedInPlace() : nil)
         }
     }
 
@@ -148,7 +148,7 @@ struct TransactionRecord: Sendable, Equatable {
         }
 
         /// The record; without `readsProcessIdentifier` its process identifier is left empty
-        /// (and not checked to be UTF-8): the writers' catch-up has no use for it.
+        /// (still checked to be UTF-8): the writers' catch-up has no use for it.
         func decode(_ bytes: [UInt8], readsProcessIdentifier: Bool = true) throws(ByteReaderError) -> TransactionRecord {
             let storeIdentifier = lookups.storeIdentifier
             var changes: [ResolvedChange] = []
@@ -174,7 +174,8 @@ struct TransactionRecord: Sendable, Equatable {
 
         /// Applies a record's changes to `state` as they are read, without making a
         /// ``TransactionRecord``: replay's path (no dictionary and no ``ResolvedChange`` per
-        /// change, no author or process identifier string). Returns the record's timestamp.
+        /// change, no process identifier string). Returns the record's timestamp. It refuses
+        /// exactly what ``decode(_:readsProcessIdentifier:)`` refuses.
         ///
         /// A malformed record throws after the changes before the fault were applied: the caller
         /// discards `state` then (a replay that throws returns nothing). `scratch` is reused from
@@ -234,7 +235,7 @@ struct TransactionRecord: Sendable, Equatable {
                 if readsProcessIdentifier {
                     process = try ValueCodec.readString(&reader)
                 } else {
-                    _ = try reader.readLengthPrefixedInPlace()
+                    try ValueCodec.skipString(&reader)
                     process = ""
                 }
                 let changeCount = try reader.readVarint()

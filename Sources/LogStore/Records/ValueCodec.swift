@@ -89,6 +89,15 @@ enum ValueCodec {
         }
     }
 
+    /// Reads past a string, checking that it is UTF-8 as ``readString(_:)`` does, without making
+    /// it (replay skips the process identifier, but refuses what history would refuse).
+    static func skipString(_ reader: inout ByteReader) throws(ByteReaderError) {
+        let bytes = try reader.readLengthPrefixedInPlace()
+        guard bytes.allSatisfy({ $0 < 0x80 }) || String(validating: bytes, as: UTF8.self) != nil else {
+            throw .malformed("string is not UTF-8")
+        }
+    }
+
     static func readString(_ reader: inout ByteReader) throws(ByteReaderError) -> String {
         // Read in place: no array per string (it was an allocation and a free per value).
         let bytes = try reader.readLengthPrefixedInPlace()

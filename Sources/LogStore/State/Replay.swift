@@ -67,6 +67,8 @@ struct Replay {
         } catch {
             preconditionFailure("unexpected \(error)")
         }
+        // The last change's values are not kept alive with the result.
+        result.scratch = []
         return result
     }
 
