@@ -67,11 +67,23 @@ struct TransactionRecord: Sendable, Equatable {
     static func authorMatches(
         _ bytes: [UInt8], _ matches: (UnsafeRawBufferPointer?) -> Bool
     ) throws(ByteReaderError) -> Bool {
-        try ByteReader.read(bytes) { reader throws(ByteReaderError) in
-            guard try reader.readByte() == 1 else { throw .malformed("unknown transaction payload version") }
-            _ = try reader.readVarint()
-            return matches(try reader.readByte() == 1 ? try reader.readLengthPrefixedInPlace() : nil)
-        }
+        try ByteReader.read(bytes) { reader throws(ByteReaderError) in try authorMatches(&reader, matches) }
+    }
+
+    /// ``authorMatches(_:_:)`` of a payload read in place.
+    static func authorMatches(
+        _ bytes: UnsafeRawBufferPointer, _ matches: (UnsafeRawBufferPointer?) -> Bool
+    ) throws(ByteReaderError) -> Bool {
+        var reader = ByteReader(bytes)
+        return try authorMatches(&reader, matches)
+    }
+
+    private static func authorMatches(
+        _ reader: inout ByteReader, _ matches: (UnsafeRawBufferPointer?) -> Bool
+    ) throws(ByteReaderError) -> Bool {
+        guard try reader.readByte() == 1 else { throw .malformed("unknown transaction payload version") }
+        _ = try reader.readVarint()
+        return matches(try reader.readByte() == 1 ? try reader.readLengthPrefixedInPlace() : nil)
     }
 
     /// Everything before the changes: schema version, author, timestamp and (when asked) the
@@ -150,6 +162,18 @@ struct TransactionRecord: Sendable, Equatable {
         /// The record; without `readsProcessIdentifier` its process identifier is left empty
         /// (still checked to be UTF-8): the writers' catch-up has no use for it.
         func decode(_ bytes: [UInt8], readsProcessIdentifier: Bool = true) throws(ByteReaderError) -> TransactionRecord {
+            let result = bytes.withUnsafeBytes { bytes -> Result<TransactionRecord, ByteReaderError> in
+                do throws(ByteReaderError) {
+                    return .success(try decode(bytes, readsProcessIdentifier: readsProcessIdentifier))
+                } catch { return .failure(error) }
+            }
+            return try result.get()
+        }
+
+        /// ``decode(_:readsProcessIdentifier:)`` of a payload read in place.
+        func decode(_ bytes: UnsafeRawBufferPointer, readsProcessIdentifier: Bool = true) throws(ByteReaderError)
+            -> TransactionRecord
+        {
             let storeIdentifier = lookups.storeIdentifier
             var changes: [ResolvedChange] = []
             var scratch: [(name: String, value: AttributeValue)] = []
@@ -183,6 +207,19 @@ struct TransactionRecord: Sendable, Equatable {
         func fold(
             _ bytes: [UInt8], into state: inout FoldState, scratch: inout [(name: String, value: AttributeValue)]
         ) throws(ByteReaderError) -> Int64 {
+            let result = bytes.withUnsafeBytes { bytes -> Result<Int64, ByteReaderError> in
+                do throws(ByteReaderError) {
+                    return .success(try fold(bytes, into: &state, scratch: &scratch))
+                } catch { return .failure(error) }
+            }
+            return try result.get()
+        }
+
+        /// ``fold(_:into:scratch:)`` of a payload read in place (``LogRecordView``).
+        func fold(
+            _ bytes: UnsafeRawBufferPointer, into state: inout FoldState,
+            scratch: inout [(name: String, value: AttributeValue)]
+        ) throws(ByteReaderError) -> Int64 {
             let header = try walk(bytes, readsProcessIdentifier: false, scratch: &scratch) { _ throws(ByteReaderError) in
             } change: { kind, entityName, primaryKey, values throws(ByteReaderError) in
                 switch kind {
@@ -209,7 +246,7 @@ struct TransactionRecord: Sendable, Equatable {
         /// an attribute removed since is left out, a change of an entity removed since is read
         /// past). `changeCount` is told the number of changes first.
         private func walk(
-            _ bytes: [UInt8], readsProcessIdentifier: Bool,
+            _ bytes: UnsafeRawBufferPointer, readsProcessIdentifier: Bool,
             scratch: inout [(name: String, value: AttributeValue)],
             changeCount announce: (Int) throws(ByteReaderError) -> Void,
             change: (
@@ -223,7 +260,8 @@ struct TransactionRecord: Sendable, Equatable {
             let table = lookups.table
             let storeIdentifier = lookups.storeIdentifier
             let entityNames = lookups.entityNames
-            return try ByteReader.read(bytes) { reader throws(ByteReaderError) in
+            var reader = ByteReader(bytes)
+            do {
                 guard try reader.readByte() == 1 else { throw .malformed("unknown transaction payload version") }
                 let schemaVersion = UInt32(truncatingIfNeeded: try reader.readVarint())
                 guard schemaVersion <= table.version else {

@@ -49,8 +49,9 @@ struct Replay {
         do {
             var records = try log.records(from: startOffset ?? log.startOffset)
             var decoder = TransactionRecord.Decoder(table: result.table, storeIdentifier: storeIdentifier)
-            while let record = try records.next() {
-                if let throughOffset, record.offset > throughOffset { break }
+            // Each record is read in place: its payload is folded where the iterator read it.
+            while let folded = try records.next(inPlace: { record -> Swift.Result<Bool, LogStoreError> in
+                if let throughOffset, record.offset > throughOffset { return .success(false) }
                 result.recordCount += 1
                 // A schema record changes the table (and its version): decode with the new one.
                 if decoder.table.version != result.table.version
@@ -58,7 +59,12 @@ struct Replay {
                 {
                     decoder = TransactionRecord.Decoder(table: result.table, storeIdentifier: storeIdentifier)
                 }
-                try apply(record, to: &result, decoder: decoder)
+                do throws(LogStoreError) {
+                    try apply(record, to: &result, decoder: decoder)
+                } catch { return .failure(error) }
+                return .success(true)
+            }) {
+                guard try folded.get() else { break }
             }
         } catch let error as LogError {
             throw .log(error)
@@ -72,12 +78,6 @@ struct Replay {
         return result
     }
 
-    func apply(_ record: LogRecord, to result: inout Result) throws(LogStoreError) {
-        try apply(
-            record, to: &result,
-            decoder: TransactionRecord.Decoder(table: result.table, storeIdentifier: storeIdentifier))
-    }
-
     /// A schema record takes effect: the new table, and its steps applied to the stored models.
     static func apply(_ migration: SchemaMigration, to result: inout Result) {
         result.table = migration.table
@@ -85,11 +85,11 @@ struct Replay {
     }
 
     /// `decoder` must have been made with `result.table`.
-    func apply(_ record: LogRecord, to result: inout Result, decoder: TransactionRecord.Decoder) throws(LogStoreError) {
+    func apply(_ record: LogRecordView, to result: inout Result, decoder: TransactionRecord.Decoder) throws(LogStoreError) {
         switch record.type {
         case .schema:
             let migration: SchemaMigration
-            do { migration = try SchemaMigration.decode(record.payload) } catch {
+            do { migration = try SchemaMigration.decode(Array(record.payload)) } catch {
                 throw .corruptRecord(offset: record.offset, reason: "schema record: \(error)")
             }
             // A pending migration followed by anything but its transaction is void.
@@ -121,7 +121,7 @@ struct Replay {
             result.transactionCount += 1
         case .bookmark:
             result.pendingMigration = nil
-            do { try BookmarkRecord.decode(record.payload, storeID: log.storeID).apply(to: &result.bookmarks) } catch {
+            do { try BookmarkRecord.decode(Array(record.payload), storeID: log.storeID).apply(to: &result.bookmarks) } catch {
                 throw .corruptRecord(offset: record.offset, reason: "bookmark record: \(error)")
             }
         default:

@@ -49,6 +49,12 @@ public struct LogIterator: Sendable {
 
     /// The next record, or `nil` at the end.
     public mutating func next() throws(LogError) -> LogRecord? {
+        try next { LogRecord($0) }
+    }
+
+    /// What `body` makes of the next record, read in place (its payload not copied out: the
+    /// view is valid only during the call), or `nil` at the end.
+    public mutating func next<Record>(inPlace body: (LogRecordView) -> Record) throws(LogError) -> Record? {
         // Bounded: each pass returns, throws, skips one record, or moves to the next segment.
         while true {
             if scanner.offset >= endOffset { return nil }
@@ -61,11 +67,17 @@ public struct LogIterator: Sendable {
                 scanner = SegmentScanner(segment: next)
                 continue
             }
-            switch try scanner.next(decodesPayload: true) {
+            let startOffset = startOffset
+            let includesMarks = includesMarks
+            let found = try scanner.next(decodesPayload: true) { view -> Record? in
+                if view.offset < startOffset { return nil }
+                if view.type == .durableEndMark && !includesMarks { return nil }
+                return body(view)
+            }
+            switch found {
             case .record(let record):
                 recordsRead += 1
-                if record.offset < startOffset { continue }
-                if record.type == .durableEndMark && !includesMarks { continue }
+                guard let record else { continue }
                 return record
             case .end:
                 throw LogError.corruption(

@@ -19,6 +19,33 @@ public struct LogRecord: Sendable, Equatable {
     public var endOffset: UInt64 { offset + recordByteCount }
 }
 
+/// A record read in place (``LogIterator/next(inPlace:)``): checked like a ``LogRecord``, its
+/// payload where it lies in the reader's buffer (or decompressed into a buffer of its own). A
+/// replay reads a million records; copying each payload into an array of its own first was an
+/// allocation, a copy and a free per record. Valid only during the call that hands it out.
+public struct LogRecordView {
+    public var offset: UInt64
+    public var type: RecordType
+    /// The uncompressed payload (empty when the reader was asked not to decode payloads).
+    public var payload: UnsafeRawBufferPointer
+    public var payloadCRC: UInt32
+    public var recordByteCount: UInt64
+    public var isCompressed: Bool
+    public var statedDurableEnd: UInt64?
+
+    public var endOffset: UInt64 { offset + recordByteCount }
+}
+
+extension LogRecord {
+    /// The record with its payload copied out of the view.
+    public init(_ view: LogRecordView) {
+        self.init(
+            offset: view.offset, type: view.type, payload: Array(view.payload), payloadCRC: view.payloadCRC,
+            recordByteCount: view.recordByteCount, isCompressed: view.isCompressed,
+            statedDurableEnd: view.statedDurableEnd)
+    }
+}
+
 /// Where an append landed.
 public struct LogPosition: Sendable, Hashable, Comparable {
     /// The record's logical offset.

@@ -45,10 +45,11 @@ struct SegmentScanner {
         logicalOffset - baseOffset + UInt64(FormatConstants.segmentHeaderByteCount)
     }
 
-    /// What the scanner found at its position.
-    enum Step {
+    /// What the scanner found at its position: a record (as `Record`: a ``LogRecord``, or what a
+    /// caller made of it in place), or why not.
+    enum Found<Record> {
         /// A record whose header and payload check out; the scanner moved past it.
-        case record(LogRecord)
+        case record(Record)
         /// The header is all zeros or the file ends exactly here: the end of the records.
         case end
         /// Not a good record; the scanner stays put. `header` is set when the header itself was
@@ -58,9 +59,20 @@ struct SegmentScanner {
         case unsupported(String)
     }
 
+    typealias Step = Found<LogRecord>
+
     /// Reads the record at the position. With `decodesPayload` false the payload is checked but
     /// not decompressed (and `LogRecord.payload` is empty).
     mutating func next(decodesPayload: Bool = true) throws(LogError) -> Step {
+        try next(decodesPayload: decodesPayload) { LogRecord($0) }
+    }
+
+    /// Reads the record at the position and hands it to `body` in place (its payload where it
+    /// lies in the scanner's buffer, or decompressed; empty without `decodesPayload`) once its
+    /// header and payload check out. The view is valid only during the call.
+    mutating func next<Record>(decodesPayload: Bool, _ body: (LogRecordView) -> Record) throws(LogError)
+        -> Found<Record>
+    {
         let headerByteCount = FormatConstants.recordHeaderByteCount
         let available = try fill(byteCount: headerByteCount)
         if available == 0 { return .end }
@@ -80,18 +92,28 @@ struct SegmentScanner {
         case .invalid(let reason): return .bad(reason: reason, header: nil)
         case .unsupported(let reason): return .unsupported(reason)
         case .valid(let header):
-            return try payload(of: header, decodes: decodesPayload)
+            return try payload(of: header, decodes: decodesPayload, body)
         }
     }
 
-    private mutating func payload(of header: RecordHeader, decodes: Bool) throws(LogError) -> Step {
+    private mutating func payload<Record>(
+        of header: RecordHeader, decodes: Bool, _ body: (LogRecordView) -> Record
+    ) throws(LogError) -> Found<Record> {
         let total = Int(header.recordByteCount)
         let available = try fill(byteCount: total)
         guard available == total else {
             return .bad(reason: "file ends \(available) bytes into a \(total)-byte record", header: header)
         }
         let payloadStart = Int(position - bufferStart) + FormatConstants.recordHeaderByteCount
-        let result: Step = buffer.withUnsafeBytes { bytes in
+        let statedDurableEnd =
+            formatVersion >= FormatConstants.durableEndStatementVersion ? header.statedDurableEnd : nil
+        let view = { (payload: UnsafeRawBufferPointer) in
+            LogRecordView(
+                offset: header.offset, type: header.type, payload: payload, payloadCRC: header.payloadCRC,
+                recordByteCount: header.recordByteCount, isCompressed: header.isCompressed,
+                statedDurableEnd: statedDurableEnd)
+        }
+        let result: Found<Record> = buffer.withUnsafeBytes { bytes in
             let stored = UnsafeRawBufferPointer(
                 rebasing: bytes[payloadStart..<(payloadStart + Int(header.storedByteCount))])
             let crc = CRC32C.checksum(stored)
@@ -100,29 +122,17 @@ struct SegmentScanner {
                     reason: "payload checksum mismatch (stored \(hex(header.payloadCRC)), computed \(hex(crc)))",
                     header: header)
             }
-            var payload: [UInt8] = []
-            if header.isCompressed {
-                // Decoding also catches a payload whose CRC matches but that does not decompress
-                // (a writer bug): recovery, repair, reads and verify all decode.
-                if decodes {
-                    guard let decoded = LZ4.decompress(stored, decompressedByteCount: Int(header.uncompressedByteCount))
-                    else {
-                        return .bad(
-                            reason: "payload does not decompress to \(header.uncompressedByteCount) bytes",
-                            header: header)
-                    }
-                    payload = decoded
-                }
-            } else if decodes {
-                payload = Array(stored)
+            guard decodes else { return .record(body(view(UnsafeRawBufferPointer(start: nil, count: 0)))) }
+            guard header.isCompressed else { return .record(body(view(stored))) }
+            // Decoding also catches a payload whose CRC matches but that does not decompress
+            // (a writer bug): recovery, repair, reads and verify all decode.
+            guard let decoded = LZ4.decompress(stored, decompressedByteCount: Int(header.uncompressedByteCount))
+            else {
+                return .bad(
+                    reason: "payload does not decompress to \(header.uncompressedByteCount) bytes",
+                    header: header)
             }
-            return .record(
-                LogRecord(
-                    offset: header.offset, type: header.type, payload: payload,
-                    payloadCRC: header.payloadCRC, recordByteCount: header.recordByteCount,
-                    isCompressed: header.isCompressed,
-                    statedDurableEnd: formatVersion >= FormatConstants.durableEndStatementVersion
-                        ? header.statedDurableEnd : nil))
+            return .record(decoded.withUnsafeBytes { body(view($0)) })
         }
         if case .record = result { position += header.recordByteCount }
         return result
