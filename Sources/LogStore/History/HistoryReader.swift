@@ -111,28 +111,20 @@ struct HistoryReader {
         var fetched = Fetched<Transaction>(transactions: [], recordsRead: 0)
         if limit == 0 { return fetched }
         var records = try iterator(from: startOffset(for: query))
-        // Decided in place: records passed over (another author, a bookmark…) are never copied
-        // out of the iterator's buffer.
-        reading: while let step = try records.next(inPlace: { record -> FetchStep in
-            if query.isPastUpperBound(record.offset) { return .stop }
-            guard record.type == .transaction, query.matchesTokenBounds(offset: record.offset) else { return .skip }
+        while let record = try records.next() {
+            if query.isPastUpperBound(record.offset) { break }
+            guard record.type == .transaction else { continue }
+            guard query.matchesTokenBounds(offset: record.offset) else { continue }
             if !query.authorTests.isEmpty {
+                let matches: Bool
                 do {
-                    guard try TransactionRecord.authorMatches(record.payload, { author in
+                    matches = try TransactionRecord.authorMatches(record.payload) { author in
                         query.authorTests.allSatisfy { $0.matches(authorBytes: author) }
-                    }) else { return .skip }
+                    }
                 } catch {
-                    return .corrupt(.corruptRecord(offset: record.offset, reason: "transaction record: \(error)"))
+                    throw LogStoreError.corruptRecord(offset: record.offset, reason: "transaction record: \(error)")
                 }
-            }
-            return .take(LogRecord(record))
-        }) {
-            let record: LogRecord
-            switch step {
-            case .stop: break reading
-            case .skip: continue reading
-            case .corrupt(let error): throw error
-            case .take(let taken): record = taken
+                guard matches else { continue }
             }
             let transaction = make(try decode(record))
             if query.needsEvaluation, let predicate = descriptor.predicate, try !predicate.evaluate(transaction) {
@@ -149,13 +141,6 @@ struct HistoryReader {
             }
         }
         return fetched
-    }
-
-    /// What a fetch does with a record it reads.
-    private enum FetchStep {
-        case stop, skip
-        case take(LogRecord)
-        case corrupt(LogStoreError)
     }
 
     func iterator(from offset: UInt64) throws(LogStoreError) -> LogIterator {

@@ -67,23 +67,11 @@ struct TransactionRecord: Sendable, Equatable {
     static func authorMatches(
         _ bytes: [UInt8], _ matches: (UnsafeRawBufferPointer?) -> Bool
     ) throws(ByteReaderError) -> Bool {
-        try ByteReader.read(bytes) { reader throws(ByteReaderError) in try authorMatches(&reader, matches) }
-    }
-
-    /// ``authorMatches(_:_:)`` of a payload read in place.
-    static func authorMatches(
-        _ bytes: UnsafeRawBufferPointer, _ matches: (UnsafeRawBufferPointer?) -> Bool
-    ) throws(ByteReaderError) -> Bool {
-        var reader = ByteReader(bytes)
-        return try authorMatches(&reader, matches)
-    }
-
-    private static func authorMatches(
-        _ reader: inout ByteReader, _ matches: (UnsafeRawBufferPointer?) -> Bool
-    ) throws(ByteReaderError) -> Bool {
-        guard try reader.readByte() == 1 else { throw .malformed("unknown transaction payload version") }
-        _ = try reader.readVarint()
-        return matches(try reader.readByte() == 1 ? try reader.readLengthPrefixedInPlace() : nil)
+        try ByteReader.read(bytes) { reader throws(ByteReaderError) in
+            guard try reader.readByte() == 1 else { throw .malformed("unknown transaction payload version") }
+            _ = try reader.readVarint()
+            return matches(try reader.readByte() == 1 ? try reader.readLengthPrefixedInPlace() : nil)
+        }
     }
 
     /// Everything before the changes: schema version, author, timestamp and (when asked) the

@@ -50,8 +50,13 @@ struct Replay {
             var records = try log.records(from: startOffset ?? log.startOffset)
             var decoder = TransactionRecord.Decoder(table: result.table, storeIdentifier: storeIdentifier)
             // Each record is read in place: its payload is folded where the iterator read it.
-            while let folded = try records.next(inPlace: { record -> Swift.Result<Bool, LogStoreError> in
-                if let throughOffset, record.offset > throughOffset { return .success(false) }
+            var failure: LogStoreError?
+            var done = false
+            while !done, try records.next(inPlace: { record in
+                if let throughOffset, record.offset > throughOffset {
+                    done = true
+                    return
+                }
                 result.recordCount += 1
                 // A schema record changes the table (and its version): decode with the new one.
                 if decoder.table.version != result.table.version
@@ -59,13 +64,12 @@ struct Replay {
                 {
                     decoder = TransactionRecord.Decoder(table: result.table, storeIdentifier: storeIdentifier)
                 }
-                do throws(LogStoreError) {
-                    try apply(record, to: &result, decoder: decoder)
-                } catch { return .failure(error) }
-                return .success(true)
-            }) {
-                guard try folded.get() else { break }
-            }
+                do throws(LogStoreError) { try apply(record, to: &result, decoder: decoder) } catch {
+                    failure = error
+                    done = true
+                }
+            }) {}
+            if let failure { throw failure }
         } catch let error as LogError {
             throw .log(error)
         } catch let error as LogStoreError {

@@ -70,6 +70,7 @@ struct SegmentScanner {
     /// Reads the record at the position and hands it to `body` in place (its payload where it
     /// lies in the scanner's buffer, or decompressed; empty without `decodesPayload`) once its
     /// header and payload check out. The view is valid only during the call.
+    @inline(__always)
     mutating func next<Record>(decodesPayload: Bool, _ body: (LogRecordView) -> Record) throws(LogError)
         -> Found<Record>
     {
@@ -96,6 +97,7 @@ struct SegmentScanner {
         }
     }
 
+    @inline(__always)
     private mutating func payload<Record>(
         of header: RecordHeader, decodes: Bool, _ body: (LogRecordView) -> Record
     ) throws(LogError) -> Found<Record> {
