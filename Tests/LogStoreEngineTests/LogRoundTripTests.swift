@@ -36,7 +36,36 @@ import Testing
         #expect(records.map(\.payloadCRC) == expected.map(\.0.payloadCRC))
         #expect(records.contains(where: \.isCompressed) == compresses)
         #expect(!reopened.recoveryReport.droppedAnything)
+        try Self.expectReadingInPlaceMatches(reopened)
         try reopened.close()
+    }
+
+    /// Replay's way of reading (`next(inPlace:)`: the payload not copied out) gives exactly what
+    /// `next()` gives — records, payloads (decompressed too), counts — from the start and from
+    /// offsets inside records, with and without marks.
+    static func expectReadingInPlaceMatches(_ log: Log) throws {
+        var generator = SeededGenerator(seed: 9)
+        let starts =
+            [log.startOffset, log.visibleEnd]
+            + (0..<20).map { _ in UInt64.random(in: log.startOffset..<log.visibleEnd, using: &generator) }
+        var compared = 0
+        for start in starts {
+            for marks in [false, true] {
+                var copied = try log.records(from: start, includingMarks: marks)
+                var inPlace = try log.records(from: start, includingMarks: marks)
+                while true {
+                    let record = try copied.next()
+                    var viewed: LogRecord?
+                    let found = try inPlace.next(inPlace: { viewed = LogRecord($0) })
+                    #expect(record == viewed)
+                    #expect(found == (record != nil))
+                    #expect(copied.recordsRead == inPlace.recordsRead)
+                    guard record != nil else { break }
+                    compared += 1
+                }
+            }
+        }
+        #expect(compared > 400)
     }
 
     @Test func largestRecordRoundTripsAndOneByteMoreIsRefused() throws {

@@ -64,11 +64,11 @@ public struct LogIterator: Sendable {
     /// valid only during the call); `false` at the end. Not generic: a generic method called from
     /// another module runs unspecialised (metadata looked up per record), which made a history
     /// fetch 1.7 times slower in a first version.
-    public mutating func next(inPlace body: (LogRecordView) -> Void) throws(LogError) -> Bool {
+    package mutating func next(inPlace body: (LogRecordView) -> Void) throws(LogError) -> Bool {
         let startOffset = startOffset
         let includesMarks = includesMarks
         while atRecord() {
-            let found = try scanner.next(decodesPayload: true) { view -> Bool in
+            let found = try scanner.next(decodesPayload: true) { view, _ -> Bool in
                 guard Self.wanted(view.offset, view.type, from: startOffset, includesMarks: includesMarks) else {
                     return false
                 }

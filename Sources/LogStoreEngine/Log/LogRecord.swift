@@ -22,25 +22,27 @@ public struct LogRecord: Sendable, Equatable {
 /// A record read in place (``LogIterator/next(inPlace:)``): checked like a ``LogRecord``, its
 /// payload where it lies in the reader's buffer (or decompressed into a buffer of its own). A
 /// replay reads a million records; copying each payload into an array of its own first was an
-/// allocation, a copy and a free per record. Valid only during the call that hands it out.
-public struct LogRecordView {
-    public var offset: UInt64
-    public var type: RecordType
+/// allocation, a copy and a free per record. Valid only during the call that hands it out: the
+/// package's own readers (replay) use it, not the public API.
+package struct LogRecordView {
+    package var offset: UInt64
+    package var type: RecordType
     /// The uncompressed payload (empty when the reader was asked not to decode payloads).
-    public var payload: UnsafeRawBufferPointer
-    public var payloadCRC: UInt32
-    public var recordByteCount: UInt64
-    public var isCompressed: Bool
-    public var statedDurableEnd: UInt64?
+    package var payload: UnsafeRawBufferPointer
+    package var payloadCRC: UInt32
+    package var recordByteCount: UInt64
+    package var isCompressed: Bool
+    package var statedDurableEnd: UInt64?
 
-    public var endOffset: UInt64 { offset + recordByteCount }
+    package var endOffset: UInt64 { offset + recordByteCount }
 }
 
 extension LogRecord {
-    /// The record with its payload copied out of the view.
-    public init(_ view: LogRecordView) {
+    /// The record, with `payload` as its payload when given (an array already made: a
+    /// decompressed one), else the view's payload copied out.
+    package init(_ view: LogRecordView, payload: [UInt8]? = nil) {
         self.init(
-            offset: view.offset, type: view.type, payload: Array(view.payload), payloadCRC: view.payloadCRC,
+            offset: view.offset, type: view.type, payload: payload ?? Array(view.payload), payloadCRC: view.payloadCRC,
             recordByteCount: view.recordByteCount, isCompressed: view.isCompressed,
             statedDurableEnd: view.statedDurableEnd)
     }

@@ -64,16 +64,18 @@ struct SegmentScanner {
     /// Reads the record at the position. With `decodesPayload` false the payload is checked but
     /// not decompressed (and `LogRecord.payload` is empty).
     mutating func next(decodesPayload: Bool = true) throws(LogError) -> Step {
-        try next(decodesPayload: decodesPayload) { LogRecord($0) }
+        // A decompressed payload is moved into the record, not copied again.
+        try next(decodesPayload: decodesPayload) { view, decompressed in LogRecord(view, payload: decompressed) }
     }
 
     /// Reads the record at the position and hands it to `body` in place (its payload where it
-    /// lies in the scanner's buffer, or decompressed; empty without `decodesPayload`) once its
-    /// header and payload check out. The view is valid only during the call.
+    /// lies in the scanner's buffer, or decompressed — then the decompressed array is handed over
+    /// too; empty without `decodesPayload`) once its header and payload check out. The view is
+    /// valid only during the call.
     @inline(__always)
-    mutating func next<Record>(decodesPayload: Bool, _ body: (LogRecordView) -> Record) throws(LogError)
-        -> Found<Record>
-    {
+    mutating func next<Record>(
+        decodesPayload: Bool, _ body: (LogRecordView, _ decompressed: [UInt8]?) -> Record
+    ) throws(LogError) -> Found<Record> {
         let headerByteCount = FormatConstants.recordHeaderByteCount
         let available = try fill(byteCount: headerByteCount)
         if available == 0 { return .end }
@@ -99,7 +101,7 @@ struct SegmentScanner {
 
     @inline(__always)
     private mutating func payload<Record>(
-        of header: RecordHeader, decodes: Bool, _ body: (LogRecordView) -> Record
+        of header: RecordHeader, decodes: Bool, _ body: (LogRecordView, [UInt8]?) -> Record
     ) throws(LogError) -> Found<Record> {
         let total = Int(header.recordByteCount)
         let available = try fill(byteCount: total)
@@ -124,8 +126,8 @@ struct SegmentScanner {
                     reason: "payload checksum mismatch (stored \(hex(header.payloadCRC)), computed \(hex(crc)))",
                     header: header)
             }
-            guard decodes else { return .record(body(view(UnsafeRawBufferPointer(start: nil, count: 0)))) }
-            guard header.isCompressed else { return .record(body(view(stored))) }
+            guard decodes else { return .record(body(view(UnsafeRawBufferPointer(start: nil, count: 0)), nil)) }
+            guard header.isCompressed else { return .record(body(view(stored), nil)) }
             // Decoding also catches a payload whose CRC matches but that does not decompress
             // (a writer bug): recovery, repair, reads and verify all decode.
             guard let decoded = LZ4.decompress(stored, decompressedByteCount: Int(header.uncompressedByteCount))
@@ -134,7 +136,7 @@ struct SegmentScanner {
                     reason: "payload does not decompress to \(header.uncompressedByteCount) bytes",
                     header: header)
             }
-            return .record(decoded.withUnsafeBytes { body(view($0)) })
+            return .record(decoded.withUnsafeBytes { body(view($0), decoded) })
         }
         if case .record = result { position += header.recordByteCount }
         return result
