@@ -126,6 +126,7 @@ struct FormatTests {
         #expect(!RecordType.known.contains(RecordType(rawValue: 0)))
         for raw in UInt8.min...UInt8.max {
             #expect(RecordType(rawValue: raw).isSkippable == (raw >= 0x80))
+            #expect(RecordType(rawValue: raw).isKnown == RecordType.known.contains(RecordType(rawValue: raw)))
         }
     }
 

@@ -117,6 +117,17 @@ public struct RecordType: RawRepresentable, Hashable, Sendable, CustomStringConv
     /// Whether an older reader may skip this type when it does not know it.
     public var isSkippable: Bool { rawValue & 0x80 != 0 }
 
+    /// Whether this format version defines the type (``known`` without hashing: every record
+    /// read asks, and the set's hashing was an eighth of an open's recovery scan).
+    public var isKnown: Bool {
+        switch self {
+        case .data, .transaction, .schema, .checkpointHeader, .checkpointChunk, .checkpointTrailer,
+            .dictionary, .bookmark, .durableEndMark:
+            true
+        default: false
+        }
+    }
+
     /// Every type this format version defines.
     public static let known: Set<RecordType> = [
         .data, .transaction, .schema, .checkpointHeader, .checkpointChunk, .checkpointTrailer,

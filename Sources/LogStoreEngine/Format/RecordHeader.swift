@@ -160,7 +160,7 @@ public struct RecordHeader: Sendable, Equatable {
         if header.isCompressed && (header.storedByteCount == 0 || header.uncompressedByteCount == 0) {
             return .invalid("compressed record with an empty payload")
         }
-        if !RecordType.known.contains(header.type) && !header.type.isSkippable {
+        if !header.type.isKnown && !header.type.isSkippable {
             return .unsupported(
                 "unknown record type \(header.type.rawValue) (not skippable); "
                     + "written by a newer version?")

@@ -142,9 +142,9 @@ struct Recovery {
     private func scanSealed(_ segment: SegmentFile, expectedEnd: UInt64) throws(LogError) {
         var scanner = SegmentScanner(segment: segment)
         while true {
-            switch try scanner.next(decodesPayload: true) {
+            switch try scanner.next(decodesPayload: true, RecordPlace.init) {
             case .record(let record):
-                segment.note(record)
+                segment.note(offset: record.offset, recordByteCount: record.recordByteCount)
                 guard record.endOffset <= expectedEnd else {
                     throw LogError.corruption(
                         segment.path, offset: record.offset,
@@ -177,7 +177,10 @@ struct Recovery {
         // end, or is one of four more looks past it (a live writer keeps appending while we look).
         rescan: while true {
             scan: while true {
-                switch try scanner.next(decodesPayload: true) {
+                // Checked in full (CRC, decompression) but not copied out: recovery needs each
+                // record's place and type only (a copy of every payload of a 64 MiB segment was
+                // most of an open from a checkpoint).
+                switch try scanner.next(decodesPayload: true, RecordPlace.init) {
                 case .record(let record):
                     noteInLastSegment(record, segment)
                 case .end:
@@ -199,7 +202,7 @@ struct Recovery {
             else { break rescan }
             rescans += 1
             var fresh = SegmentScanner(segment: segment, position: scanner.position)
-            guard case .record(let record) = try fresh.next(decodesPayload: true) else { break rescan }
+            guard case .record(let record) = try fresh.next(decodesPayload: true, RecordPlace.init) else { break rescan }
             noteInLastSegment(record, segment)
             badReason = ""
             scanner = fresh
@@ -267,9 +270,24 @@ struct Recovery {
     }
 
     /// Notes a record of the last segment in its index.
-    private mutating func noteInLastSegment(_ record: LogRecord, _ segment: SegmentFile) {
-        segment.note(record)
+    private mutating func noteInLastSegment(_ record: RecordPlace, _ segment: SegmentFile) {
+        segment.note(offset: record.offset, recordByteCount: record.recordByteCount)
         lastRecordType = record.type
+    }
+
+    /// What recovery keeps of a record it read: where it is and its type.
+    private struct RecordPlace {
+        let offset: UInt64
+        let recordByteCount: UInt64
+        let type: RecordType
+
+        init(_ view: LogRecordView, decompressed: [UInt8]?) {
+            offset = view.offset
+            recordByteCount = view.recordByteCount
+            type = view.type
+        }
+
+        var endOffset: UInt64 { offset + recordByteCount }
     }
 
     /// Zero-fills `[from, through]` and syncs: the torn bytes are gone before any append.
