@@ -202,7 +202,9 @@ struct Recovery {
             else { break rescan }
             rescans += 1
             var fresh = SegmentScanner(segment: segment, position: scanner.position)
-            guard case .record(let record) = try fresh.next(decodesPayload: true, RecordPlace.init) else { break rescan }
+            guard case .record(let record) = try fresh.next(decodesPayload: true, RecordPlace.init) else {
+                break rescan
+            }
             noteInLastSegment(record, segment)
             badReason = ""
             scanner = fresh
