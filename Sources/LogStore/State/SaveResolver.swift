@@ -68,7 +68,8 @@ struct SaveResolver {
                 {
                     if collisionPolicy == .throw {
                         throw .uniqueConstraintViolation(
-                            entity: entity.name, constraint: key.constraint, values: key.values)
+                            entity: entity.name, constraint: uniqueIndex.constraint(of: key, entity: entity.name),
+                            values: key.values)
                     }
                     target = owner
                     break
@@ -294,7 +295,8 @@ struct SaveResolver {
                 claimed[identifier.entityName]?[key] ?? uniqueIndex.owner(entity: identifier.entityName, key: key)
             if let owner, owner != identifier, !deleted.contains(owner) {
                 throw .uniqueConstraintViolation(
-                    entity: identifier.entityName, constraint: key.constraint, values: key.values)
+                    entity: identifier.entityName,
+                    constraint: uniqueIndex.constraint(of: key, entity: identifier.entityName), values: key.values)
             }
             claimed[identifier.entityName, default: [:]][key] = identifier
         }

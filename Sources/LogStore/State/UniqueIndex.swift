@@ -3,22 +3,25 @@
 /// value semantics, so `"é"` and `"e\u{301}"` collide.
 struct UniqueIndex: Sendable {
     struct Key: Hashable, Sendable {
-        let constraint: [String]
         let values: [AttributeValue]
-        /// The values' hash, computed once. Swift's dictionaries keep no hashes: a lookup compares
-        /// the key with every occupied slot it probes (several for a key that is absent, as every
-        /// new model's is), and comparing two keys' value arrays was most of a save's unique
-        /// check (P4-ctx profile). Keys whose digests differ are now told apart by one compare.
-        let digest: Int
+        /// Which of its entity's constraints (an index into ``UniqueIndex/constraints``): the
+        /// names are found there when an error needs them.
+        let constraintIndex: UInt32
+        /// The values' hash, computed once (32 bits: with the index, a key takes 16 bytes, as it
+        /// did before it had one). Swift's dictionaries keep no hashes: a lookup compares the key
+        /// with every occupied slot it probes (several for a key that is absent, as every new
+        /// model's is), and comparing value arrays was most of a save's unique check (P4-ctx
+        /// profile). Keys whose digests differ are now told apart by one compare.
+        let digest: UInt32
 
-        init(constraint: [String], values: [AttributeValue]) {
-            self.constraint = constraint
+        init(constraintIndex: Int, values: [AttributeValue]) {
             self.values = values
+            self.constraintIndex = UInt32(constraintIndex)
             // The values only: an entity's keys share a few constraints, and hashing their
             // names too doubled the cost of every lookup.
             var hasher = Hasher()
             hasher.combine(values)
-            digest = hasher.finalize()
+            digest = UInt32(truncatingIfNeeded: hasher.finalize())
         }
 
         func hash(into hasher: inout Hasher) {
@@ -26,7 +29,7 @@ struct UniqueIndex: Sendable {
         }
 
         static func == (lhs: Key, rhs: Key) -> Bool {
-            lhs.digest == rhs.digest && lhs.values == rhs.values && lhs.constraint == rhs.constraint
+            lhs.digest == rhs.digest && lhs.constraintIndex == rhs.constraintIndex && lhs.values == rhs.values
         }
     }
 
@@ -42,10 +45,15 @@ struct UniqueIndex: Sendable {
     }
 
     func keys(entity: String, values: [String: AttributeValue]) -> [Key] {
-        (constraints[entity] ?? []).compactMap { constraint in
+        (constraints[entity] ?? []).enumerated().compactMap { index, constraint in
             let keyValues = constraint.map { values[$0] ?? .null }
-            return keyValues.contains(where: \.isNull) ? nil : Key(constraint: constraint, values: keyValues)
+            return keyValues.contains(where: \.isNull) ? nil : Key(constraintIndex: index, values: keyValues)
         }
+    }
+
+    /// The property names of the constraint a key of `entity` is for.
+    func constraint(of key: Key, entity: String) -> [String] {
+        constraints[entity]![Int(key.constraintIndex)]
     }
 
     /// Room for `count` keys of `entity` (building the index at open grows it once, not 20 times).
