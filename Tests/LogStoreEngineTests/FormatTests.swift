@@ -543,7 +543,8 @@ struct FormatTests {
         let decoded = writer.bytes.withUnsafeBytes { RecordHeader.decode($0, expectedOffset: 0, formatVersion: 1) }
         #expect(decoded == .valid(header))
         let reserved = resealRecordHeader(patch(writer.bytes, UInt16(1), at: 26))
-        #expect(isUnsupported(reserved.withUnsafeBytes { RecordHeader.decode($0, expectedOffset: 0, formatVersion: 1) }))
+        #expect(
+            isUnsupported(reserved.withUnsafeBytes { RecordHeader.decode($0, expectedOffset: 0, formatVersion: 1) }))
     }
 
     @Test func recordHeaderDecodesZerosAsEndOfLog() {

@@ -26,7 +26,9 @@ import Testing
 
     static let store = UUID().uuidString
     static func trip(_ key: UInt8) -> PersistentIdentifier {
-        .permanent(for: store, entityName: "Trip", primaryKey: UUID(uuid: (key, 0, 0, 0, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0, 0, 0)))
+        .permanent(
+            for: store, entityName: "Trip",
+            primaryKey: UUID(uuid: (key, 0, 0, 0, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0, 0, 0)))
     }
 
     /// A record with every kind of change, repeated values, a change of an entity removed since
@@ -35,7 +37,8 @@ import Testing
         let bin = PersistentIdentifier.permanent(for: store, entityName: "Bin", primaryKey: UUID())
         return TransactionRecord(
             schemaVersion: table.version, author: "widget", timestampMicroseconds: 1_234_567,
-            processIdentifier: "host:42:session", changes: [
+            processIdentifier: "host:42:session",
+            changes: [
                 .insert(trip(1), ["name": .string("Paris"), "rating": .int(4), "old": .string("x")]),
                 .insert(trip(2), ["name": .string("Rome")]),
                 .insert(bin, ["label": .string("b")]),
@@ -52,7 +55,8 @@ import Testing
     static func tables() throws -> (old: SchemaTable, new: SchemaTable) {
         let old = try #require(try SchemaTable().extended(toCover: oldSchema)).table
         let new = try #require(
-            try old.migrated(to: newSchema, versionIdentifier: nil, allowsRemovals: true)).table
+            try old.migrated(to: newSchema, versionIdentifier: nil, allowsRemovals: true)
+        ).table
         return (old, new)
     }
 

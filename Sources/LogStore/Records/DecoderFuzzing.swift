@@ -212,7 +212,9 @@ public enum _DecoderFuzzing {
                 var input: [UInt8] = []
                 while let record = try reader.next() {
                     guard record.payload.count <= 0xFFFF else { continue }
-                    input += [record.type.rawValue, UInt8(record.payload.count & 0xFF), UInt8(record.payload.count >> 8)]
+                    input += [
+                        record.type.rawValue, UInt8(record.payload.count & 0xFF), UInt8(record.payload.count >> 8),
+                    ]
                     input += record.payload
                 }
                 seeds.append((.checkpoint, input))
@@ -237,7 +239,8 @@ public enum _DecoderFuzzing {
         let token = DefaultHistoryToken(storeIdentifier: storeID, offset: 1691, check: 0xDEAD_BEEF)
         seeds.append((.token, Array(token.jsonString.utf8)))
         for (operation, token) in [(BookmarkRecord.Operation.set, token), (.remove, nil)] {
-            let bookmark = CheckpointBookmark(name: "sync", token: token, lastActivityMicroseconds: 1_700_000_000_000_000)
+            let bookmark = CheckpointBookmark(
+                name: "sync", token: token, lastActivityMicroseconds: 1_700_000_000_000_000)
             seeds.append((.bookmark, BookmarkRecord(operation: operation, bookmark: bookmark).encoded()))
         }
         return seeds
@@ -264,7 +267,8 @@ public enum _DecoderFuzzing {
                 precondition(iterator.recordsRead == inPlace.recordsRead, "reading in place counts differently")
                 if record == nil { return }
             case (.failure(let error), .failure(let other)):
-                precondition(error.code == other.code && error.offset == other.offset, "reading in place fails differently")
+                precondition(
+                    error.code == other.code && error.offset == other.offset, "reading in place fails differently")
                 return
             default:
                 preconditionFailure("reading in place fails where copying does not, or the other way round")

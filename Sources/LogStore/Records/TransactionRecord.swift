@@ -129,7 +129,8 @@ struct TransactionRecord: Sendable, Equatable {
                     uniquingKeysWith: { live, _ in live })
                 entityIDs = table.entities.map(\.id)
                 entities = table.entities.map {
-                    Entity(name: $0.name, attributeIDs: $0.attributes.map(\.id), attributeNames: $0.attributes.map(\.name))
+                    Entity(
+                        name: $0.name, attributeIDs: $0.attributes.map(\.id), attributeNames: $0.attributes.map(\.name))
                 }
                 retiredEntityIDs = Set(table.retiredEntities.map(\.id))
                 retiredAttributeIDs = Set(table.retiredAttributes.map(\.id))
@@ -149,7 +150,8 @@ struct TransactionRecord: Sendable, Equatable {
 
         /// The record; without `readsProcessIdentifier` its process identifier is left empty
         /// (still checked to be UTF-8): the writers' catch-up has no use for it.
-        func decode(_ bytes: [UInt8], readsProcessIdentifier: Bool = true) throws(ByteReaderError) -> TransactionRecord {
+        func decode(_ bytes: [UInt8], readsProcessIdentifier: Bool = true) throws(ByteReaderError) -> TransactionRecord
+        {
             let result = bytes.withUnsafeBytes { bytes -> Result<TransactionRecord, ByteReaderError> in
                 do throws(ByteReaderError) {
                     return .success(try decode(bytes, readsProcessIdentifier: readsProcessIdentifier))
@@ -166,7 +168,8 @@ struct TransactionRecord: Sendable, Equatable {
             var changes: [ResolvedChange] = []
             var scratch: [(name: String, value: AttributeValue)] = []
             let header = try walk(bytes, readsProcessIdentifier: readsProcessIdentifier, scratch: &scratch) {
-                count throws(ByteReaderError) in changes.reserveCapacity(count)
+                count throws(ByteReaderError) in
+                changes.reserveCapacity(count)
             } change: { kind, entityName, primaryKey, values throws(ByteReaderError) in
                 let identifier = PersistentIdentifier.permanent(
                     for: storeIdentifier, entityName: entityName, primaryKey: primaryKey)
@@ -208,7 +211,8 @@ struct TransactionRecord: Sendable, Equatable {
             _ bytes: UnsafeRawBufferPointer, into state: inout FoldState,
             scratch: inout [(name: String, value: AttributeValue)]
         ) throws(ByteReaderError) -> Int64 {
-            let header = try walk(bytes, readsProcessIdentifier: false, scratch: &scratch) { _ throws(ByteReaderError) in
+            let header = try walk(bytes, readsProcessIdentifier: false, scratch: &scratch) {
+                _ throws(ByteReaderError) in
             } change: { kind, entityName, primaryKey, values throws(ByteReaderError) in
                 switch kind {
                 case .insert:
@@ -273,7 +277,9 @@ struct TransactionRecord: Sendable, Equatable {
                     let kind = try reader.readByte()
                     let entityID = UInt32(truncatingIfNeeded: try reader.readVarint())
                     guard let entity = lookups.entity(entityID) else {
-                        guard lookups.retiredEntityIDs.contains(entityID) else { throw .malformed("unknown entity id \(entityID)") }
+                        guard lookups.retiredEntityIDs.contains(entityID) else {
+                            throw .malformed("unknown entity id \(entityID)")
+                        }
                         // A change of an entity removed since: read past it.
                         try reader.skip(16)
                         let valueCount = try reader.readVarint()
@@ -304,10 +310,14 @@ struct TransactionRecord: Sendable, Equatable {
                             continue
                         }
                         scratch.append(
-                            (entity.attributeNames[attribute],
-                             try ValueCodec.read(&reader, entityNames: entityNames, storeIdentifier: storeIdentifier)))
+                            (
+                                entity.attributeNames[attribute],
+                                try ValueCodec.read(&reader, entityNames: entityNames, storeIdentifier: storeIdentifier)
+                            ))
                     }
-                    guard let changeKind = ChangeKind(rawValue: kind) else { throw .malformed("unknown change kind \(kind)") }
+                    guard let changeKind = ChangeKind(rawValue: kind) else {
+                        throw .malformed("unknown change kind \(kind)")
+                    }
                     try change(changeKind, entity.name, primaryKey, scratch[...])
                 }
                 guard reader.isAtEnd else {

@@ -52,23 +52,25 @@ struct Replay {
             // Each record is read in place: its payload is folded where the iterator read it.
             var failure: LogStoreError?
             var done = false
-            while !done, try records.next(inPlace: { record in
-                if let throughOffset, record.offset > throughOffset {
-                    done = true
-                    return
-                }
-                result.recordCount += 1
-                // A schema record changes the table (and its version): decode with the new one.
-                if decoder.table.version != result.table.version
-                    || decoder.table.entities.count != result.table.entities.count
-                {
-                    decoder = TransactionRecord.Decoder(table: result.table, storeIdentifier: storeIdentifier)
-                }
-                do throws(LogStoreError) { try apply(record, to: &result, decoder: decoder) } catch {
-                    failure = error
-                    done = true
-                }
-            }) {}
+            while !done,
+                try records.next(inPlace: { record in
+                    if let throughOffset, record.offset > throughOffset {
+                        done = true
+                        return
+                    }
+                    result.recordCount += 1
+                    // A schema record changes the table (and its version): decode with the new one.
+                    if decoder.table.version != result.table.version
+                        || decoder.table.entities.count != result.table.entities.count
+                    {
+                        decoder = TransactionRecord.Decoder(table: result.table, storeIdentifier: storeIdentifier)
+                    }
+                    do throws(LogStoreError) { try apply(record, to: &result, decoder: decoder) } catch {
+                        failure = error
+                        done = true
+                    }
+                })
+            {}
             if let failure { throw failure }
         } catch let error as LogError {
             throw .log(error)
@@ -89,7 +91,9 @@ struct Replay {
     }
 
     /// `decoder` must have been made with `result.table`.
-    func apply(_ record: LogRecordView, to result: inout Result, decoder: TransactionRecord.Decoder) throws(LogStoreError) {
+    func apply(_ record: LogRecordView, to result: inout Result, decoder: TransactionRecord.Decoder)
+        throws(LogStoreError)
+    {
         switch record.type {
         case .schema:
             let migration: SchemaMigration
@@ -125,7 +129,9 @@ struct Replay {
             result.transactionCount += 1
         case .bookmark:
             result.pendingMigration = nil
-            do { try BookmarkRecord.decode(Array(record.payload), storeID: log.storeID).apply(to: &result.bookmarks) } catch {
+            do {
+                try BookmarkRecord.decode(Array(record.payload), storeID: log.storeID).apply(to: &result.bookmarks)
+            } catch {
                 throw .corruptRecord(offset: record.offset, reason: "bookmark record: \(error)")
             }
         default:

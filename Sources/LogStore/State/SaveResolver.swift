@@ -85,7 +85,8 @@ struct SaveResolver {
                         + "identifier no model has.", entity: entity.name, identifier: kept)
             }
             let permanent =
-                target ?? kept ?? .permanent(for: storeIdentifier, entityName: entity.name, primaryKey: RandomUUID.make())
+                target ?? kept
+                ?? .permanent(for: storeIdentifier, entityName: entity.name, primaryKey: RandomUUID.make())
             // A collision with a stored model is an upsert; with an earlier insert of this save, a merge.
             if let target, state.contains(target) { upserts.insert(target) }
             resolution.remapped[temporary] = permanent
@@ -135,7 +136,9 @@ struct SaveResolver {
             let entity = schema.entity(named: identifier.entityName)!
             var values = snapshot.values
             // Only what the context changed: the rest of a whole snapshot may be a stale copy.
-            if let names = request.changedAttributeNames[identifier] { values = values.filter { names.contains($0.key) } }
+            if let names = request.changedAttributeNames[identifier] {
+                values = values.filter { names.contains($0.key) }
+            }
             for (name, value) in values { try check(value, property: entity.property(named: name)!, entity: entity) }
             let droppedReferences = dropsDeleted(values)
             values = try checkedReferences(

@@ -88,7 +88,8 @@ extension LogStore {
         // records the others made durable, past everything this process wrote.)
         let refreshed: Bool
         do throws(LogError) { refreshed = try log.refreshFromOtherWriters() } catch { throw .log(error) }
-        if !refreshed, log.followedMaintenanceCounter == followMirror.loadedMaintenanceCounter.load(ordering: .acquiring),
+        if !refreshed,
+            log.followedMaintenanceCounter == followMirror.loadedMaintenanceCounter.load(ordering: .acquiring),
             log.writtenEnd <= followMirror.workingEnd.load(ordering: .acquiring),
             log.visibleEnd <= followMirror.publishedVisibleEnd.load(ordering: .acquiring)
         {
@@ -144,7 +145,8 @@ extension LogStore {
         }
         inner.lowWaterMark = mark
         inner.lowWaterMarkCheckpointOffset = recording.offset
-        do throws(LogError) { try log.forgetSegments(endingAtOrBefore: min(recording.offset, inner.workingEnd)) } catch {
+        do throws(LogError) { try log.forgetSegments(endingAtOrBefore: min(recording.offset, inner.workingEnd)) } catch
+        {
             throw .log(error)
         }
         return true

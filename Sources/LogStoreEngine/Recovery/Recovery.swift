@@ -232,7 +232,8 @@ struct Recovery {
         // Decide before changing anything: a refused open must leave every byte where it was.
         let inspector = TailInspector(segment: segment)
         let evidence = try inspector.evidence(after: tailPosition, through: lastNonZero, baseOffset: segment.baseOffset)
-        let damage = "bad record at offset \(end) (\(badReason.isEmpty ? "zeros where a record header was expected" : badReason))"
+        let damage =
+            "bad record at offset \(end) (\(badReason.isEmpty ? "zeros where a record header was expected" : badReason))"
         let unchanged = "nothing on disk was changed"
         if let statement = evidence.highestStatement, statement.durableEnd > end {
             // D12: that record was written when everything before its stated durable end had been
