@@ -550,7 +550,7 @@ import Testing
             self.turn = turn
             #expect(try SharedWritersTests.lockExclusively(turn))
             // Bounded: 20 s; the writer is another thread.
-            while store.saveWriter.backlog.handedOver != 0 && Date() < deadline { usleep(1_000) }
+            while store.saveWriter.handedOver != 0 && Date() < deadline { usleep(1_000) }
         }
 
         /// The synchronous `save()` (in an `async` function the asynchronous one is chosen).
@@ -563,7 +563,7 @@ import Testing
             Thread {
                 // One read of both counts (two reads could count a job moving from queued to
                 // running twice); bounded: 20 s.
-                while store.saveWriter.backlog.handedOver < 2 && Date() < deadline { usleep(1_000) }
+                while store.saveWriter.handedOver < 2 && Date() < deadline { usleep(1_000) }
                 try? turn?.unlock()
             }.start()
         }
@@ -617,8 +617,7 @@ import Testing
         let saves = try OrderedSaves(shared: true)
         saves.trip.destination = "one"
         let first = Task.immediate { @MainActor in try await saves.context.save() }
-        let backlog = saves.store.saveWriter.backlog
-        #expect(backlog.handedOver == 1, "the async save had not queued its write when it first suspended")
+        #expect(saves.store.saveWriter.handedOver == 1, "the async save had not queued its write when it first suspended")
         saves.trip.destination = "two"
         saves.releaseTurnOnceBothSavesAreHandedOver()
         try saves.saveSynchronously()
@@ -665,7 +664,7 @@ import Testing
             }
         }
         let deadline = Date().addingTimeInterval(20)
-        func submitted() -> Int { store.saveWriter.backlog.queued + store.saveWriter.backlog.running }
+        func submitted() -> Int { store.saveWriter.handedOver }
         while submitted() < 4 && Date() < deadline { try await Task.sleep(for: .milliseconds(1)) }
         #expect(submitted() == 4)
         try turn.unlock()
@@ -675,5 +674,14 @@ import Testing
         #expect(try ModelContext(container).fetchCount(FetchDescriptor<Trip>()) == 4)
         try store.close()
         turn.close()
+    }
+}
+
+extension SaveWriter {
+    /// Saves queued or in the batch being written, from one read of the backlog (two reads could
+    /// count a job moving from the queue to the batch twice).
+    var handedOver: Int {
+        let backlog = backlog
+        return backlog.queued + backlog.running
     }
 }

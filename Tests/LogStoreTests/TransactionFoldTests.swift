@@ -69,7 +69,7 @@ import Testing
 
     static func folded(_ bytes: [UInt8], table: SchemaTable, to state: FoldState) throws -> (FoldState, Int64) {
         var state = state
-        var scratch: [(name: String, value: AttributeValue)] = []
+        var scratch: TransactionRecord.Decoder.Values = []
         let timestamp = try TransactionRecord.Decoder(table: table, storeIdentifier: store)
             .fold(bytes, into: &state, scratch: &scratch)
         return (state, timestamp)

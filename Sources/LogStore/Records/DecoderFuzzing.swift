@@ -81,7 +81,7 @@ public enum _DecoderFuzzing {
         // Replay's path reads the same grammar: it refuses what decoding refuses, and what
         // decodes folds to the same state.
         var folded = FoldState()
-        var scratch: [(name: String, value: AttributeValue)] = []
+        var scratch: TransactionRecord.Decoder.Values = []
         let timestamp = try? decoder.fold(payload, into: &folded, scratch: &scratch)
         precondition((decoded == nil) == (timestamp == nil), "fold and decode disagree on whether the record is valid")
         if let decoded {

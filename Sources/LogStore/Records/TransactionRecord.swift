@@ -152,12 +152,9 @@ struct TransactionRecord: Sendable, Equatable {
         /// (still checked to be UTF-8): the writers' catch-up has no use for it.
         func decode(_ bytes: [UInt8], readsProcessIdentifier: Bool = true) throws(ByteReaderError) -> TransactionRecord
         {
-            let result = bytes.withUnsafeBytes { bytes -> Result<TransactionRecord, ByteReaderError> in
-                do throws(ByteReaderError) {
-                    return .success(try decode(bytes, readsProcessIdentifier: readsProcessIdentifier))
-                } catch { return .failure(error) }
+            try ByteReader.withBytes(bytes) { bytes throws(ByteReaderError) in
+                try decode(bytes, readsProcessIdentifier: readsProcessIdentifier)
             }
-            return try result.get()
         }
 
         /// ``decode(_:readsProcessIdentifier:)`` of a payload read in place.
@@ -166,7 +163,7 @@ struct TransactionRecord: Sendable, Equatable {
         {
             let storeIdentifier = lookups.storeIdentifier
             var changes: [ResolvedChange] = []
-            var scratch: [(name: String, value: AttributeValue)] = []
+            var scratch: Values = []
             let header = try walk(bytes, readsProcessIdentifier: readsProcessIdentifier, scratch: &scratch) {
                 count throws(ByteReaderError) in
                 changes.reserveCapacity(count)
@@ -195,21 +192,17 @@ struct TransactionRecord: Sendable, Equatable {
         /// A malformed record throws after the changes before the fault were applied: the caller
         /// discards `state` then (a replay that throws returns nothing). `scratch` is reused from
         /// record to record.
-        func fold(
-            _ bytes: [UInt8], into state: inout FoldState, scratch: inout [(name: String, value: AttributeValue)]
-        ) throws(ByteReaderError) -> Int64 {
-            let result = bytes.withUnsafeBytes { bytes -> Result<Int64, ByteReaderError> in
-                do throws(ByteReaderError) {
-                    return .success(try fold(bytes, into: &state, scratch: &scratch))
-                } catch { return .failure(error) }
+        func fold(_ bytes: [UInt8], into state: inout FoldState, scratch: inout Values) throws(ByteReaderError)
+            -> Int64
+        {
+            try ByteReader.withBytes(bytes) { bytes throws(ByteReaderError) in
+                try fold(bytes, into: &state, scratch: &scratch)
             }
-            return try result.get()
         }
 
         /// ``fold(_:into:scratch:)`` of a payload read in place (``LogRecordView``).
         func fold(
-            _ bytes: UnsafeRawBufferPointer, into state: inout FoldState,
-            scratch: inout [(name: String, value: AttributeValue)]
+            _ bytes: UnsafeRawBufferPointer, into state: inout FoldState, scratch: inout Values
         ) throws(ByteReaderError) -> Int64 {
             let header = try walk(bytes, readsProcessIdentifier: false, scratch: &scratch) {
                 _ throws(ByteReaderError) in
@@ -227,6 +220,9 @@ struct TransactionRecord: Sendable, Equatable {
             return header.timestampMicroseconds
         }
 
+        /// A change's values in record order (a buffer reused from change to change).
+        typealias Values = [(key: String, value: AttributeValue)]
+
         enum ChangeKind: UInt8 {
             case insert = 1
             case update = 2
@@ -239,11 +235,11 @@ struct TransactionRecord: Sendable, Equatable {
         /// past). `changeCount` is told the number of changes first.
         private func walk(
             _ bytes: UnsafeRawBufferPointer, readsProcessIdentifier: Bool,
-            scratch: inout [(name: String, value: AttributeValue)],
+            scratch: inout Values,
             changeCount announce: (Int) throws(ByteReaderError) -> Void,
             change: (
                 _ kind: ChangeKind, _ entityName: String, _ primaryKey: UUID,
-                _ values: ArraySlice<(name: String, value: AttributeValue)>
+                _ values: Values.SubSequence
             ) throws(ByteReaderError) -> Void
         ) throws(ByteReaderError) -> (
             schemaVersion: UInt32, author: String?, timestampMicroseconds: Int64, processIdentifier: String

@@ -57,16 +57,11 @@ struct FoldState: Sendable {
         nextSequence += 1
     }
 
-    /// Changed values of a model (nothing if it is missing); later values of one name win.
-    mutating func update(
-        entityName: String, primaryKey: UUID, values: ArraySlice<(name: String, value: AttributeValue)>
+    /// Changed values of a model (nothing if it is missing); later values of one name win. A
+    /// dictionary, or a change's values as a record holds them (``TransactionRecord/Decoder/Values``).
+    mutating func update<Values: Sequence<(key: String, value: AttributeValue)>>(
+        entityName: String, primaryKey: UUID, values: Values
     ) {
-        entities[entityName]?.update(primaryKey) { row in
-            for (name, value) in values { row.values[name] = value }
-        }
-    }
-
-    mutating func update(entityName: String, primaryKey: UUID, values: [String: AttributeValue]) {
         entities[entityName]?.update(primaryKey) { row in
             for (name, value) in values { row.values[name] = value }
         }

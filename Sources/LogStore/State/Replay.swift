@@ -28,8 +28,6 @@ struct Replay {
         /// A schema record that takes effect only with the transaction record right after it
         /// (a custom migration stage's `didMigrate`); void if anything else follows.
         var pendingMigration: SchemaMigration?
-        /// The decoder's buffer for a change's values, reused from record to record.
-        var scratch: [(name: String, value: AttributeValue)] = []
 
         init() {}
 
@@ -49,6 +47,8 @@ struct Replay {
         do {
             var records = try log.records(from: startOffset ?? log.startOffset)
             var decoder = TransactionRecord.Decoder(table: result.table, storeIdentifier: storeIdentifier)
+            // The decoder's buffer for a change's values, reused from record to record.
+            var scratch: TransactionRecord.Decoder.Values = []
             // Each record is read in place: its payload is folded where the iterator read it.
             var failure: LogStoreError?
             var done = false
@@ -65,7 +65,7 @@ struct Replay {
                     {
                         decoder = TransactionRecord.Decoder(table: result.table, storeIdentifier: storeIdentifier)
                     }
-                    do throws(LogStoreError) { try apply(record, to: &result, decoder: decoder) } catch {
+                    do throws(LogStoreError) { try apply(record, to: &result, decoder: decoder, scratch: &scratch) } catch {
                         failure = error
                         done = true
                     }
@@ -79,8 +79,6 @@ struct Replay {
         } catch {
             preconditionFailure("unexpected \(error)")
         }
-        // The last change's values are not kept alive with the result.
-        result.scratch = []
         return result
     }
 
@@ -90,10 +88,11 @@ struct Replay {
         result.state.apply(migration.steps)
     }
 
-    /// `decoder` must have been made with `result.table`.
-    func apply(_ record: LogRecordView, to result: inout Result, decoder: TransactionRecord.Decoder)
-        throws(LogStoreError)
-    {
+    /// `decoder` must have been made with `result.table`; `scratch` is its buffer for a change's values.
+    func apply(
+        _ record: LogRecordView, to result: inout Result, decoder: TransactionRecord.Decoder,
+        scratch: inout TransactionRecord.Decoder.Values
+    ) throws(LogStoreError) {
         switch record.type {
         case .schema:
             let migration: SchemaMigration
@@ -119,7 +118,7 @@ struct Replay {
             // applied, and the caller discards the result.
             let timestamp: Int64
             do {
-                timestamp = try decoder.fold(record.payload, into: &result.state, scratch: &result.scratch)
+                timestamp = try decoder.fold(record.payload, into: &result.state, scratch: &scratch)
             } catch {
                 throw .corruptRecord(offset: record.offset, reason: "transaction record: \(error)")
             }

@@ -62,10 +62,10 @@ final class SaveWriter: @unchecked Sendable {
     }
 
     /// Jobs queued and not yet started, and jobs in the batch being written (tests).
-    var backlog: (queued: Int, running: Int, handedOver: Int) {
+    var backlog: (queued: Int, running: Int) {
         condition.lock()
         defer { condition.unlock() }
-        return (jobs.count, running, jobs.count + running)
+        return (jobs.count, running)
     }
 
     private var isStopped: Bool {

@@ -74,11 +74,7 @@ public struct ByteReader {
     /// A varint byte count followed by that many bytes; the count is checked against what is
     /// left before anything is allocated.
     @inlinable public mutating func readLengthPrefixed() throws(ByteReaderError) -> [UInt8] {
-        let count = try readVarint()
-        guard count <= UInt64(remainingByteCount) else {
-            throw .truncated(needed: Int(clamping: count), available: remainingByteCount)
-        }
-        return try readBytes(Int(count))
+        Array(try readLengthPrefixedInPlace())
     }
 
     /// Like ``readLengthPrefixed()``, without copying: the bytes where they are in the buffer,
@@ -125,13 +121,22 @@ public enum ByteReaderError: Error, Sendable, Equatable, CustomStringConvertible
 }
 
 extension ByteReader {
-    /// Runs `body` with a reader over `bytes` (a typed-throws-friendly `withUnsafeBytes`).
+    /// Runs `body` with a reader over `bytes`.
     @inlinable public static func read<T>(_ bytes: [UInt8], _ body: (inout ByteReader) throws(ByteReaderError) -> T)
         throws(ByteReaderError) -> T
     {
-        let result = bytes.withUnsafeBytes { buffer -> Result<T, ByteReaderError> in
+        try withBytes(bytes) { buffer throws(ByteReaderError) in
             var reader = ByteReader(buffer)
-            do throws(ByteReaderError) { return .success(try body(&reader)) } catch { return .failure(error) }
+            return try body(&reader)
+        }
+    }
+
+    /// Runs `body` with the bytes of `bytes` (a typed-throws-friendly `withUnsafeBytes`).
+    @inlinable public static func withBytes<T>(
+        _ bytes: [UInt8], _ body: (UnsafeRawBufferPointer) throws(ByteReaderError) -> T
+    ) throws(ByteReaderError) -> T {
+        let result = bytes.withUnsafeBytes { buffer -> Result<T, ByteReaderError> in
+            do throws(ByteReaderError) { return .success(try body(buffer)) } catch { return .failure(error) }
         }
         return try result.get()
     }
