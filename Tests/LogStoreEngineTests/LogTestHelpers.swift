@@ -26,9 +26,10 @@ func simulatedOptions(
     return options
 }
 
-/// Every record from the start of the log to its visible end.
-func readAll(_ log: Log) throws -> [LogRecord] {
-    var iterator = try log.records(from: log.startOffset)
+/// Every record from the start of the log to its visible end (with `includingMarks`, the log's
+/// own durable-end marks and segment dictionaries too).
+func readAll(_ log: Log, includingMarks: Bool = false) throws -> [LogRecord] {
+    var iterator = try log.records(from: log.startOffset, includingMarks: includingMarks)
     var records: [LogRecord] = []
     while let record = try iterator.next() { records.append(record) }
     return records

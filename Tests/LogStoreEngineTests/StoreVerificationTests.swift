@@ -56,6 +56,7 @@ import Testing
         options.segmentByteCountMax = segmentByteCountMax
         options.durability = durability
         options.durableEndMarkDelay = nil  // a mark at close only, so the offsets are the appends'
+        options.dictionaryByteCountMax = 0  // and no segment dictionary or early roll (DictionaryTests)
         let log = try Log.open(directory: directory, options: options)
         let positions = try payloads.map { try log.append($0) }
         let bases = log.segmentBaseOffsets

@@ -80,7 +80,8 @@ import Testing
 
     @Test func aBadRecordFollowedByAValidOneBeyondTheUnsyncedBoundIsCorruption() throws {
         let fileSystem = SimulatedFileSystem()
-        let options = simulatedOptions(fileSystem, durability: .none, preallocates: false)
+        var options = simulatedOptions(fileSystem, durability: .none, preallocates: false)
+        options.dictionaryByteCountMax = 0  // one segment: no early roll to start a dictionary
         let log = try Log.open(directory: storePath, options: options)
         var generator = SeededGenerator(seed: 13)
         let first = try log.append(payload(number: 0, byteCount: 100, compressible: false, generator: &generator))

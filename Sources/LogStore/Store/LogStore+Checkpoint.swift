@@ -114,6 +114,9 @@ extension LogStore {
                         file: configuration.directory, underlying: error))
             }
             checkpoints.adopt(onDisk)
+            // Under MAINTENANCE all the same: a dead process's unfinished checkpoint goes now,
+            // not only at the next checkpoint written (one adopted at the end may be the last).
+            pruneCheckpoints(keeping: onDisk)
             return automaticInterval == nil ? onDisk : nil
         }
         return try writeCheckpoint(snapshot: snapshot)

@@ -186,7 +186,9 @@ extension LogStore {
                 // A fetch meanwhile (followOtherWriters) may have folded this record from the log
                 // already, as it folds the others' — the same changes: then nothing is left to apply.
                 if inner.workingEnd < position.endOffset {
-                    precondition(inner.workingEnd == position.offset, "the working state ends where the record starts")
+                    // Only the log's own bookkeeping lies between: a segment dictionary when the
+                    // write rolled (FORMAT.md §6.8). Catch-up under the turn folded the rest.
+                    precondition(inner.workingEnd <= position.offset, "the working state ends past the record's start")
                     apply(&inner, position: position, changes: changes, timestamp: unwritten.timestamp)
                 }
             }

@@ -80,8 +80,14 @@ public enum FormatConstants {
 
     /// Record flag: the payload is an LZ4 block (liblz4 block format, no frame).
     public static let flagCompressedLZ4: UInt8 = 0x01
-    /// Record flag (reserved): the payload is LZ4 compressed with dictionary `dictionaryID`.
+    /// Record flag (format version 2, revision 8): the payload is an LZ4 block compressed with
+    /// dictionary `dictionaryID`, which must be ``segmentDictionaryID``: the dictionary record
+    /// that is the segment's first record (FORMAT.md §6.8). Always set together with bit 0.
     public static let flagDictionary: UInt8 = 0x02
+    /// The only dictionary id a record may name: its segment's dictionary (its first record).
+    public static let segmentDictionaryID: UInt32 = 1
+    /// A dictionary holds at most this many bytes (LZ4's window: older bytes could not be matched).
+    public static let dictionaryByteCountMax = 64 * 1024
     /// Every flag bit this version understands.
     public static let knownFlags: UInt8 = flagCompressedLZ4 | flagDictionary
 }
@@ -105,7 +111,8 @@ public struct RecordType: RawRepresentable, Hashable, Sendable, CustomStringConv
     public static let checkpointChunk = RecordType(rawValue: 0x11)
     /// Checkpoint file: trailer with counts.
     public static let checkpointTrailer = RecordType(rawValue: 0x12)
-    /// Reserved: an LZ4 dictionary, referenced by `dictionaryID` from later records.
+    /// An LZ4 dictionary (FORMAT.md §6.8): as the first record of a segment, the dictionary that
+    /// the segment's records with flag bit 1 are compressed against. Record iterators skip it.
     public static let dictionary = RecordType(rawValue: 0x81)
     /// A consumer bookmark (history retention).
     public static let bookmark = RecordType(rawValue: 0x82)

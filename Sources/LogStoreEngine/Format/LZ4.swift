@@ -24,16 +24,23 @@ public enum LZ4 {
     /// Decompresses a block into exactly `decompressedByteCount` bytes, or returns `nil` when the
     /// block is malformed or does not decode to exactly that many bytes. Never writes outside
     /// the destination (LZ4_decompress_safe).
-    public static func decompress(_ block: UnsafeRawBufferPointer, decompressedByteCount: Int) -> [UInt8]? {
+    /// With `dictionary`, the block was compressed against it (``RecordDictionary``).
+    public static func decompress(
+        _ block: UnsafeRawBufferPointer, decompressedByteCount: Int, dictionary: RecordDictionary? = nil
+    ) -> [UInt8]? {
         guard decompressedByteCount > 0, block.count > 0,
             decompressedByteCount <= FormatConstants.recordByteCountMax
         else { return nil }
         var destination = [UInt8](repeating: 0, count: decompressedByteCount)
         let written = destination.withUnsafeMutableBytes { target in
-            LZ4_decompress_safe(
-                block.baseAddress!.assumingMemoryBound(to: CChar.self),
-                target.baseAddress!.assumingMemoryBound(to: CChar.self),
-                Int32(block.count), Int32(decompressedByteCount))
+            let source = block.baseAddress!.assumingMemoryBound(to: CChar.self)
+            let output = target.baseAddress!.assumingMemoryBound(to: CChar.self)
+            guard let dictionary else {
+                return LZ4_decompress_safe(source, output, Int32(block.count), Int32(decompressedByteCount))
+            }
+            return LZ4_decompress_safe_usingDict(
+                source, output, Int32(block.count), Int32(decompressedByteCount),
+                dictionary.bytes.baseAddress!.assumingMemoryBound(to: CChar.self), Int32(dictionary.bytes.count))
         }
         guard written == Int32(decompressedByteCount) else { return nil }
         return destination

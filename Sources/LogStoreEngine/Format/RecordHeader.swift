@@ -7,7 +7,7 @@
 /// 16 u32 storedByteCount  payload bytes that follow the header
 /// 20 u32 uncompressedByteCount
 /// 24 u8  type             0 is never a record
-/// 25 u8  flags            bit 0: LZ4 block; bit 1: LZ4 with dictionary (reserved)
+/// 25 u8  flags            bit 0: LZ4 block; bit 1: with the segment's dictionary (§6.8)
 /// 26 u16 dictionaryID     zero unless flag bit 1
 /// 28 u32 durableEndDelta  offset − D, D the durable end the writer knew (format version 2)
 /// ```
@@ -148,9 +148,16 @@ public struct RecordHeader: Sendable, Equatable {
                     + "format version \(FormatConstants.formatVersion) writes zero there")
         }
         if header.flags & FormatConstants.flagDictionary != 0 {
-            return .unsupported(
-                "record compressed with dictionary \(header.dictionaryID); "
-                    + "dictionaries are reserved and not supported by this version")
+            // Revision 8 (FORMAT.md §6.8): LZ4 against the segment's dictionary, in version-2
+            // files only. Other ids or bit 1 without bit 0 are left for later revisions.
+            guard statesDurableEnd, header.isCompressed, header.dictionaryID == FormatConstants.segmentDictionaryID,
+                header.type != .dictionary
+            else {
+                return .unsupported(
+                    "record compressed with dictionary \(header.dictionaryID) (flags 0x\(String(header.flags, radix: 16))); "
+                        + "this version reads only dictionary \(FormatConstants.segmentDictionaryID) with LZ4 "
+                        + "in a version-2 segment")
+            }
         }
         if !header.isCompressed && header.storedByteCount != header.uncompressedByteCount {
             return .invalid(

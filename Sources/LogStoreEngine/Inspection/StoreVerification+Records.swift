@@ -60,7 +60,10 @@ extension StoreVerifier {
         let base = entry.baseOffset
         let inspector = TailInspector(
             handle: handle, path: LogFileNames.join(directory, entry.name), formatVersion: entry.formatVersion)
-        var scanner = SegmentScanner(handle: handle, baseOffset: base, formatVersion: entry.formatVersion)
+        // One lookup of the segment's dictionary (FORMAT.md §6.8) for every scanner below.
+        let dictionary = SegmentDictionary()
+        var scanner = SegmentScanner(
+            handle: handle, baseOffset: base, formatVersion: entry.formatVersion, dictionary: dictionary)
         // Bounded: every pass moves past a record, resumes strictly after the damage, or returns.
         while true {
             let start = scanner.position
@@ -86,7 +89,9 @@ extension StoreVerifier {
             if nextBase == nil {
                 // Beside a live writer the buffered bytes may predate an append: read again before
                 // calling it damage.
-                var fresh = SegmentScanner(handle: handle, baseOffset: base, formatVersion: entry.formatVersion, position: start)
+                var fresh = SegmentScanner(
+                    handle: handle, baseOffset: base, formatVersion: entry.formatVersion, position: start,
+                    dictionary: dictionary)
                 if case .record(let record) = try fresh.next(decodesPayload: true) {
                     account(record, at: start, entry: entry, nextBase: nextBase, state: &state)
                     scanner = fresh
@@ -103,7 +108,9 @@ extension StoreVerifier {
                     DamagedRange(
                         start: start, end: next, reason: reason, header: header,
                         isFollowedByRecord: true))
-                scanner = SegmentScanner(handle: handle, baseOffset: base, formatVersion: entry.formatVersion, position: next)
+                scanner = SegmentScanner(
+                    handle: handle, baseOffset: base, formatVersion: entry.formatVersion, position: next,
+                    dictionary: dictionary)
             } else {
                 state.damage.append(
                     DamagedRange(
@@ -135,6 +142,11 @@ extension StoreVerifier {
             if let stated = record.statedDurableEnd, stated > state.highestStatementAfterDamage?.durableEnd ?? 0 {
                 state.highestStatementAfterDamage = (stated, record.offset)
             }
+        }
+        if record.type == .dictionary && record.offset != entry.baseOffset {
+            add(
+                entry.name, position, offset: record.offset, byteCount: record.recordByteCount, .warning,
+                "a dictionary record that is not its segment's first record: no record can use it (FORMAT.md §6.8)")
         }
         if let nextBase, record.endOffset > nextBase {
             add(

@@ -123,14 +123,14 @@ public final class Log: Sendable {
     public var segmentBaseOffsets: [UInt64] { core.segmentBaseOffsets }
 
     /// The records from `offset` (or the first record after it, when `offset` falls inside one)
-    /// up to the visible end as of this call. Durable-end marks (FORMAT.md §6.6), the log's own
-    /// bookkeeping, are skipped unless `includingMarks` is true.
+    /// up to the visible end as of this call. Durable-end marks (FORMAT.md §6.6) and segment
+    /// dictionaries (§6.8), the log's own bookkeeping, are skipped unless `includingMarks` is true.
     public func records(from offset: UInt64, includingMarks: Bool = false) throws(LogError) -> LogIterator {
         try core.iterator(from: offset, includesMarks: includingMarks)
     }
 
     /// The first record starting at or after `offset`, or `nil` at the visible end. Durable-end
-    /// marks (FORMAT.md §6.6) are skipped unless `includingMarks` is true, which asks what
+    /// marks (FORMAT.md §6.6) and segment dictionaries (§6.8) are skipped unless `includingMarks` is true, which asks what
     /// truly starts there (for example whether an offset is a record boundary).
     public func firstRecord(atOrAfter offset: UInt64, includingMarks: Bool = false) throws(LogError) -> LogRecord? {
         var iterator = try core.iterator(from: offset, includesMarks: includingMarks)

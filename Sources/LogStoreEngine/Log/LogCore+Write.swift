@@ -3,22 +3,47 @@ extension LogCore {
     /// turn (no roll in progress, room under the unsynced bound, a segment with space), assign
     /// the offset and `pwrite` the record.
     func write(_ payload: some Collection<UInt8>, type: RecordType) throws(LogError) -> LogPosition {
-        let compresses = options.compresses && payload.count >= options.compressionThresholdByteCount
-        let prepare = { (buffer: UnsafeRawBufferPointer) -> Result<PreparedRecord, LogError> in
-            do throws(LogError) {
-                return .success(try PreparedRecord(payload: buffer, type: type, compresses: compresses))
-            } catch {
-                return .failure(error)
+        let prepare = { (dictionary: RecordDictionary?) -> Result<PreparedRecord, LogError> in
+            let threshold =
+                dictionary == nil
+                ? self.options.compressionThresholdByteCount : LogOptions.dictionaryCompressionThresholdByteCount
+            let compresses = self.options.compresses && payload.count >= threshold
+            let encode = { (buffer: UnsafeRawBufferPointer) -> Result<PreparedRecord, LogError> in
+                do throws(LogError) {
+                    return .success(
+                        try PreparedRecord(payload: buffer, type: type, compresses: compresses, dictionary: dictionary))
+                } catch {
+                    return .failure(error)
+                }
             }
+            return payload.withContiguousStorageIfAvailable { encode(UnsafeRawBufferPointer($0)) }
+                ?? Array(payload).withUnsafeBytes { encode($0) }
         }
-        let prepared =
-            payload.withContiguousStorageIfAvailable { prepare(UnsafeRawBufferPointer($0)) }
-            ?? Array(payload).withUnsafeBytes { prepare($0) }
-        var record = try prepared.get()
+        // Compressed against the dictionary the last append found (outside the lock); checked
+        // below against the segment the record lands in.
+        var record = try prepare(compressionDictionary.withLock { $0 }).get()
         conditionLock.lock()
         defer { conditionLock.unlock() }
         precondition(writers == nil || state.turnHeld, "a write to a store shared by writers outside a turn")
-        try waitForTurn(recordByteCount: record.recordByteCount)
+        // Each pass either finds the record fits its segment as encoded, or encodes it again for
+        // the segment it lands in (rare: after a roll here or in another process). A second
+        // encoding that no longer fits rolls to a segment holding only its dictionary, where
+        // any record fits: the loop ends.
+        while true {
+            let dictionary = try waitForTurn(recordByteCount: record.recordByteCount)
+            if record.dictionary === dictionary { break }
+            record = try prepare(dictionary).get()
+            compressionDictionary.withLock { $0 = dictionary }
+        }
+        let written = try appendLocked(&record)
+        if !type.isSkippable {
+            state.dictionarySamples.append(payload, keeping: options.dictionaryByteCount)
+        }
+        return written
+    }
+
+    /// Writes a prepared record at the written end of the last segment (lock held, turn taken).
+    private func appendLocked(_ record: inout PreparedRecord) throws(LogError) -> LogPosition {
         let segment = state.segments.last!
         let offset = state.writtenEnd
         let wasClean = state.writtenEnd == state.durableEnd
@@ -26,6 +51,9 @@ extension LogCore {
         // D12: the record states the durable end known now (a roll made the old segment durable,
         // so it is never below this segment's base).
         precondition(state.durableEnd >= segment.baseOffset && state.durableEnd <= offset, "durable end out of place")
+        precondition(
+            record.dictionary == nil || record.dictionary === segment.dictionary.knownDictionary,
+            "a record compressed against another segment's dictionary")
         record.assign(offset: offset, durableEnd: state.durableEnd)
         // Before the write: the record goes exactly at the written end, after the segment header,
         // inside the segment (unless it is the segment's first record), past any zero-fill.
@@ -67,8 +95,9 @@ extension LogCore {
         return LogPosition(offset: offset, endOffset: state.writtenEnd, payloadCRC: record.header.payloadCRC)
     }
 
-    /// Waits (lock held) until this writer may write `recordByteCount` bytes at the written end.
-    private func waitForTurn(recordByteCount: UInt64) throws(LogError) {
+    /// Waits (lock held) until this writer may write `recordByteCount` bytes at the written end,
+    /// and returns the dictionary of the segment it will write into (FORMAT.md §6.8).
+    private func waitForTurn(recordByteCount: UInt64) throws(LogError) -> RecordDictionary? {
         // Each pass either returns, throws, rolls, or sleeps until a sync or roll finishes.
         while true {
             do throws(LogError) { try checkWritable() } catch { throw reporting(error) }
@@ -78,9 +107,23 @@ extension LogCore {
                 conditionLock.waitWaiter()
                 continue
             }
-            if position > UInt64(FormatConstants.segmentHeaderByteCount)
-                && position + recordByteCount > options.segmentByteCountMax
-            {
+            let dictionary = try lastSegmentDictionaryLocked()
+            // A segment holding nothing but its dictionary takes any record, as an empty one does.
+            let recordsStart = UInt64(FormatConstants.segmentHeaderByteCount) + (dictionary?.recordByteCount ?? 0)
+            let isFull = position > recordsStart && position + recordByteCount > options.segmentByteCountMax
+            // A segment without a dictionary (a store's first, or one of an older writer) is left
+            // early once this writer has a dictionary's worth of payloads to start the next with.
+            let dictionaryByteCount = UInt64(options.dictionaryByteCount)
+            let leavesEarly =
+                dictionary == nil && dictionaryByteCount > 0 && state.dictionarySamples.count >= dictionaryByteCount
+                && position - UInt64(FormatConstants.segmentHeaderByteCount) >= dictionaryByteCount
+            if isFull || leavesEarly {
+                // No roll while the syncer zero-fills (a full segment's record always reaches the
+                // chunk and waited above; an early roll's need not).
+                if state.zeroFillStart != nil {
+                    conditionLock.waitWaiter()
+                    continue
+                }
                 try roll()
                 continue
             }
@@ -90,7 +133,19 @@ extension LogCore {
                 try waitUntilDurableLocked(endOffset: state.writtenEnd)
                 continue
             }
-            return
+            return dictionary
+        }
+    }
+
+    /// The last segment's dictionary (lock held), read from its first record the first time.
+    private func lastSegmentDictionaryLocked() throws(LogError) -> RecordDictionary? {
+        let segment = state.segments.last!
+        guard options.compresses else { return nil }
+        do throws(LogError) {
+            return try segment.dictionary.lookup(
+                handle: segment.handle, baseOffset: segment.baseOffset, formatVersion: segment.formatVersion)
+        } catch {
+            throw reporting(error)
         }
     }
 
@@ -177,6 +232,7 @@ extension LogCore {
             state.pendingIndexWrites.append(sealed)
             checkInvariants()
             conditionLock.signalSyncer()
+            try startWithDictionaryLocked(segment)
         case .failure(let error):
             let failure = LogError.io(error, "Starting segment \(LogFileNames.segment(baseOffset))")
             // A full disk leaves the old segment in use and the append fails; an fsync or rename
@@ -189,6 +245,27 @@ extension LogCore {
             }
             throw reporting(failure)
         }
+    }
+
+    /// A new segment's first record (lock held, rolling): the dictionary of the payloads this
+    /// writer appended last (FORMAT.md §6.8), when it has enough of them; the segment's records
+    /// are then compressed against it. Without, the segment has none (records compress alone).
+    private func startWithDictionaryLocked(_ segment: SegmentFile) throws(LogError) {
+        let byteCount = options.dictionaryByteCount
+        guard byteCount > 0, state.dictionarySamples.count >= LogOptions.dictionaryByteCountMin else { return }
+        let bytes = state.dictionarySamples.newest(byteCount)
+        var record = try bytes.withUnsafeBytes { buffer -> Result<PreparedRecord, LogError> in
+            do throws(LogError) {
+                return .success(try PreparedRecord(payload: buffer, type: .dictionary, compresses: self.options.compresses))
+            } catch {
+                return .failure(error)
+            }
+        }.get()
+        precondition(state.writtenEnd == segment.baseOffset, "a dictionary is its segment's first record")
+        _ = try appendLocked(&record)
+        let dictionary = RecordDictionary(bytes, recordByteCount: record.recordByteCount)
+        segment.dictionary.set(dictionary)
+        compressionDictionary.withLock { $0 = dictionary }
     }
 
     /// Asks the syncer (lock held) to make everything through `end` durable.

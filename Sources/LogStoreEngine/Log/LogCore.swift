@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// The log's shared state and the operations on it. ``Log`` is the public face; the syncer
 /// thread holds the core (not the ``Log``), so dropping the last ``Log`` reference closes it.
@@ -16,6 +17,10 @@ final class LogCore: @unchecked Sendable {
     /// A store shared by several writing processes (``LogOptions/allowsOtherWriters``): its
     /// `TURN` and `SYNC` locks. `nil` otherwise: nothing of D11 stage 2 runs.
     let writers: SharedWriters?
+
+    /// The dictionary of the last segment as last seen under the lock: appends compress against it
+    /// before taking the lock, and check under it that their segment has it.
+    let compressionDictionary = Mutex<RecordDictionary?>(nil)
 
     let conditionLock = ConditionLock()
     /// Guarded by `conditionLock`.
@@ -61,6 +66,9 @@ final class LogCore: @unchecked Sendable {
         var needsDurableEndMark = false
         var asyncWaiters: [AsyncWaiter] = []
         var pendingIndexWrites: [SegmentFile] = []
+        /// The payloads this writer appended last, newest at the end: the bytes of the next segment
+        /// dictionary it makes (FORMAT.md §6.8).
+        var dictionarySamples = DictionarySamples()
         /// The base offset of the segment whose index the syncer is writing (outside the lock).
         var indexWriteInFlight: UInt64?
         var statistics = LogStatistics()
@@ -228,4 +236,20 @@ final class LogCore: @unchecked Sendable {
         // returning would call them durable).
         if let failure, !reportedBefore { throw failure }
     }
+}
+
+/// The newest payload bytes a writer appended, up to a bound (amortised: trimmed at twice it).
+struct DictionarySamples {
+    private(set) var bytes: [UInt8] = []
+
+    mutating func append(_ payload: some Collection<UInt8>, keeping byteCount: Int) {
+        guard byteCount > 0 else { return }
+        bytes.append(contentsOf: payload.suffix(byteCount))
+        if bytes.count > 2 * byteCount { bytes.removeFirst(bytes.count - byteCount) }
+    }
+
+    /// The newest `byteCount` bytes (fewer if fewer were appended).
+    func newest(_ byteCount: Int) -> ArraySlice<UInt8> { bytes.suffix(byteCount) }
+
+    var count: Int { bytes.count }
 }

@@ -2,7 +2,8 @@
 ///
 /// Records are checked as they are read (header CRC, own offset, payload CRC, decompression);
 /// a bad record below the visible end is corruption and throws, naming file and offset.
-/// Durable-end marks (the log's own bookkeeping, FORMAT.md §6.6) are skipped unless asked for.
+/// Durable-end marks and segment dictionaries (the log's own bookkeeping, FORMAT.md §6.6 and
+/// §6.8) are skipped unless asked for.
 public struct LogIterator: Sendable {
     private let segments: [SegmentFile]
     /// The visible end when the iterator was made: it stops there.
@@ -95,10 +96,10 @@ public struct LogIterator: Sendable {
         return false
     }
 
-    /// Records before the start (it fell inside a record) and durable-end marks (unless asked
-    /// for) are read past.
+    /// Records before the start (it fell inside a record), and the log's own bookkeeping —
+    /// durable-end marks and segment dictionaries — unless asked for, are read past.
     private static func wanted(_ offset: UInt64, _ type: RecordType, from start: UInt64, includesMarks: Bool) -> Bool {
-        offset >= start && (type != .durableEndMark || includesMarks)
+        offset >= start && (includesMarks || (type != .durableEndMark && type != .dictionary))
     }
 
     /// Below the end, anything but a record is corruption.

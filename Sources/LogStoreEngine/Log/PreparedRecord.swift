@@ -7,8 +7,15 @@ struct PreparedRecord {
 
     var recordByteCount: UInt64 { UInt64(bytes.count) }
 
-    /// Encodes `payload`. Throws ``LogError/Code/recordTooLarge`` past the 16 MiB limit.
-    init(payload: UnsafeRawBufferPointer, type: RecordType, compresses: Bool) throws(LogError) {
+    /// The dictionary the payload was offered to (FORMAT.md §6.8): the record may go only into
+    /// the segment that has it (or, when `nil`, into one without a dictionary).
+    let dictionary: RecordDictionary?
+
+    /// Encodes `payload`, with `dictionary` (its segment's) when it compresses. Throws
+    /// ``LogError/Code/recordTooLarge`` past the 16 MiB limit.
+    init(
+        payload: UnsafeRawBufferPointer, type: RecordType, compresses: Bool, dictionary: RecordDictionary? = nil
+    ) throws(LogError) {
         precondition(type.rawValue != 0, "record type 0 is reserved: zeros are not data")
         guard payload.count <= FormatConstants.recordByteCountMax else {
             throw LogError(
@@ -16,11 +23,17 @@ struct PreparedRecord {
                 "A record of \(payload.count) bytes exceeds the "
                     + "\(FormatConstants.recordByteCountMax)-byte maximum.", offset: nil)
         }
-        let compressed = compresses ? LZ4.compressIfSmaller(payload) : nil
+        precondition(dictionary == nil || type != .dictionary, "a dictionary is never compressed with one")
+        self.dictionary = dictionary
+        let compressed =
+            !compresses ? nil : dictionary.map { $0.compressIfSmaller(payload) } ?? LZ4.compressIfSmaller(payload)
+        let usesDictionary = compressed != nil && dictionary != nil
         var header = RecordHeader(
             payloadCRC: 0, offset: 0, storedByteCount: 0,
             uncompressedByteCount: UInt32(payload.count), type: type,
-            flags: compressed == nil ? 0 : FormatConstants.flagCompressedLZ4)
+            flags: compressed == nil
+                ? 0 : FormatConstants.flagCompressedLZ4 | (usesDictionary ? FormatConstants.flagDictionary : 0),
+            dictionaryID: usesDictionary ? FormatConstants.segmentDictionaryID : 0)
         var writer = ByteWriter(capacity: FormatConstants.recordHeaderByteCount + (compressed?.count ?? payload.count))
         writer.writeZeros(FormatConstants.recordHeaderByteCount)
         if let compressed {

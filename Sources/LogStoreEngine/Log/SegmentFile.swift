@@ -10,12 +10,15 @@ final class SegmentFile: Sendable {
     let formatVersion: UInt32
     let path: String
     let handle: any FileHandle
+    /// The segment's dictionary (FORMAT.md §6.8), looked up once and shared by its scanners.
+    let dictionary: SegmentDictionary
     private let sparseIndex: Mutex<SparseIndex>
 
     init(
         baseOffset: UInt64, formatVersion: UInt32, path: String, handle: any FileHandle,
-        index: SparseIndex = SparseIndex()
+        index: SparseIndex = SparseIndex(), dictionary: SegmentDictionary = SegmentDictionary()
     ) {
+        self.dictionary = dictionary
         self.baseOffset = baseOffset
         self.formatVersion = formatVersion
         self.path = path

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// Reads the records of one segment file forward from a file position, checking each header
 /// and payload CRC. Reads in chunks (16 KiB first, doubling up to ``chunkByteCount``) so a record
 /// costs no system call of its own; a buffer grows only to hold one whole record, never past the
@@ -9,6 +11,9 @@ struct SegmentScanner {
     let baseOffset: UInt64
     /// The format version of the file (its header's), which decides the record header layout.
     let formatVersion: UInt32
+    /// The segment's dictionary (FORMAT.md §6.8), looked up the first time a record needs it;
+    /// shared by every scanner of one ``SegmentFile``.
+    let dictionary: SegmentDictionary
     /// File position of the next record header.
     private(set) var position: UInt64
     private var buffer: [UInt8] = []
@@ -20,9 +25,11 @@ struct SegmentScanner {
 
     init(
         handle: any FileHandle, baseOffset: UInt64, formatVersion: UInt32,
-        position: UInt64 = UInt64(FormatConstants.segmentHeaderByteCount)
+        position: UInt64 = UInt64(FormatConstants.segmentHeaderByteCount),
+        dictionary: SegmentDictionary = SegmentDictionary()
     ) {
         self.handle = handle
+        self.dictionary = dictionary
         self.baseOffset = baseOffset
         self.formatVersion = formatVersion
         self.position = position
@@ -31,7 +38,7 @@ struct SegmentScanner {
     init(segment: SegmentFile, position: UInt64 = UInt64(FormatConstants.segmentHeaderByteCount)) {
         self.init(
             handle: segment.handle, baseOffset: segment.baseOffset, formatVersion: segment.formatVersion,
-            position: position)
+            position: position, dictionary: segment.dictionary)
     }
 
     /// The logical offset of the next record header.
@@ -117,6 +124,15 @@ struct SegmentScanner {
                 recordByteCount: header.recordByteCount, isCompressed: header.isCompressed,
                 statedDurableEnd: statedDurableEnd)
         }
+        var dictionary: RecordDictionary?
+        if decodes && header.flags & FormatConstants.flagDictionary != 0 {
+            dictionary = try self.dictionary.lookup(handle: handle, baseOffset: baseOffset, formatVersion: formatVersion)
+            guard dictionary != nil else {
+                return .bad(
+                    reason: "record compressed with its segment's dictionary, but the segment's first record "
+                        + "is not a dictionary", header: header)
+            }
+        }
         let result: Found<Record> = buffer.withUnsafeBytes { bytes in
             let stored = UnsafeRawBufferPointer(
                 rebasing: bytes[payloadStart..<(payloadStart + Int(header.storedByteCount))])
@@ -130,7 +146,9 @@ struct SegmentScanner {
             guard header.isCompressed else { return .record(body(view(stored), nil)) }
             // Decoding also catches a payload whose CRC matches but that does not decompress
             // (a writer bug): recovery, repair, reads and verify all decode.
-            guard let decoded = LZ4.decompress(stored, decompressedByteCount: Int(header.uncompressedByteCount))
+            guard
+                let decoded = LZ4.decompress(
+                    stored, decompressedByteCount: Int(header.uncompressedByteCount), dictionary: dictionary)
             else {
                 return .bad(
                     reason: "payload does not decompress to \(header.uncompressedByteCount) bytes",
@@ -165,5 +183,62 @@ struct SegmentScanner {
     /// Moves to a file position (for example an index entry) and drops the buffer if needed.
     mutating func seek(toFilePosition newPosition: UInt64) {
         position = newPosition
+    }
+}
+
+/// The dictionary of one segment, found on first need and then kept: the segment's first record
+/// when that is a dictionary record (FORMAT.md §6.8). Shared by the writer and the readers of a
+/// ``SegmentFile``. A first record that is not there yet (zeros: an empty last segment) is not
+/// remembered — the record a writer puts there may still be a dictionary.
+final class SegmentDictionary: Sendable {
+    enum State {
+        case unknown
+        case none
+        case some(RecordDictionary)
+    }
+
+    private let state: Mutex<State>
+
+    init(_ state: State = .unknown) { self.state = Mutex(state) }
+
+    /// What is known without reading the file (`nil`: not looked up yet).
+    var known: State { state.withLock { $0 } }
+
+    /// The dictionary if it was looked up (or set) and exists.
+    var knownDictionary: RecordDictionary? {
+        if case .some(let dictionary) = known { dictionary } else { nil }
+    }
+
+    /// A writer that just wrote the segment's first record sets what it holds.
+    func set(_ dictionary: RecordDictionary?) {
+        state.withLock { $0 = dictionary.map { .some($0) } ?? .none }
+    }
+
+    /// The segment's dictionary, reading the segment's first record the first time; `nil` when
+    /// that record is not a usable dictionary (or not written yet).
+    func lookup(handle: any FileHandle, baseOffset: UInt64, formatVersion: UInt32) throws(LogError) -> RecordDictionary? {
+        switch known {
+        case .some(let dictionary): return dictionary
+        case .none: return nil
+        case .unknown: break
+        }
+        // A dictionary never uses one: the reader of the first record has none to look up.
+        var scanner = SegmentScanner(
+            handle: handle, baseOffset: baseOffset, formatVersion: formatVersion,
+            dictionary: SegmentDictionary(.none))
+        let found = try scanner.next(decodesPayload: true)
+        guard case .record(let record) = found else { return nil }
+        let dictionary: RecordDictionary? =
+            if record.type == .dictionary && (1...FormatConstants.dictionaryByteCountMax).contains(record.payload.count) {
+                RecordDictionary(record.payload, recordByteCount: record.recordByteCount)
+            } else {
+                nil
+            }
+        // Two readers may look it up at once: both read the same bytes; the first one kept wins.
+        return state.withLock { state in
+            if case .some(let kept) = state { return kept }
+            state = dictionary.map { .some($0) } ?? .none
+            return dictionary
+        }
     }
 }

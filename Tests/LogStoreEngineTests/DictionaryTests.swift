@@ -1,0 +1,243 @@
+import Foundation
+import LogStoreTestSupport
+import Testing
+
+@testable import LogStoreEngine
+
+/// Segment dictionaries (FORMAT.md §6.8): a segment may begin with a dictionary record, and its
+/// records with flag bit 1 are LZ4 blocks compressed against it.
+@Suite struct DictionaryTests {
+    /// A payload like a model save: a sequence number, 16 random bytes (a primary key), and text
+    /// that repeats across records but not within one.
+    static func savePayload(_ number: Int, generator: inout SeededGenerator) -> [UInt8] {
+        let destinations = ["Lisbon, Portugal", "Kyoto, Japan", "Oaxaca, Mexico", "Hobart, Australia"]
+        var bytes = withUnsafeBytes(of: UInt64(number).littleEndian) { Array($0) }
+        for _ in 0..<16 { bytes.append(UInt8.random(in: 0...255, using: &generator)) }
+        bytes += Array("12345@worker-7 3F2504E0-4F89-11D3-9A0C-0305E82C3301".utf8)
+        bytes += Array("name=Trip \(1_000_000 + number);destination=\(destinations[number % 4]);".utf8)
+        bytes += withUnsafeBytes(of: (1_767_225_600.0 + Double(number % 1_000) * 3_600).bitPattern) { Array($0) }
+        return bytes
+    }
+
+    /// The header of the record at `offset`, read from its segment file.
+    static func header(
+        at offset: UInt64, in log: Log, fileSystem: any FileSystem, directory: String = storePath
+    ) throws -> RecordHeader {
+        let base = log.segmentBaseOffsets.last { $0 <= offset }!
+        let handle = try fileSystem.openFile(
+            LogFileNames.join(directory, LogFileNames.segment(base)), mode: .readOnly)
+        defer { handle.close() }
+        let bytes = try handle.read(
+            byteCount: FormatConstants.recordHeaderByteCount,
+            at: SegmentScanner.filePosition(logicalOffset: offset, baseOffset: base))
+        let decoded = bytes.withUnsafeBytes { RecordHeader.decode($0, expectedOffset: offset, baseOffset: base) }
+        guard case .valid(let header) = decoded else {
+            Issue.record("no valid header at \(offset): \(decoded)")
+            throw LogError(.corruption, "no header")
+        }
+        return header
+    }
+
+    @Test func aNewStoreRollsEarlyOnceAndThenCompressesAgainstItsDictionary() throws {
+        var generator = SeededGenerator(seed: 11)
+        let fileSystem = SimulatedFileSystem()
+        var options = simulatedOptions(fileSystem, durability: .none)
+        options.dictionaryByteCountMax = 4096
+        let log = try Log.open(directory: storePath, options: options)
+        let payloads = (0..<300).map { Self.savePayload($0, generator: &generator) }
+        let positions = try payloads.map { try log.write($0) }
+        try log.sync()
+
+        // The first segment took payloads until the writer had 4 KiB of them and the segment 4 KiB
+        // of records; the second begins with the newest 4 KiB of what was appended before it.
+        let bases = log.segmentBaseOffsets
+        #expect(bases.count == 2)
+        let dictionary = try #require(try log.firstRecord(atOrAfter: bases[1], includingMarks: true))
+        #expect(dictionary.type == .dictionary)
+        #expect(dictionary.offset == bases[1])
+        let before = payloads.indices.filter { positions[$0].offset < bases[1] }
+        #expect(dictionary.payload == Array(before.flatMap { payloads[$0] }.suffix(4096)))
+        #expect(positions[before.count].offset == dictionary.endOffset)
+
+        // Every record after it is compressed against it, to under 60 % of its payload (the
+        // records before the roll are raw or plain LZ4, which gains little on them).
+        var stored = 0
+        var raw = 0
+        for index in before.count..<payloads.count {
+            let header = try Self.header(at: positions[index].offset, in: log, fileSystem: fileSystem)
+            #expect(header.flags == FormatConstants.flagCompressedLZ4 | FormatConstants.flagDictionary)
+            #expect(header.dictionaryID == FormatConstants.segmentDictionaryID)
+            stored += Int(header.storedByteCount)
+            raw += payloads[index].count
+        }
+        #expect(Double(stored) < 0.6 * Double(raw), "\(stored) of \(raw) bytes")
+        for index in before {
+            let flags = try Self.header(at: positions[index].offset, in: log, fileSystem: fileSystem).flags
+            #expect(flags & FormatConstants.flagDictionary == 0)
+        }
+        // Readers see the payloads, not the dictionary.
+        #expect(try readAll(log).map(\.payload) == payloads)
+        try log.close()
+
+        // A fresh open reads them again, also starting in the middle of the second segment (the
+        // dictionary is looked up from the segment's first record).
+        let reopened = try Log.open(directory: storePath, options: options)
+        let middle = payloads.count - 17
+        #expect(try reopened.firstRecord(atOrAfter: positions[middle].offset)?.payload == payloads[middle])
+        #expect(try readAll(reopened).map(\.payload) == payloads)
+        #expect(reopened.segmentBaseOffsets == bases)
+        try reopened.close()
+    }
+
+    @Test func everySegmentARollStartsBeginsWithADictionaryAndVerifies() throws {
+        var generator = SeededGenerator(seed: 12)
+        let directory = StoreVerificationTests.temporaryDirectory()
+        defer { StoreVerificationTests.remove(directory) }
+        var options = LogOptions()
+        options.durability = .none
+        options.segmentByteCountMax = 64 * 1024  // dictionaries of 8 KiB (an eighth)
+        let log = try Log.open(directory: directory, options: options)
+        let payloads = (0..<3_000).map { Self.savePayload($0, generator: &generator) }
+        for payload in payloads { try log.write(payload) }
+        try log.sync()
+        let bases = log.segmentBaseOffsets
+        #expect(bases.count > 3)
+        for base in bases.dropFirst() {
+            let first = try #require(try log.firstRecord(atOrAfter: base, includingMarks: true))
+            #expect(first.offset == base && first.type == .dictionary && first.payload.count == 8 * 1024)
+        }
+        // No dictionary record anywhere but first in its segment.
+        let dictionaries = try readAll(log, includingMarks: true).filter { $0.type == .dictionary }.map(\.offset)
+        #expect(dictionaries == Array(bases.dropFirst()))
+        try log.close()
+
+        let report = try Log.verify(directory: directory)
+        #expect(!report.hasCorruption && report.warnings.isEmpty, "\(report)")
+        let reopened = try Log.open(directory: directory, options: options)
+        #expect(try readAll(reopened).map(\.payload) == payloads)
+        try reopened.close()
+    }
+
+    @Test func aRecordWhoseSegmentDoesNotBeginWithADictionaryIsBad() throws {
+        var generator = SeededGenerator(seed: 13)
+        let directory = StoreVerificationTests.temporaryDirectory()
+        defer { StoreVerificationTests.remove(directory) }
+        var options = LogOptions()
+        options.durability = .none
+        options.dictionaryByteCountMax = 2048
+        let log = try Log.open(directory: directory, options: options)
+        let positions = try (0..<200).map { try log.write(Self.savePayload($0, generator: &generator)) }
+        let bases = log.segmentBaseOffsets
+        try #require(bases.count == 2)
+        let firstCompressed = try #require(positions.first { $0.offset > bases[1] })
+        try log.close()
+
+        // The dictionary record turned into a data record, its header checksum made good again:
+        // a writer bug (or damage the checksums cannot see), which the bit-1 records expose.
+        let path = LogFileNames.join(directory, LogFileNames.segment(bases[1]))
+        let handle = try PosixFileSystem().openFile(path, mode: .readWrite)
+        var header = try handle.read(byteCount: 32, at: 64)
+        header[24] = RecordType.data.rawValue
+        let crc = header.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[4..<32])) }
+        header.replaceSubrange(0..<4, with: withUnsafeBytes(of: crc.littleEndian) { Array($0) })
+        try handle.write(header, at: 64)
+        handle.close()
+
+        let report = try Log.verify(directory: directory)
+        #expect(report.corruptions.first?.offset == firstCompressed.offset, "\(report)")
+        #expect(report.corruptions.first?.message.contains("is not a dictionary") == true)
+        let error = logError { _ = try Log.open(directory: directory, options: options) }
+        #expect(error?.code == .corruption, "\(String(describing: error))")
+    }
+
+    @Test func turnedOffThereAreNoDictionariesAndNoEarlyRoll() throws {
+        var generator = SeededGenerator(seed: 14)
+        let fileSystem = SimulatedFileSystem()
+        var options = simulatedOptions(fileSystem, durability: .none)
+        options.dictionaryByteCountMax = 0
+        let log = try Log.open(directory: storePath, options: options)
+        let positions = try (0..<400).map { try log.write(Self.savePayload($0, generator: &generator)) }
+        try log.sync()
+        #expect(log.segmentBaseOffsets.count == 1)
+        #expect(try readAll(log, includingMarks: true).allSatisfy { $0.type == .data })
+        for position in positions {
+            let flags = try Self.header(at: position.offset, in: log, fileSystem: fileSystem).flags
+            #expect(flags & FormatConstants.flagDictionary == 0)
+        }
+        try log.close()
+    }
+
+    @Test func headersNamingAnotherDictionaryOrVersionAreRefusedAsUnsupported() {
+        func decode(flags: UInt8, dictionaryID: UInt32, type: RecordType = .data, version: UInt32 = 2)
+            -> RecordHeader.Decoded
+        {
+            var writer = ByteWriter(capacity: 32)
+            RecordHeader(
+                payloadCRC: 0, offset: 100, storedByteCount: 10, uncompressedByteCount: 20, type: type,
+                flags: flags, dictionaryID: dictionaryID
+            ).encode(into: &writer, formatVersion: version)
+            return writer.bytes.withUnsafeBytes {
+                RecordHeader.decode($0, expectedOffset: 100, formatVersion: version, baseOffset: 0)
+            }
+        }
+        guard case .valid(let header) = decode(flags: 3, dictionaryID: 1) else {
+            Issue.record("LZ4 against dictionary 1 in a version-2 segment is valid")
+            return
+        }
+        #expect(header.dictionaryID == 1)
+        for (flags, id, type, version) in [
+            (UInt8(2), UInt32(1), RecordType.data, UInt32(2)),  // bit 1 without bit 0
+            (3, 2, .data, 2),  // another dictionary
+            (3, 1, .dictionary, 2),  // a dictionary compressed with one
+            (3, 1, .data, 1),  // a version-1 segment
+        ] {
+            guard case .unsupported(let reason) = decode(flags: flags, dictionaryID: id, type: type, version: version)
+            else {
+                Issue.record("flags \(flags), dictionary \(id), \(type), version \(version): not refused")
+                continue
+            }
+            #expect(reason.contains("dictionary"))
+        }
+    }
+
+    /// Power cuts while dictionaries are being written: the recovered log is still an
+    /// acknowledged prefix (as `PowerCutTests`), over segments of 16 KiB with 2 KiB dictionaries.
+    @Test(arguments: 0..<60)
+    func aPowerCutAroundADictionaryLeavesAnAcknowledgedPrefix(seed: Int) throws {
+        var generator = SeededGenerator(seed: UInt64(seed) &* 104_729)
+        let fileSystem = SimulatedFileSystem()
+        let durability = PowerCutTests.durabilities[seed % 3]
+        let options = simulatedOptions(fileSystem, durability: durability, segmentByteCountMax: 16 * 1024)
+        let log = try Log.open(directory: storePath, options: options)
+        var acknowledged = 0
+        var written: [[UInt8]] = []
+        for _ in 0..<Int.random(in: 60...220, using: &generator) {
+            let payload = Self.savePayload(written.count, generator: &generator)
+            switch Int.random(in: 0..<10, using: &generator) {
+            case 0..<4:
+                try log.append(payload)
+                written.append(payload)
+                if durability == .synchronous { acknowledged = written.count }
+            case 4..<9:
+                try log.write(payload)
+                written.append(payload)
+            default:
+                try log.sync()
+                acknowledged = written.count
+            }
+        }
+        #expect(try readAll(log, includingMarks: true).contains { $0.type == .dictionary }, "seed \(seed): no dictionary written")
+        let cut = fileSystem.powerCut(seed: UInt64(seed))
+        try log.close()
+
+        let recovered = try Log.open(directory: storePath, options: simulatedOptions(cut, durability: durability))
+        let records = try readAll(recovered).map(\.payload)
+        #expect(records.count >= acknowledged, "seed \(seed): lost an acknowledged append")
+        #expect(records == Array(written.prefix(records.count)), "seed \(seed): not a prefix")
+        try recovered.append(Self.savePayload(written.count, generator: &generator))
+        try recovered.close()
+        let again = try Log.open(directory: storePath, options: simulatedOptions(cut, durability: durability))
+        #expect(try readAll(again).count == records.count + 1)
+        try again.close()
+    }
+}
