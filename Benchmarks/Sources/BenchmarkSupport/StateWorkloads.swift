@@ -9,8 +9,8 @@ import SampleTrips
 
 // P5 (open = checkpoint + replay) and P8 (resident memory of the folded state) need stores far
 // larger than a benchmark can write in its measured time. They are built once, with durability
-// `.none`, and kept under `Benchmarks/.cache/fixtures/format-<FormatConstants.formatVersion>/`:
-// a new on-disk format version (docs/FORMAT.md) starts a new directory, so a cached store is never
+// `.none`, and kept under `Benchmarks/.cache/fixtures/format-<version>.<document revision>/`:
+// a new on-disk format version or revision (docs/FORMAT.md) starts a new directory, so a cached store is never
 // read by an engine that did not write its format. A fixture is built in a temporary directory and
 // renamed into place when complete, so an interrupted build is never used.
 
@@ -19,15 +19,15 @@ public enum Fixtures {
     /// Bump when a fixture's recipe changes (what is saved, not the format).
     static let recipeVersion = 1
 
-    /// `$LOGSTORE_BENCH_FIXTURES`, else `Benchmarks/.cache/fixtures/format-<version>`.
+    /// `$LOGSTORE_BENCH_FIXTURES`, else `Benchmarks/.cache/fixtures/format-<version>.<revision>`.
     public static let root: String = {
         if let path = ProcessInfo.processInfo.environment["LOGSTORE_BENCH_FIXTURES"], !path.isEmpty {
-            return path + "/format-\(FormatConstants.formatVersion)"
+            return path + "/format-\(FormatConstants.formatVersion).\(FormatConstants.documentRevision)"
         }
         // …/Benchmarks/Sources/BenchmarkSupport/StateWorkloads.swift → …/Benchmarks/.cache/fixtures
         return URL(fileURLWithPath: #filePath)
             .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent(".cache/fixtures/format-\(FormatConstants.formatVersion)").path
+            .appendingPathComponent(".cache/fixtures/format-\(FormatConstants.formatVersion).\(FormatConstants.documentRevision)").path
     }()
 
     /// The fixture called `name` (built by `build` into the directory it is given when missing),

@@ -5,6 +5,9 @@ public enum FormatConstants {
     /// header. Version 2 (D12): record headers state the durable end their writer knew. Every
     /// older version is still read.
     public static let formatVersion: UInt32 = 2
+    /// The revision of docs/FORMAT.md this build writes (8: segment dictionaries, §6.8). Within a
+    /// format version a revision adds only what older builds refuse with a message or skip.
+    public static let documentRevision = 8
 
     /// The first version whose record headers carry the durable-end statement (and a 16-bit
     /// dictionary id in place of version 1's reserved bytes).
