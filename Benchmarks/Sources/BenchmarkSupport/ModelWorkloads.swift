@@ -136,6 +136,8 @@ public final class ModelSaveWorkload: Workload, @unchecked Sendable {
             counters["fdatasyncs"] = Double(statistics.syncCount)
             counters["rolls"] = Double(statistics.rollCount)
             counters["logBytes"] = Double(logStore.logEndOffset)
+            counters["payloadBytes"] = Double(statistics.payloadByteCount)
+            counters["storedPayloadBytes"] = Double(statistics.storedPayloadByteCount)
         }
         return counters
     }

@@ -166,6 +166,11 @@ public struct LogStatistics: Sendable, Equatable {
     public var rollCount: UInt64 = 0
     /// Bytes of records written (headers included), durable-end marks included.
     public var byteCount: UInt64 = 0
+    /// Payload bytes of the appended records as given (before compression), and as stored
+    /// (compressed when that made them smaller: FORMAT.md §6.3, §6.8). Segment dictionaries
+    /// count in both.
+    public var payloadByteCount: UInt64 = 0
+    public var storedPayloadByteCount: UInt64 = 0
     /// Durable-end marks the log appended (FORMAT.md §6.6); not counted in ``appendCount``.
     public var markCount: UInt64 = 0
     /// Times the syncer thread woke from a wait (a diagnostic: an idle log wakes it about once per

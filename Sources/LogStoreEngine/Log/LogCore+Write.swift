@@ -73,6 +73,8 @@ extension LogCore {
         checkInvariants()
         state.statistics.appendCount += 1
         state.statistics.byteCount += record.recordByteCount
+        state.statistics.payloadByteCount += UInt64(record.header.uncompressedByteCount)
+        state.statistics.storedPayloadByteCount += UInt64(record.header.storedByteCount)
         segment.note(offset: offset, recordByteCount: record.recordByteCount)
         state.lastWriteNanoseconds = monotonicNanoseconds()
         if options.durability != .synchronous { publishWrittenEndLocked(now: state.lastWriteNanoseconds) }
