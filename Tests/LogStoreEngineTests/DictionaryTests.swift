@@ -168,7 +168,7 @@ import Testing
     }
 
     @Test func headersNamingAnotherDictionaryOrVersionAreRefusedAsUnsupported() {
-        func decode(flags: UInt8, dictionaryID: UInt32, type: RecordType = .data, version: UInt32 = 2)
+        func decode(flags: UInt8, dictionaryID: UInt32, type: RecordType = .data, version: UInt32 = 3)
             -> RecordHeader.Decoded
         {
             var writer = ByteWriter(capacity: 32)
@@ -181,14 +181,15 @@ import Testing
             }
         }
         guard case .valid(let header) = decode(flags: 3, dictionaryID: 1) else {
-            Issue.record("LZ4 against dictionary 1 in a version-2 segment is valid")
+            Issue.record("LZ4 against dictionary 1 in a version-3 segment is valid")
             return
         }
         #expect(header.dictionaryID == 1)
         for (flags, id, type, version) in [
-            (UInt8(2), UInt32(1), RecordType.data, UInt32(2)),  // bit 1 without bit 0
-            (3, 2, .data, 2),  // another dictionary
-            (3, 1, .dictionary, 2),  // a dictionary compressed with one
+            (UInt8(2), UInt32(1), RecordType.data, UInt32(3)),  // bit 1 without bit 0
+            (3, 2, .data, 3),  // another dictionary
+            (3, 1, .dictionary, 3),  // a dictionary compressed with one
+            (3, 1, .data, 2),  // a version-2 segment (dictionaries came with version 3)
             (3, 1, .data, 1),  // a version-1 segment
         ] {
             guard case .unsupported(let reason) = decode(flags: flags, dictionaryID: id, type: type, version: version)

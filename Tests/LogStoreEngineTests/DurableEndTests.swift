@@ -207,7 +207,7 @@ import Testing
     /// `Fixtures/v1-torn-tail`: records at 0, 37, 73; at 110 a record whose payload was torn;
     /// at 152 a record that checks out (ends at 191). Version 1 states no durable end, so the
     /// 4 MiB rule alone judges it: a torn tail.
-    @Test func aVersionOneStoreOpensItsTornTailJudgedByTheFourMiBRuleAndRollsToVersionTwo() throws {
+    @Test func aVersionOneStoreOpensItsTornTailJudgedByTheFourMiBRuleAndRollsToTheCurrentVersion() throws {
         let fileSystem = SimulatedFileSystem()
         let directory = Self.fixtures.appendingPathComponent("v1-torn-tail")
         for name in try FileManager.default.contentsOfDirectory(atPath: directory.path) {
@@ -228,7 +228,7 @@ import Testing
         #expect(next.offset == 110)
         try log.close()
         let newSegment = fileSystem.durableBytes(at: segmentPath(110))!
-        #expect(SegmentHeader.decode(Array(newSegment.prefix(64))).map(\.formatVersion) == .success(2))
+        #expect(SegmentHeader.decode(Array(newSegment.prefix(64))).map(\.formatVersion) == .success(FormatConstants.formatVersion))
         #expect(
             SegmentHeader.decode(Array(fileSystem.durableBytes(at: segmentPath(0))!.prefix(64))).map(\.formatVersion)
                 == .success(1))
@@ -244,9 +244,9 @@ import Testing
         #expect(report.recordCount == 4 && report.markCount == 1)
     }
 
-    /// A version-1 last segment without records is replaced by a version-2 one (two segments
+    /// A version-1 last segment without records is replaced by one of the current version (two segments
     /// cannot share a base offset).
-    @Test func anEmptyVersionOneSegmentIsReplacedByAVersionTwoOne() throws {
+    @Test func anEmptyVersionOneSegmentIsReplacedByOneOfTheCurrentVersion() throws {
         let fileSystem = SimulatedFileSystem()
         let storeID = UUID()
         try fileSystem.setBytes(
@@ -261,7 +261,7 @@ import Testing
         try log.close()
         #expect(
             SegmentHeader.decode(Array(fileSystem.durableBytes(at: segmentPath(0))!.prefix(64))).map(\.formatVersion)
-                == .success(2))
+                == .success(FormatConstants.formatVersion))
         let reopened = try Log.open(directory: storePath, options: simulatedOptions(fileSystem))
         #expect(try readAll(reopened).map(\.payload) == [Array("first".utf8)])
         try reopened.close()

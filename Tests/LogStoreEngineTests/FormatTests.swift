@@ -93,8 +93,9 @@ struct FormatTests {
     // MARK: Constants
 
     @Test func formatConstantsMatchSpec() {
-        #expect(FormatConstants.formatVersion == 2)
+        #expect(FormatConstants.formatVersion == 3)
         #expect(FormatConstants.durableEndStatementVersion == 2)
+        #expect(FormatConstants.dictionaryVersion == 3)
         #expect(FormatConstants.indexFormatVersion == 1)
         #expect(FormatConstants.recordByteCountMax == 16 * 1024 * 1024)
         #expect(FormatConstants.unsyncedByteCountMax == 4 * 1024 * 1024)
@@ -695,7 +696,7 @@ struct FormatTests {
     }
 
     @Test func segmentHeaderOfANewerVersionIsReportedAsNewer() {
-        for version: UInt32 in [3, 4, UInt32.max] {
+        for version: UInt32 in [4, 5, UInt32.max] {
             let bytes = SegmentHeader(formatVersion: version, storeID: Self.exampleStoreID, baseOffset: 0).encoded()
             #expect(SegmentHeader.decode(bytes) == .failure(.newerVersion(version)))
         }
@@ -743,8 +744,8 @@ struct FormatTests {
     }
 
     @Test func storeMetaOfANewerVersionIsReportedAsNewer() {
-        let bytes = StoreMeta(formatVersion: 3, storeID: Self.exampleStoreID, creationTimeMicroseconds: 1).encoded()
-        #expect(StoreMeta.decode(bytes) == .failure(.newerVersion(3)))
+        let bytes = StoreMeta(formatVersion: 4, storeID: Self.exampleStoreID, creationTimeMicroseconds: 1).encoded()
+        #expect(StoreMeta.decode(bytes) == .failure(.newerVersion(4)))
     }
 
     @Test func storeMetaRejectsEveryBitFlipAndWrongLength() {

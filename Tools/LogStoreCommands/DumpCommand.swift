@@ -90,7 +90,7 @@ struct DumpCommand: ParsableCommand {
         let payloadBytes = record.payload.count
         var header =
             "@\(record.offset)  \(record.type)  \(Format.grouped(record.recordByteCount)) bytes on disk, payload "
-            + "\(Format.grouped(payloadBytes)) bytes" + (record.isCompressed ? " (LZ4)" : "")
+            + "\(Format.grouped(payloadBytes)) bytes" + (record.usesDictionary ? " (LZ4, segment dictionary)" : record.isCompressed ? " (LZ4)" : "")
             + String(format: ", crc %08x", record.payloadCRC)
         if let end = record.statedDurableEnd { header += ", states durable end \(end)" }
         var lines = [header]
@@ -140,6 +140,8 @@ struct DumpedRecordJSON: Encodable {
     var recordBytes: UInt64
     var payloadBytes: Int
     var compressed: Bool
+    /// Compressed against the segment's dictionary (FORMAT.md §6.8).
+    var compressedWithDictionary: Bool
     var payloadCRC: UInt32
     var statedDurableEnd: UInt64?
     var transaction: HistoryTransactionJSON?
@@ -157,6 +159,7 @@ struct DumpedRecordJSON: Encodable {
         recordBytes = record.recordByteCount
         payloadBytes = record.payload.count
         compressed = record.isCompressed
+        compressedWithDictionary = record.usesDictionary
         payloadCRC = record.payloadCRC
         statedDurableEnd = record.statedDurableEnd
         transaction = decoded.transaction.map(HistoryTransactionJSON.init)

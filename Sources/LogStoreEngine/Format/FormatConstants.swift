@@ -2,9 +2,14 @@
 /// Change one here only together with that document, and bump ``formatVersion`` when bytes change.
 public enum FormatConstants {
     /// The on-disk format version written into `store.meta` and every segment and checkpoint
-    /// header. Version 2 (D12): record headers state the durable end their writer knew. Every
-    /// older version is still read.
-    public static let formatVersion: UInt32 = 2
+    /// header. Version 2 (D12): record headers state the durable end their writer knew. Version 3
+    /// (issue 13): segment dictionaries. Every older version is still read.
+    public static let formatVersion: UInt32 = 3
+    /// The first version whose segments may hold records compressed against the segment's
+    /// dictionary (flag bit 1, FORMAT.md §6.8). Version 3 changed nothing else: an older build
+    /// meets a version-3 file and says "newer format version", instead of judging such a record
+    /// unsupported — which it reported as corruption, and its repair would have cut at.
+    public static let dictionaryVersion: UInt32 = 3
     /// The revision of docs/FORMAT.md this build writes (8: segment dictionaries, §6.8). Within a
     /// format version a revision adds only what older builds refuse with a message or skip.
     public static let documentRevision = 8
@@ -83,7 +88,7 @@ public enum FormatConstants {
 
     /// Record flag: the payload is an LZ4 block (liblz4 block format, no frame).
     public static let flagCompressedLZ4: UInt8 = 0x01
-    /// Record flag (format version 2, revision 8): the payload is an LZ4 block compressed with
+    /// Record flag (format version 3): the payload is an LZ4 block compressed with
     /// dictionary `dictionaryID`, which must be ``segmentDictionaryID``: the dictionary record
     /// that is the segment's first record (FORMAT.md §6.8). Always set together with bit 0.
     public static let flagDictionary: UInt8 = 0x02

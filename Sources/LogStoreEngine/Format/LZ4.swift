@@ -21,10 +21,31 @@ public enum LZ4 {
         return destination.isEmpty ? nil : destination
     }
 
+    /// Decompresses a block into exactly all of `destination` (1 byte to the record limit), and
+    /// says whether it did; never writes outside it. With `dictionary`, the block was compressed
+    /// against it (``RecordDictionary``).
+    public static func decompress(
+        _ block: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer,
+        dictionary: RecordDictionary? = nil
+    ) -> Bool {
+        guard destination.count > 0, block.count > 0, destination.count <= FormatConstants.recordByteCountMax
+        else { return false }
+        let source = block.baseAddress!.assumingMemoryBound(to: CChar.self)
+        let output = destination.baseAddress!.assumingMemoryBound(to: CChar.self)
+        let written =
+            if let dictionary {
+                LZ4_decompress_safe_usingDict(
+                    source, output, Int32(block.count), Int32(destination.count),
+                    dictionary.bytes.baseAddress!.assumingMemoryBound(to: CChar.self), Int32(dictionary.bytes.count))
+            } else {
+                LZ4_decompress_safe(source, output, Int32(block.count), Int32(destination.count))
+            }
+        return written == Int32(destination.count)
+    }
+
     /// Decompresses a block into exactly `decompressedByteCount` bytes, or returns `nil` when the
     /// block is malformed or does not decode to exactly that many bytes. Never writes outside
-    /// the destination (LZ4_decompress_safe).
-    /// With `dictionary`, the block was compressed against it (``RecordDictionary``).
+    /// the destination (LZ4_decompress_safe). With `dictionary`, as above.
     public static func decompress(
         _ block: UnsafeRawBufferPointer, decompressedByteCount: Int, dictionary: RecordDictionary? = nil
     ) -> [UInt8]? {
@@ -32,17 +53,7 @@ public enum LZ4 {
             decompressedByteCount <= FormatConstants.recordByteCountMax
         else { return nil }
         var destination = [UInt8](repeating: 0, count: decompressedByteCount)
-        let written = destination.withUnsafeMutableBytes { target in
-            let source = block.baseAddress!.assumingMemoryBound(to: CChar.self)
-            let output = target.baseAddress!.assumingMemoryBound(to: CChar.self)
-            guard let dictionary else {
-                return LZ4_decompress_safe(source, output, Int32(block.count), Int32(decompressedByteCount))
-            }
-            return LZ4_decompress_safe_usingDict(
-                source, output, Int32(block.count), Int32(decompressedByteCount),
-                dictionary.bytes.baseAddress!.assumingMemoryBound(to: CChar.self), Int32(dictionary.bytes.count))
-        }
-        guard written == Int32(decompressedByteCount) else { return nil }
-        return destination
+        let done = destination.withUnsafeMutableBytes { decompress(block, into: $0, dictionary: dictionary) }
+        return done ? destination : nil
     }
 }

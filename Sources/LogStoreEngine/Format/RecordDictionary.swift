@@ -50,7 +50,7 @@ public final class RecordDictionary: @unchecked Sendable {
         return withUnsafeTemporaryAllocation(of: LZ4_stream_t.self, capacity: 1) { scratch in
             // A copy of the loaded state is a state with the dictionary loaded (the way LZ4's own
             // examples reuse one dictionary for many independent blocks without hashing it again).
-            scratch.baseAddress!.update(from: dictionaryStream, count: 1)
+            scratch.baseAddress!.initialize(from: dictionaryStream, count: 1)
             let destination = [UInt8](unsafeUninitializedCapacity: capacity) { target, initializedCount in
                 let written = LZ4_compress_fast_continue(
                     scratch.baseAddress!, source.baseAddress!.assumingMemoryBound(to: CChar.self),

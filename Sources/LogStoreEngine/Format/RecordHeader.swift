@@ -148,15 +148,15 @@ public struct RecordHeader: Sendable, Equatable {
                     + "format version \(FormatConstants.formatVersion) writes zero there")
         }
         if header.flags & FormatConstants.flagDictionary != 0 {
-            // Revision 8 (FORMAT.md §6.8): LZ4 against the segment's dictionary, in version-2
-            // files only. Other ids or bit 1 without bit 0 are left for later revisions.
-            guard statesDurableEnd, header.isCompressed, header.dictionaryID == FormatConstants.segmentDictionaryID,
+            // Version 3 (FORMAT.md §6.8): LZ4 against the segment's dictionary, in version-3
+            // files only. Other ids or bit 1 without bit 0 are left for later versions.
+            guard formatVersion >= FormatConstants.dictionaryVersion, header.isCompressed, header.dictionaryID == FormatConstants.segmentDictionaryID,
                 header.type != .dictionary
             else {
                 return .unsupported(
                     "record compressed with dictionary \(header.dictionaryID) (flags 0x\(String(header.flags, radix: 16))); "
                         + "this version reads only dictionary \(FormatConstants.segmentDictionaryID) with LZ4 "
-                        + "in a version-2 segment")
+                        + "in a segment of version \(FormatConstants.dictionaryVersion) or later")
             }
         }
         if !header.isCompressed && header.storedByteCount != header.uncompressedByteCount {

@@ -102,7 +102,7 @@ extension StoreVerifier {
             let through = lastNonZero ?? start
             if let next = try nextRecordPosition(
                 handle, baseOffset: base, formatVersion: entry.formatVersion, after: start, through: through,
-                path: inspector.path)
+                path: inspector.path, dictionary: dictionary)
             {
                 state.damage.append(
                     DamagedRange(
@@ -159,7 +159,7 @@ extension StoreVerifier {
     /// for its position and whose payload checks out; `nil` when there is none.
     private func nextRecordPosition(
         _ handle: any FileHandle, baseOffset: UInt64, formatVersion: UInt32, after: UInt64, through: UInt64,
-        path: String
+        path: String, dictionary: SegmentDictionary
     ) throws(LogError) -> UInt64? {
         let headerByteCount = FormatConstants.recordHeaderByteCount
         guard through > after else { return nil }
@@ -180,7 +180,8 @@ extension StoreVerifier {
                 let claimed = buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: index + 8, as: UInt64.self) }
                 if UInt64(littleEndian: claimed) == logicalOffset(position, baseOffset) {
                     var scanner = SegmentScanner(
-                        handle: handle, baseOffset: baseOffset, formatVersion: formatVersion, position: position)
+                        handle: handle, baseOffset: baseOffset, formatVersion: formatVersion, position: position,
+                        dictionary: dictionary)
                     if case .record = try scanner.next(decodesPayload: true) { return position }
                 }
                 index += 1

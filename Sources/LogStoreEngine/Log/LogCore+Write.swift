@@ -20,8 +20,10 @@ extension LogCore {
                 ?? Array(payload).withUnsafeBytes { encode($0) }
         }
         // Compressed against the dictionary the last append found (outside the lock); checked
-        // below against the segment the record lands in.
-        var record = try prepare(compressionDictionary.withLock { $0 }).get()
+        // below against the segment the record lands in. A record of the dictionary type itself
+        // (the log's own, FORMAT.md §6.8; iterators skip it) never uses one.
+        let usable = { (dictionary: RecordDictionary?) in type == .dictionary ? nil : dictionary }
+        var record = try prepare(usable(compressionDictionary.withLock { $0 })).get()
         conditionLock.lock()
         defer { conditionLock.unlock() }
         precondition(writers == nil || state.turnHeld, "a write to a store shared by writers outside a turn")
@@ -30,7 +32,7 @@ extension LogCore {
         // encoding that no longer fits rolls to a segment holding only its dictionary, where
         // any record fits: the loop ends.
         while true {
-            let dictionary = try waitForTurn(recordByteCount: record.recordByteCount)
+            let dictionary = usable(try waitForTurn(recordByteCount: record.recordByteCount))
             if record.dictionary === dictionary { break }
             record = try prepare(dictionary).get()
             compressionDictionary.withLock { $0 = dictionary }
@@ -58,9 +60,12 @@ extension LogCore {
         // Before the write: the record goes exactly at the written end, after the segment header,
         // inside the segment (unless it is the segment's first record), past any zero-fill.
         precondition(position >= UInt64(FormatConstants.segmentHeaderByteCount), "a record inside the segment header")
+        // (A segment holding nothing but its dictionary takes any record, as an empty one does.)
+        let recordsStart =
+            UInt64(FormatConstants.segmentHeaderByteCount) + (segment.dictionary.knownDictionary?.recordByteCount ?? 0)
         precondition(
-            position == UInt64(FormatConstants.segmentHeaderByteCount)
-                || position + record.recordByteCount <= options.segmentByteCountMax, "a record past the segment's end")
+            position <= recordsStart || position + record.recordByteCount <= options.segmentByteCountMax,
+            "a record past the segment's end")
         precondition(
             state.zeroFillStart.map { position + record.recordByteCount <= $0 } ?? true,
             "a record into the chunk being zero-filled")
@@ -126,7 +131,7 @@ extension LogCore {
                     conditionLock.waitWaiter()
                     continue
                 }
-                try roll()
+                try roll(for: recordByteCount)
                 continue
             }
             let unsynced = state.writtenEnd - state.durableEnd
@@ -142,10 +147,12 @@ extension LogCore {
     /// The last segment's dictionary (lock held), read from its first record the first time.
     private func lastSegmentDictionaryLocked() throws(LogError) -> RecordDictionary? {
         let segment = state.segments.last!
-        guard options.compresses else { return nil }
+        guard options.compresses, segment.formatVersion >= FormatConstants.dictionaryVersion else { return nil }
         do throws(LogError) {
-            return try segment.dictionary.lookup(
+            let found = try segment.dictionary.lookup(
                 handle: segment.handle, baseOffset: segment.baseOffset, formatVersion: segment.formatVersion)
+            if case .some(let dictionary) = found { return dictionary }
+            return nil
         } catch {
             throw reporting(error)
         }
@@ -197,7 +204,7 @@ extension LogCore {
 
     /// Starts a new segment (lock held): the old one is synced first, then the new one is created
     /// as temp file + header + fsync + rename + directory fsync. Other writers wait meanwhile.
-    private func roll() throws(LogError) {
+    private func roll(for recordByteCount: UInt64) throws(LogError) {
         state.isRolling = true
         defer {
             state.isRolling = false
@@ -234,7 +241,7 @@ extension LogCore {
             state.pendingIndexWrites.append(sealed)
             checkInvariants()
             conditionLock.signalSyncer()
-            try startWithDictionaryLocked(segment)
+            try startWithDictionaryLocked(segment, before: recordByteCount)
         case .failure(let error):
             let failure = LogError.io(error, "Starting segment \(LogFileNames.segment(baseOffset))")
             // A full disk leaves the old segment in use and the append fails; an fsync or rename
@@ -252,9 +259,15 @@ extension LogCore {
     /// A new segment's first record (lock held, rolling): the dictionary of the payloads this
     /// writer appended last (FORMAT.md §6.8), when it has enough of them; the segment's records
     /// are then compressed against it. Without, the segment has none (records compress alone).
-    private func startWithDictionaryLocked(_ segment: SegmentFile) throws(LogError) {
+    /// Not when the record the roll is for would not fit after it: that one gets the segment alone,
+    /// as any record does (and the next one rolls early to a segment with a dictionary).
+    private func startWithDictionaryLocked(_ segment: SegmentFile, before recordByteCount: UInt64) throws(LogError) {
         let byteCount = options.dictionaryByteCount
-        guard byteCount > 0, state.dictionarySamples.count >= LogOptions.dictionaryByteCountMin else { return }
+        guard byteCount > 0, state.dictionarySamples.count >= LogOptions.dictionaryByteCountMin,
+            segment.formatVersion >= FormatConstants.dictionaryVersion
+        else { return }
+        // A close or a fail-stop while the roll made the file (lock released): nothing more is written.
+        do throws(LogError) { try checkWritable() } catch { throw reporting(error) }
         let bytes = state.dictionarySamples.newest(byteCount)
         var record = try bytes.withUnsafeBytes { buffer -> Result<PreparedRecord, LogError> in
             do throws(LogError) {
@@ -264,6 +277,8 @@ extension LogCore {
             }
         }.get()
         precondition(state.writtenEnd == segment.baseOffset, "a dictionary is its segment's first record")
+        let position = UInt64(FormatConstants.segmentHeaderByteCount)
+        guard position + record.recordByteCount + recordByteCount <= options.segmentByteCountMax else { return }
         _ = try appendLocked(&record)
         let dictionary = RecordDictionary(bytes, recordByteCount: record.recordByteCount)
         segment.dictionary.set(dictionary)

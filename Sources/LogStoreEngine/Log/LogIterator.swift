@@ -69,7 +69,7 @@ public struct LogIterator: Sendable {
         let startOffset = startOffset
         let includesMarks = includesMarks
         while atRecord() {
-            let found = try scanner.next(decodesPayload: true) { view, _ -> Bool in
+            let found = try scanner.next(decodesPayload: true) { view -> Bool in
                 guard Self.wanted(view.offset, view.type, from: startOffset, includesMarks: includesMarks) else {
                     return false
                 }

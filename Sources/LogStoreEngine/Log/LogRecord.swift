@@ -14,13 +14,15 @@ public struct LogRecord: Sendable, Equatable {
     /// The durable end its writer knew when it wrote the record (format version 2; `nil` for a
     /// version-1 record): everything before it had been made durable.
     public var statedDurableEnd: UInt64? = nil
+    /// Whether it was compressed against its segment's dictionary (FORMAT.md §6.8).
+    public var usesDictionary = false
 
     /// The logical offset just past the record: where the next one starts.
     public var endOffset: UInt64 { offset + recordByteCount }
 }
 
 /// A record read in place (``LogIterator/next(inPlace:)``): checked like a ``LogRecord``, its
-/// payload where it lies in the reader's buffer (or decompressed into a buffer of its own). A
+/// payload where it lies in the reader's buffer (or decompressed into its reusable buffer). A
 /// replay reads a million records; copying each payload into an array of its own first was an
 /// allocation, a copy and a free per record. Valid only during the call that hands it out: the
 /// package's own readers (replay) use it, not the public API.
@@ -33,18 +35,18 @@ package struct LogRecordView {
     package var recordByteCount: UInt64
     package var isCompressed: Bool
     package var statedDurableEnd: UInt64?
+    package var usesDictionary = false
 
     package var endOffset: UInt64 { offset + recordByteCount }
 }
 
 extension LogRecord {
-    /// The record, with `payload` as its payload when given (an array already made: a
-    /// decompressed one), else the view's payload copied out.
-    package init(_ view: LogRecordView, payload: [UInt8]? = nil) {
+    /// The record, its payload copied out of the view.
+    package init(_ view: LogRecordView) {
         self.init(
-            offset: view.offset, type: view.type, payload: payload ?? Array(view.payload), payloadCRC: view.payloadCRC,
+            offset: view.offset, type: view.type, payload: Array(view.payload), payloadCRC: view.payloadCRC,
             recordByteCount: view.recordByteCount, isCompressed: view.isCompressed,
-            statedDurableEnd: view.statedDurableEnd)
+            statedDurableEnd: view.statedDurableEnd, usesDictionary: view.usesDictionary)
     }
 }
 

@@ -17,6 +17,8 @@ struct SegmentScanner {
     /// File position of the next record header.
     private(set) var position: UInt64
     private var buffer: [UInt8] = []
+    /// The last compressed payload, decompressed (reused: grows to the largest record read).
+    private var decompressed: [UInt8] = []
     /// File position of `buffer[0]`.
     private var bufferStart: UInt64 = 0
     /// The next chunk's size: small at first (a probe or a short read touches little), doubling
@@ -71,17 +73,16 @@ struct SegmentScanner {
     /// Reads the record at the position. With `decodesPayload` false the payload is checked but
     /// not decompressed (and `LogRecord.payload` is empty).
     mutating func next(decodesPayload: Bool = true) throws(LogError) -> Step {
-        // A decompressed payload is moved into the record, not copied again.
-        try next(decodesPayload: decodesPayload) { view, decompressed in LogRecord(view, payload: decompressed) }
+        try next(decodesPayload: decodesPayload) { LogRecord($0) }
     }
 
     /// Reads the record at the position and hands it to `body` in place (its payload where it
-    /// lies in the scanner's buffer, or decompressed — then the decompressed array is handed over
-    /// too; empty without `decodesPayload`) once its header and payload check out. The view is
-    /// valid only during the call.
+    /// lies in the scanner's buffer, or decompressed into the scanner's reusable buffer; empty
+    /// without `decodesPayload`) once its header and payload check out. The view is valid only
+    /// during the call.
     @inline(__always)
     mutating func next<Record>(
-        decodesPayload: Bool, _ body: (LogRecordView, _ decompressed: [UInt8]?) -> Record
+        decodesPayload: Bool, _ body: (LogRecordView) -> Record
     ) throws(LogError) -> Found<Record> {
         let headerByteCount = FormatConstants.recordHeaderByteCount
         let available = try fill(byteCount: headerByteCount)
@@ -108,7 +109,7 @@ struct SegmentScanner {
 
     @inline(__always)
     private mutating func payload<Record>(
-        of header: RecordHeader, decodes: Bool, _ body: (LogRecordView, [UInt8]?) -> Record
+        of header: RecordHeader, decodes: Bool, _ body: (LogRecordView) -> Record
     ) throws(LogError) -> Found<Record> {
         let total = Int(header.recordByteCount)
         let available = try fill(byteCount: total)
@@ -122,39 +123,48 @@ struct SegmentScanner {
             LogRecordView(
                 offset: header.offset, type: header.type, payload: payload, payloadCRC: header.payloadCRC,
                 recordByteCount: header.recordByteCount, isCompressed: header.isCompressed,
-                statedDurableEnd: statedDurableEnd)
+                statedDurableEnd: statedDurableEnd,
+                usesDictionary: header.flags & FormatConstants.flagDictionary != 0)
         }
+        let crc = buffer.withUnsafeBytes { bytes in
+            CRC32C.checksum(
+                UnsafeRawBufferPointer(rebasing: bytes[payloadStart..<(payloadStart + Int(header.storedByteCount))]))
+        }
+        guard crc == header.payloadCRC else {
+            return .bad(
+                reason: "payload checksum mismatch (stored \(hex(header.payloadCRC)), computed \(hex(crc)))",
+                header: header)
+        }
+        // The payload is as written: now its segment's dictionary, if it was compressed with it.
         var dictionary: RecordDictionary?
         if decodes && header.flags & FormatConstants.flagDictionary != 0 {
-            dictionary = try self.dictionary.lookup(handle: handle, baseOffset: baseOffset, formatVersion: formatVersion)
-            guard dictionary != nil else {
-                return .bad(
-                    reason: "record compressed with its segment's dictionary, but the segment's first record "
-                        + "is not a dictionary", header: header)
+            switch try self.dictionary.lookup(handle: handle, baseOffset: baseOffset, formatVersion: formatVersion) {
+            case .some(let found): dictionary = found
+            case .none(let why):
+                return .bad(reason: "record compressed with its segment's dictionary, but \(why)", header: header)
+            case .unknown: preconditionFailure("a lookup decides")
             }
         }
         let result: Found<Record> = buffer.withUnsafeBytes { bytes in
             let stored = UnsafeRawBufferPointer(
                 rebasing: bytes[payloadStart..<(payloadStart + Int(header.storedByteCount))])
-            let crc = CRC32C.checksum(stored)
-            guard crc == header.payloadCRC else {
-                return .bad(
-                    reason: "payload checksum mismatch (stored \(hex(header.payloadCRC)), computed \(hex(crc)))",
-                    header: header)
-            }
-            guard decodes else { return .record(body(view(UnsafeRawBufferPointer(start: nil, count: 0)), nil)) }
-            guard header.isCompressed else { return .record(body(view(stored), nil)) }
+            guard decodes else { return .record(body(view(UnsafeRawBufferPointer(start: nil, count: 0)))) }
+            guard header.isCompressed else { return .record(body(view(stored))) }
             // Decoding also catches a payload whose CRC matches but that does not decompress
             // (a writer bug): recovery, repair, reads and verify all decode.
-            guard
-                let decoded = LZ4.decompress(
-                    stored, decompressedByteCount: Int(header.uncompressedByteCount), dictionary: dictionary)
-            else {
+            // Into the scanner's own buffer, reused from record to record: a replay of a million
+            // compressed records allocated and zeroed an array for each.
+            let count = Int(header.uncompressedByteCount)
+            if decompressed.count < count { decompressed = [UInt8](repeating: 0, count: max(count, 2 * decompressed.count)) }
+            let done = decompressed.withUnsafeMutableBytes { target in
+                LZ4.decompress(stored, into: UnsafeMutableRawBufferPointer(rebasing: target[0..<count]), dictionary: dictionary)
+            }
+            guard done else {
                 return .bad(
                     reason: "payload does not decompress to \(header.uncompressedByteCount) bytes",
                     header: header)
             }
-            return .record(decoded.withUnsafeBytes { body(view($0), decoded) })
+            return .record(decompressed.withUnsafeBytes { body(view(UnsafeRawBufferPointer(rebasing: $0[0..<count]))) })
         }
         if case .record = result { position += header.recordByteCount }
         return result
@@ -189,11 +199,14 @@ struct SegmentScanner {
 /// The dictionary of one segment, found on first need and then kept: the segment's first record
 /// when that is a dictionary record (FORMAT.md §6.8). Shared by the writer and the readers of a
 /// ``SegmentFile``. A first record that is not there yet (zeros: an empty last segment) is not
-/// remembered — the record a writer puts there may still be a dictionary.
+/// remembered — the record a writer puts there may still be a dictionary. A damaged one is: a
+/// reader meets a record that needs the dictionary only after its writer wrote the dictionary,
+/// so a bad first record then is damage, and is not read again for every record that needs it.
 final class SegmentDictionary: Sendable {
     enum State {
         case unknown
-        case none
+        /// The first record is not a usable dictionary: why.
+        case none(String)
         case some(RecordDictionary)
     }
 
@@ -201,7 +214,7 @@ final class SegmentDictionary: Sendable {
 
     init(_ state: State = .unknown) { self.state = Mutex(state) }
 
-    /// What is known without reading the file (`nil`: not looked up yet).
+    /// What is known without reading the file.
     var known: State { state.withLock { $0 } }
 
     /// The dictionary if it was looked up (or set) and exists.
@@ -211,34 +224,34 @@ final class SegmentDictionary: Sendable {
 
     /// A writer that just wrote the segment's first record sets what it holds.
     func set(_ dictionary: RecordDictionary?) {
-        state.withLock { $0 = dictionary.map { .some($0) } ?? .none }
+        state.withLock { $0 = dictionary.map { .some($0) } ?? .none("the segment's first record is not a dictionary") }
     }
 
-    /// The segment's dictionary, reading the segment's first record the first time; `nil` when
-    /// that record is not a usable dictionary (or not written yet).
-    func lookup(handle: any FileHandle, baseOffset: UInt64, formatVersion: UInt32) throws(LogError) -> RecordDictionary? {
-        switch known {
-        case .some(let dictionary): return dictionary
-        case .none: return nil
-        case .unknown: break
-        }
+    /// The segment's dictionary, reading the segment's first record the first time (a `none`
+    /// says why there is none).
+    func lookup(handle: any FileHandle, baseOffset: UInt64, formatVersion: UInt32) throws(LogError) -> State {
+        if case .unknown = known {} else { return known }
         // A dictionary never uses one: the reader of the first record has none to look up.
         var scanner = SegmentScanner(
             handle: handle, baseOffset: baseOffset, formatVersion: formatVersion,
-            dictionary: SegmentDictionary(.none))
-        let found = try scanner.next(decodesPayload: true)
-        guard case .record(let record) = found else { return nil }
-        let dictionary: RecordDictionary? =
+            dictionary: SegmentDictionary(.none("a dictionary is never compressed with one")))
+        let found: State
+        switch try scanner.next(decodesPayload: true) {
+        case .end:
+            return .none("the segment holds no record yet")  // not remembered
+        case .bad(let reason, _), .unsupported(let reason):
+            found = .none("the segment's first record, its dictionary, is damaged: \(reason)")
+        case .record(let record):
             if record.type == .dictionary && (1...FormatConstants.dictionaryByteCountMax).contains(record.payload.count) {
-                RecordDictionary(record.payload, recordByteCount: record.recordByteCount)
+                found = .some(RecordDictionary(record.payload, recordByteCount: record.recordByteCount))
             } else {
-                nil
+                found = .none("the segment's first record is not a dictionary")
             }
+        }
         // Two readers may look it up at once: both read the same bytes; the first one kept wins.
         return state.withLock { state in
-            if case .some(let kept) = state { return kept }
-            state = dictionary.map { .some($0) } ?? .none
-            return dictionary
+            if case .unknown = state { state = found }
+            return state
         }
     }
 }

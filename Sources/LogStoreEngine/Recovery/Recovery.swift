@@ -284,7 +284,7 @@ struct Recovery {
         let recordByteCount: UInt64
         let type: RecordType
 
-        init(_ view: LogRecordView, decompressed: [UInt8]?) {
+        init(_ view: LogRecordView) {
             offset = view.offset
             recordByteCount = view.recordByteCount
             type = view.type
