@@ -239,12 +239,15 @@ final class LogCore: @unchecked Sendable {
 }
 
 /// The newest payload bytes a writer appended, up to a bound (amortised: trimmed at twice it).
+/// One payload gives at most a quarter of it (its start): a large blob — often incompressible —
+/// would otherwise make the whole dictionary, and the small records after it would find nothing
+/// to match.
 struct DictionarySamples {
     private(set) var bytes: [UInt8] = []
 
     mutating func append(_ payload: some Collection<UInt8>, keeping byteCount: Int) {
         guard byteCount > 0 else { return }
-        bytes.append(contentsOf: payload.suffix(byteCount))
+        bytes.append(contentsOf: payload.prefix(max(1, byteCount / 4)))
         if bytes.count > 2 * byteCount { bytes.removeFirst(bytes.count - byteCount) }
     }
 
