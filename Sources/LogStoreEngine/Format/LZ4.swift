@@ -22,11 +22,11 @@ public enum LZ4 {
     }
 
     /// Decompresses a block into exactly all of `destination` (1 byte to the record limit), and
-    /// says whether it did; never writes outside it. With `dictionary`, the block was compressed
-    /// against it (``RecordDictionary``).
+    /// says whether it did; never writes outside it. With `dictionary` (a ``RecordDictionary``'s
+    /// bytes), the block was compressed against it.
     public static func decompress(
         _ block: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer,
-        dictionary: RecordDictionary? = nil
+        dictionary: UnsafeRawBufferPointer? = nil
     ) -> Bool {
         guard destination.count > 0, block.count > 0, destination.count <= FormatConstants.recordByteCountMax
         else { return false }
@@ -36,7 +36,7 @@ public enum LZ4 {
             if let dictionary {
                 LZ4_decompress_safe_usingDict(
                     source, output, Int32(block.count), Int32(destination.count),
-                    dictionary.bytes.baseAddress!.assumingMemoryBound(to: CChar.self), Int32(dictionary.bytes.count))
+                    dictionary.baseAddress!.assumingMemoryBound(to: CChar.self), Int32(dictionary.count))
             } else {
                 LZ4_decompress_safe(source, output, Int32(block.count), Int32(destination.count))
             }
@@ -53,7 +53,7 @@ public enum LZ4 {
             decompressedByteCount <= FormatConstants.recordByteCountMax
         else { return nil }
         var destination = [UInt8](repeating: 0, count: decompressedByteCount)
-        let done = destination.withUnsafeMutableBytes { decompress(block, into: $0, dictionary: dictionary) }
+        let done = destination.withUnsafeMutableBytes { decompress(block, into: $0, dictionary: dictionary?.bytes) }
         return done ? destination : nil
     }
 }

@@ -17,6 +17,8 @@ struct SegmentScanner {
     /// File position of the next record header.
     private(set) var position: UInt64
     private var buffer: [UInt8] = []
+    /// The segment's dictionary once a record needed it (kept: it never changes for a segment).
+    private var heldDictionary: RecordDictionary?
     /// The last compressed payload, decompressed (reused: grows to the largest record read).
     private var decompressed: [UInt8] = []
     /// File position of `buffer[0]`.
@@ -135,15 +137,21 @@ struct SegmentScanner {
                 reason: "payload checksum mismatch (stored \(hex(header.payloadCRC)), computed \(hex(crc)))",
                 header: header)
         }
-        // The payload is as written: now its segment's dictionary, if it was compressed with it.
-        var dictionary: RecordDictionary?
+        // The payload is as written: now its segment's dictionary, if it was compressed with it
+        // (looked up once per scanner: through the shared lookup it was a lock and a retain and
+        // release per record, a tenth of a replay).
+        var dictionaryBytes: UnsafeRawBufferPointer?
         if decodes && header.flags & FormatConstants.flagDictionary != 0 {
-            switch try self.dictionary.lookup(handle: handle, baseOffset: baseOffset, formatVersion: formatVersion) {
-            case .some(let found): dictionary = found
-            case .none(let why):
-                return .bad(reason: "record compressed with its segment's dictionary, but \(why)", header: header)
-            case .unknown: preconditionFailure("a lookup decides")
+            if heldDictionary == nil {
+                switch try self.dictionary.lookup(handle: handle, baseOffset: baseOffset, formatVersion: formatVersion) {
+                case .some(let found): heldDictionary = found
+                case .none(let why):
+                    return .bad(reason: "record compressed with its segment's dictionary, but \(why)", header: header)
+                case .unknown: preconditionFailure("a lookup decides")
+                }
             }
+            // Valid while `heldDictionary` holds the dictionary: for the rest of this scanner.
+            dictionaryBytes = heldDictionary!.bytes
         }
         let result: Found<Record> = buffer.withUnsafeBytes { bytes in
             let stored = UnsafeRawBufferPointer(
@@ -157,7 +165,8 @@ struct SegmentScanner {
             let count = Int(header.uncompressedByteCount)
             if decompressed.count < count { decompressed = [UInt8](repeating: 0, count: max(count, 2 * decompressed.count)) }
             let done = decompressed.withUnsafeMutableBytes { target in
-                LZ4.decompress(stored, into: UnsafeMutableRawBufferPointer(rebasing: target[0..<count]), dictionary: dictionary)
+                LZ4.decompress(
+                    stored, into: UnsafeMutableRawBufferPointer(rebasing: target[0..<count]), dictionary: dictionaryBytes)
             }
             guard done else {
                 return .bad(
