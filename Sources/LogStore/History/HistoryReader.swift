@@ -111,7 +111,18 @@ struct HistoryReader {
         var fetched = Fetched<Transaction>(transactions: [], recordsRead: 0)
         if limit == 0 { return fetched }
         var records = try iterator(from: startOffset(for: query))
-        while let record = try records.next() {
+        // An author test passes over most records: it reads them in place, and only a record it
+        // may take (or cannot read: the loop then throws) is copied out. Without one, every
+        // record is taken, and reading it in place first was slower (the copy-out in a closure:
+        // 401-411 vs 462-475 us for P6's 1,000).
+        let authorTests = query.authorTests
+        let accepts = { (view: LogRecordView) -> Bool in
+            guard view.type == .transaction, !query.isPastUpperBound(view.offset) else { return true }
+            return (try? TransactionRecord.authorMatches(view.payload) { author in
+                authorTests.allSatisfy { $0.matches(authorBytes: author) }
+            }) ?? true
+        }
+        while let record = try authorTests.isEmpty ? records.next() : records.next(where: accepts) {
             if query.isPastUpperBound(record.offset) { break }
             guard record.type == .transaction else { continue }
             guard query.matchesTokenBounds(offset: record.offset) else { continue }

@@ -67,11 +67,17 @@ struct TransactionRecord: Sendable, Equatable {
     static func authorMatches(
         _ bytes: [UInt8], _ matches: (UnsafeRawBufferPointer?) -> Bool
     ) throws(ByteReaderError) -> Bool {
-        try ByteReader.read(bytes) { reader throws(ByteReaderError) in
-            guard try reader.readByte() == 1 else { throw .malformed("unknown transaction payload version") }
-            _ = try reader.readVarint()
-            return matches(try reader.readByte() == 1 ? try reader.readLengthPrefixedInPlace() : nil)
-        }
+        try ByteReader.withBytes(bytes) { buffer throws(ByteReaderError) in try authorMatches(buffer, matches) }
+    }
+
+    /// The same, over a payload read in place (``LogStoreEngine/LogRecordView``).
+    static func authorMatches(
+        _ bytes: UnsafeRawBufferPointer, _ matches: (UnsafeRawBufferPointer?) -> Bool
+    ) throws(ByteReaderError) -> Bool {
+        var reader = ByteReader(bytes)
+        guard try reader.readByte() == 1 else { throw .malformed("unknown transaction payload version") }
+        _ = try reader.readVarint()
+        return matches(try reader.readByte() == 1 ? try reader.readLengthPrefixedInPlace() : nil)
     }
 
     /// Everything before the changes: schema version, author, timestamp and (when asked) the
