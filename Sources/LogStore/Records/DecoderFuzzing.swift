@@ -11,8 +11,9 @@ import LogStoreEngine
 /// Not API for apps: the underscore keeps it out of the way, and its behaviour may change.
 public enum _DecoderFuzzing {
     public enum Target: String, CaseIterable, Sendable {
-        /// Bytes after a segment header (first byte: odd → format version 1, even → 2), read
-        /// as a store's only segment: record framing, CRCs, LZ4, durable-end statements.
+        /// Bytes after a segment header (first byte: odd → format version 1; 2 mod 4 → 2; 0 mod 4 →
+        /// 3, the current one), read as a store's only segment: record framing, CRCs, LZ4, segment
+        /// dictionaries, durable-end statements.
         case record
         /// A length-prefixed schema table payload, then a transaction payload decoded with it.
         case transaction
@@ -50,7 +51,8 @@ public enum _DecoderFuzzing {
     // MARK: Targets
 
     private static func runRecord(_ bytes: [UInt8]) {
-        let version: UInt32 = (bytes.first ?? 0) % 2 == 1 ? 1 : 2
+        let selector = bytes.first ?? 0
+        let version: UInt32 = selector % 2 == 1 ? 1 : selector % 4 == 2 ? 2 : 3
         let segment =
             SegmentHeader(formatVersion: version, storeID: storeID, baseOffset: 0).encoded() + bytes.dropFirst()
         let files = [
@@ -204,7 +206,7 @@ public enum _DecoderFuzzing {
                 var records = Array(bytes[64...])
                 while records.last == 0 { records.removeLast() }
                 let version = SegmentHeader.probableVersion(ofDamaged: bytes) ?? FormatConstants.formatVersion
-                seeds.append((.record, [version == 1 ? 1 : 0] + records))
+                seeds.append((.record, [version == 1 ? 1 : version == 2 ? 2 : 0] + records))
             }
             if CheckpointFileName.offset(name) != nil {
                 var reader = try RecordFileReader(
