@@ -19,6 +19,15 @@ import Testing
         return bytes
     }
 
+    /// A log in a new temporary directory on the real disk, durability `.none`, options as `configure` sets.
+    static func onDisk(_ configure: (inout LogOptions) -> Void) throws -> (Log, String, LogOptions) {
+        let directory = StoreVerificationTests.temporaryDirectory()
+        var options = LogOptions()
+        options.durability = .none
+        configure(&options)
+        return (try Log.open(directory: directory, options: options), directory, options)
+    }
+
     /// The header of the record at `offset`, read from its segment file.
     static func header(
         at offset: UInt64, in log: Log, fileSystem: any FileSystem, directory: String = storePath
@@ -91,12 +100,8 @@ import Testing
 
     @Test func everySegmentARollStartsBeginsWithADictionaryAndVerifies() throws {
         var generator = SeededGenerator(seed: 12)
-        let directory = StoreVerificationTests.temporaryDirectory()
+        let (log, directory, options) = try Self.onDisk { $0.segmentByteCountMax = 64 * 1024 }  // 8 KiB dictionaries
         defer { StoreVerificationTests.remove(directory) }
-        var options = LogOptions()
-        options.durability = .none
-        options.segmentByteCountMax = 64 * 1024  // dictionaries of 8 KiB (an eighth)
-        let log = try Log.open(directory: directory, options: options)
         let payloads = (0..<3_000).map { Self.savePayload($0, generator: &generator) }
         for payload in payloads { try log.write(payload) }
         try log.sync()
@@ -120,12 +125,8 @@ import Testing
 
     @Test func aRecordWhoseSegmentDoesNotBeginWithADictionaryIsBad() throws {
         var generator = SeededGenerator(seed: 13)
-        let directory = StoreVerificationTests.temporaryDirectory()
+        let (log, directory, options) = try Self.onDisk { $0.dictionaryByteCountMax = 2048 }
         defer { StoreVerificationTests.remove(directory) }
-        var options = LogOptions()
-        options.durability = .none
-        options.dictionaryByteCountMax = 2048
-        let log = try Log.open(directory: directory, options: options)
         let positions = try (0..<200).map { try log.write(Self.savePayload($0, generator: &generator)) }
         let bases = log.segmentBaseOffsets
         try #require(bases.count == 2)
