@@ -249,6 +249,22 @@ import Testing
         }
     }
 
+    /// Review finding: repair and verify read a segment whose damaged header's version is a guess
+    /// as that guess; a version-3 segment with dictionary-compressed records read as version 2
+    /// (its neighbour's) had every such record refused, and repair cut there.
+    @Test func aGuessedVersionOfTwoOrLaterReadsAsTheCurrentOne() {
+        #expect(FormatConstants.readableVersion(guessed: 1) == 1)
+        #expect(FormatConstants.readableVersion(guessed: 2) == FormatConstants.formatVersion)
+        #expect(FormatConstants.readableVersion(guessed: 3) == FormatConstants.formatVersion)
+        // Read as version 3, a version-2 segment's records read exactly as before: only bit 1 differs.
+        var writer = ByteWriter(capacity: 32)
+        RecordHeader(payloadCRC: 7, offset: 100, storedByteCount: 10, uncompressedByteCount: 20, type: .data, flags: 1)
+            .encode(into: &writer, formatVersion: 2)
+        let asTwo = writer.bytes.withUnsafeBytes { RecordHeader.decode($0, expectedOffset: 100, formatVersion: 2) }
+        let asThree = writer.bytes.withUnsafeBytes { RecordHeader.decode($0, expectedOffset: 100, formatVersion: 3) }
+        #expect(asTwo == asThree)
+    }
+
     /// Power cuts while dictionaries are being written: the recovered log is still an
     /// acknowledged prefix (as `PowerCutTests`), over segments of 16 KiB with 2 KiB dictionaries.
     @Test(arguments: 0..<60)

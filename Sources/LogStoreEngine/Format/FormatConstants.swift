@@ -10,6 +10,15 @@ public enum FormatConstants {
     /// meets a version-3 file and says "newer format version", instead of judging such a record
     /// unsupported — which it reported as corruption, and its repair would have cut at.
     public static let dictionaryVersion: UInt32 = 3
+
+    /// The version to read a segment as when its header is damaged and the version is a guess
+    /// (a neighbour's, `store.meta`'s): a guess of 2 or later reads as the current version —
+    /// version 3 only admits dictionary records to version 2's layout, so reading a version-2
+    /// segment as 3 changes nothing, while reading a version-3 one as 2 would refuse its
+    /// dictionary-compressed records (and repair would cut there). Version 1's layout differs.
+    public static func readableVersion(guessed version: UInt32) -> UInt32 {
+        version >= durableEndStatementVersion ? formatVersion : version
+    }
     /// The revision of docs/FORMAT.md this build writes (8: segment dictionaries, §6.8). Within a
     /// format version a revision adds only what older builds refuse with a message or skip.
     public static let documentRevision = 8

@@ -172,9 +172,9 @@ struct StoreVerifier {
                             + "reads version \(FormatConstants.formatVersion) and older. Use a newer LogStore.",
                         file: path)
                 case .failure(.damaged(let what)):
-                    entry.formatVersion =
-                        SegmentHeader.probableVersion(ofDamaged: bytes) ?? entries.last?.formatVersion
-                        ?? FormatConstants.formatVersion
+                    entry.formatVersion = FormatConstants.readableVersion(
+                        guessed: SegmentHeader.probableVersion(ofDamaged: bytes) ?? entries.last?.formatVersion
+                            ?? FormatConstants.formatVersion)
                     add(
                         name, 0, .corruption,
                         "segment header: \(what); its records are checked against the base "

@@ -74,7 +74,8 @@ extension LogCore {
         }
     }
 
-    /// A version-2 writer never appends to a segment of an older version (D12): the last segment
+    /// A writer never appends to a segment of an older version (D12; version 3: dictionaries only
+    /// in version-3 segments, docs/FORMAT.md §6.8): the last segment
     /// is sealed and a new one starts at the end — recovery synced the old one through it, so the
     /// new segment's base is durable. An older segment without records is replaced instead (two
     /// segments cannot share a base offset); the rename swaps it atomically. A crash before the

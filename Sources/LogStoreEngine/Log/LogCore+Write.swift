@@ -118,13 +118,16 @@ extension LogCore {
             // A segment holding nothing but its dictionary takes any record, as an empty one does.
             let recordsStart = UInt64(FormatConstants.segmentHeaderByteCount) + (dictionary?.recordByteCount ?? 0)
             let isFull = position > recordsStart && position + recordByteCount > options.segmentByteCountMax
+            // A store shared by writers may have been opened alone by an older build: its last
+            // segment is of an older version, and this writer leaves it as an open alone does.
+            let isOlder = position > recordsStart && segment.formatVersion < FormatConstants.formatVersion
             // A segment without a dictionary (a store's first, or one of an older writer) is left
             // early once this writer has a dictionary's worth of payloads to start the next with.
             let dictionaryByteCount = UInt64(options.dictionaryByteCount)
             let leavesEarly =
                 dictionary == nil && dictionaryByteCount > 0 && state.dictionarySamples.count >= dictionaryByteCount
                 && position - UInt64(FormatConstants.segmentHeaderByteCount) >= dictionaryByteCount
-            if isFull || leavesEarly {
+            if isFull || leavesEarly || isOlder {
                 // No roll while the syncer zero-fills (a full segment's record always reaches the
                 // chunk and waited above; an early roll's need not).
                 if state.zeroFillStart != nil {

@@ -163,7 +163,10 @@ struct SegmentScanner {
             // Into the scanner's own buffer, reused from record to record: a replay of a million
             // compressed records allocated and zeroed an array for each.
             let count = Int(header.uncompressedByteCount)
-            if decompressed.count < count { decompressed = [UInt8](repeating: 0, count: max(count, 2 * decompressed.count)) }
+            if decompressed.count < count {
+                decompressed = [UInt8](
+                    repeating: 0, count: min(max(count, 2 * decompressed.count), FormatConstants.recordByteCountMax))
+            }
             let done = decompressed.withUnsafeMutableBytes { target in
                 LZ4.decompress(
                     stored, into: UnsafeMutableRawBufferPointer(rebasing: target[0..<count]), dictionary: dictionaryBytes)

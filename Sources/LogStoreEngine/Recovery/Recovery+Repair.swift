@@ -262,8 +262,8 @@ extension Recovery {
     }
 
     /// The format version of the segments next to segment `index`, for a damaged header whose
-    /// version field is itself unreadable: segments of one store go from version 1 to version 2
-    /// and never back, so the previous segment's version, else the next one's, else store.meta's
+    /// version field is itself unreadable: segments of one store go from version 1 to 2 to 3 and
+    /// never back, so the previous segment's version, else the next one's, else store.meta's
     /// (the version the store was created with) is the likeliest.
     private func neighbourVersion(of index: Int, segmentOffsets: [UInt64], previous: SegmentFile?) -> UInt32 {
         if let previous { return previous.formatVersion }
@@ -298,7 +298,8 @@ extension Recovery {
         }
         guard case .failure(.damaged(let what)) = SegmentHeader.decode(bytes) else { return false }
         let stated = SegmentHeader.probableVersion(ofDamaged: bytes)
-        let version = stated ?? neighbourVersion
+        // A guess of version 2 or later is written as the current version (see readableVersion).
+        let version = FormatConstants.readableVersion(guessed: stated ?? neighbourVersion)
         try aside.copy(name, report: &report)
         do {
             let handle = try options.fileSystem.openFile(path, mode: .readWrite)
