@@ -12,8 +12,8 @@ import LogStoreEngine
 public enum _DecoderFuzzing {
     public enum Target: String, CaseIterable, Sendable {
         /// Bytes after a segment header (first byte: odd → format version 1; 2 mod 4 → 2; 0 mod 4 →
-        /// 3, the current one), read as a store's only segment: record framing, CRCs, LZ4, segment
-        /// dictionaries, durable-end statements.
+        /// 3, the current one; bit 2 set: an 8-byte base offset follows), read as a store's only
+        /// segment: record framing, CRCs, LZ4, segment dictionaries, durable-end statements.
         case record
         /// A length-prefixed schema table payload, then a transaction payload decoded with it.
         case transaction
@@ -53,13 +53,20 @@ public enum _DecoderFuzzing {
     private static func runRecord(_ bytes: [UInt8]) {
         let selector = bytes.first ?? 0
         let version: UInt32 = selector % 2 == 1 ? 1 : selector % 4 == 2 ? 2 : 3
-        let segment =
-            SegmentHeader(formatVersion: version, storeID: storeID, baseOffset: 0).encoded() + bytes.dropFirst()
+        var records = bytes.dropFirst()
+        // Bit 2: the segment's base offset follows (8 bytes), as after compaction — so a seed
+        // taken from a later segment (one that begins with a dictionary) keeps its records valid.
+        var base: UInt64 = 0
+        if selector & 4 != 0, records.count >= 8 {
+            base = records.prefix(8).reversed().reduce(0) { $0 << 8 | UInt64($1) }
+            records = records.dropFirst(8)
+        }
+        let segment = SegmentHeader(formatVersion: version, storeID: storeID, baseOffset: base).encoded() + records
         let files = [
             FormatConstants.storeMetaFileName: StoreMeta(
                 formatVersion: version, storeID: storeID, creationTimeMicroseconds: 0
             ).encoded(),
-            "00000000000000000000.log": segment,
+            LogFileNames.segment(base): segment,
         ]
         let fileSystem = MemoryFileSystem(directory: directory, files: files)
         if let log = try? Log.openReadOnly(directory: directory, fileSystem: fileSystem) {
@@ -206,7 +213,10 @@ public enum _DecoderFuzzing {
                 var records = Array(bytes[64...])
                 while records.last == 0 { records.removeLast() }
                 let version = SegmentHeader.probableVersion(ofDamaged: bytes) ?? FormatConstants.formatVersion
-                seeds.append((.record, [version == 1 ? 1 : version == 2 ? 2 : 0] + records))
+                let selector: UInt8 = version == 1 ? 1 : version == 2 ? 2 : 0
+                let base = LogFileNames.segmentBaseOffset(name) ?? 0
+                let baseBytes = withUnsafeBytes(of: base.littleEndian) { Array($0) }
+                seeds.append((.record, base == 0 ? [selector] + records : [selector | 4] + baseBytes + records))
             }
             if CheckpointFileName.offset(name) != nil {
                 var reader = try RecordFileReader(

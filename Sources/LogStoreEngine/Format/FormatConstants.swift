@@ -19,6 +19,10 @@ public enum FormatConstants {
     public static func readableVersion(guessed version: UInt32) -> UInt32 {
         version >= durableEndStatementVersion ? formatVersion : version
     }
+    /// The largest logical offset a file name may carry (2^62: a log never gets there — 4 EiB —
+    /// and offset arithmetic on anything larger could overflow). A larger number in a segment,
+    /// index or checkpoint name makes the file not one of the store's (FORMAT.md §2).
+    public static let offsetMax: UInt64 = 1 << 62
     /// The revision of docs/FORMAT.md this build writes (8: segment dictionaries, §6.8). Within a
     /// format version a revision adds only what older builds refuse with a message or skip.
     public static let documentRevision = 8

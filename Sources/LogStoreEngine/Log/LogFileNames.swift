@@ -1,7 +1,7 @@
 /// File names inside a store directory.
-enum LogFileNames {
+package enum LogFileNames {
     /// `00000000000000001234.log` for base offset 1234.
-    static func segment(_ baseOffset: UInt64) -> String {
+    package static func segment(_ baseOffset: UInt64) -> String {
         padded(baseOffset) + FormatConstants.segmentFileExtension
     }
 
@@ -20,7 +20,7 @@ enum LogFileNames {
     }
 
     /// The base offset a segment file name encodes, or `nil` if it is not a segment name.
-    static func segmentBaseOffset(_ name: String) -> UInt64? {
+    package static func segmentBaseOffset(_ name: String) -> UInt64? {
         number(name, extension: FormatConstants.segmentFileExtension)
     }
 
@@ -51,7 +51,10 @@ enum LogFileNames {
         guard digits.count == FormatConstants.fileNameDigitCount, digits.allSatisfy(\.isASCII),
             digits.allSatisfy(\.isNumber)
         else { return nil }
-        return UInt64(digits)
+        // A name past the largest offset a log can reach is not one of ours: offset arithmetic
+        // (base + position) would overflow on it (found by fuzzing a segment's base offset).
+        guard let value = UInt64(digits), value <= FormatConstants.offsetMax else { return nil }
+        return value
     }
 
     static func join(_ directory: String, _ name: String) -> String {
