@@ -91,6 +91,30 @@ import Testing
 }
 
 @Suite struct OpenValidationTests {
+    /// Found by the fuzz corpus (RELIABILITY.md, bug 6): a segment whose name carried a base offset
+    /// near 2^64 — header and CRC valid for it — made offset arithmetic trap on open and verify.
+    /// Such a name is not one of the store's: it is listed as unknown, and nothing traps.
+    @Test func aSegmentNameWithAnOffsetPastTheLargestIsAnUnknownFile() throws {
+        let fileSystem = SimulatedFileSystem()
+        let log = try Log.open(directory: storePath, options: simulatedOptions(fileSystem))
+        let storeID = log.storeID
+        try log.append(Array("kept".utf8))
+        try log.close()
+        let huge = UInt64.max - 40
+        let name = String(huge) + ".log"  // 20 digits
+        try fileSystem.setBytes(
+            SegmentHeader(formatVersion: FormatConstants.formatVersion, storeID: storeID, baseOffset: huge).encoded()
+                + [UInt8](repeating: 0x5A, count: 96), at: storePath + "/" + name)
+        #expect(LogFileNames.segmentBaseOffset(name) == nil)
+        #expect(LogFileNames.segmentBaseOffset(LogFileNames.segment(FormatConstants.offsetMax)) == FormatConstants.offsetMax)
+        let reopened = try Log.open(directory: storePath, options: simulatedOptions(fileSystem))
+        #expect(reopened.recoveryReport.unknownFiles == [name])
+        #expect(try readAll(reopened).map(\.payload) == [Array("kept".utf8)])
+        try reopened.close()
+        let report = try Log.verify(directory: storePath, fileSystem: fileSystem)
+        #expect(!report.hasCorruption)
+    }
+
     @Test func aUsersOwnTmpFileIsLeftAlone() throws {
         let fileSystem = SimulatedFileSystem()
         try Log.open(directory: storePath, options: simulatedOptions(fileSystem)).close()
