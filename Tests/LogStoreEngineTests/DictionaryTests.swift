@@ -1,3 +1,4 @@
+import CLZ4
 import Foundation
 import LogStoreTestSupport
 import Testing
@@ -247,6 +248,55 @@ import Testing
             }
             #expect(reason.contains("dictionary"))
         }
+    }
+
+    /// Compression against a dictionary runs in reused working states that refer to the
+    /// dictionary's hashed table (liblz4's attach, written out): every block, small or over 4 KiB
+    /// (LZ4 copies the table then), from several threads at once, decompresses to its input
+    /// with the dictionary alone — and small ones shrink as much as against a fresh state.
+    @Test func blocksCompressedAgainstADictionaryDecompressWithItAloneFromManyThreads() async {
+        // Debian's liblz4 (1.9.4) is one whose layout the attach writes: this test covers it.
+        #expect(RecordDictionary.attaches, "liblz4 \(LZ4_versionNumber()): compressions copy the dictionary's state")
+        var generator = SeededGenerator(seed: 17)
+        let samples = (0..<200).flatMap { Self.savePayload($0, generator: &generator) }
+        let dictionary = RecordDictionary(samples.suffix(16 * 1024), recordByteCount: 0)
+        let inputs: [[UInt8]] =
+            (200..<600).map { Self.savePayload($0, generator: &generator) }
+            + (0..<8).map { number in (0..<(6_000 + number)).map { UInt8(truncatingIfNeeded: $0 / 7 + number) } }
+        // Four tasks at once, each compressing every fourth input (twice: the working states are reused).
+        let blocks = await withTaskGroup(of: [(Int, [UInt8]?)].self) { group in
+            for worker in 0..<4 {
+                group.addTask {
+                    var out: [(Int, [UInt8]?)] = []
+                    for _ in 0..<2 {
+                        for index in stride(from: worker, to: inputs.count, by: 4) {
+                            out.append((index, inputs[index].withUnsafeBytes { dictionary.compressIfSmaller($0) }))
+                        }
+                    }
+                    return out
+                }
+            }
+            return await group.reduce(into: []) { $0 += $1 }
+        }
+        #expect(blocks.count == 2 * inputs.count)
+        var compressedBytes = 0
+        var rawBytes = 0
+        for (index, block) in blocks {
+            let input = inputs[index]
+            guard let block else {
+                Issue.record("input \(index) (\(input.count) bytes) did not compress")
+                continue
+            }
+            let back = block.withUnsafeBytes {
+                LZ4.decompress($0, decompressedByteCount: input.count, dictionary: dictionary)
+            }
+            #expect(back == input, "input \(index)")
+            if input.count < 1_000 {
+                compressedBytes += block.count
+                rawBytes += input.count
+            }
+        }
+        #expect(Double(compressedBytes) < 0.5 * Double(rawBytes), "\(compressedBytes) of \(rawBytes)")
     }
 
     /// Review finding: repair and verify read a segment whose damaged header's version is a guess
