@@ -20,6 +20,14 @@ import Testing
         return bytes
     }
 
+    /// A log on a new simulated disk, durability `.none`, with dictionaries of the given size.
+    static func onSimulatedDisk(dictionaryByteCountMax: Int) throws -> (Log, SimulatedFileSystem, LogOptions) {
+        let fileSystem = SimulatedFileSystem()
+        var options = simulatedOptions(fileSystem, durability: .none)
+        options.dictionaryByteCountMax = dictionaryByteCountMax
+        return (try Log.open(directory: storePath, options: options), fileSystem, options)
+    }
+
     /// A log in a new temporary directory on the real disk, durability `.none`, options as `configure` sets.
     static func onDisk(_ configure: (inout LogOptions) -> Void) throws -> (Log, String, LogOptions) {
         let directory = StoreVerificationTests.temporaryDirectory()
@@ -50,10 +58,7 @@ import Testing
 
     @Test func aNewStoreRollsEarlyOnceAndThenCompressesAgainstItsDictionary() throws {
         var generator = SeededGenerator(seed: 11)
-        let fileSystem = SimulatedFileSystem()
-        var options = simulatedOptions(fileSystem, durability: .none)
-        options.dictionaryByteCountMax = 4096
-        let log = try Log.open(directory: storePath, options: options)
+        let (log, fileSystem, options) = try Self.onSimulatedDisk(dictionaryByteCountMax: 4096)
         let payloads = (0..<300).map { Self.savePayload($0, generator: &generator) }
         let positions = try payloads.map { try log.write($0) }
         try log.sync()
@@ -181,10 +186,7 @@ import Testing
     /// skip it like the log's own, and `verify` warns that it is not first in its segment.
     @Test func aRecordOfTheDictionaryTypeAppendedByAUserIsWrittenAsGiven() throws {
         var generator = SeededGenerator(seed: 16)
-        let fileSystem = SimulatedFileSystem()
-        var options = simulatedOptions(fileSystem, durability: .none)
-        options.dictionaryByteCountMax = 2048
-        let log = try Log.open(directory: storePath, options: options)
+        let (log, fileSystem, _) = try Self.onSimulatedDisk(dictionaryByteCountMax: 2048)
         for number in 0..<100 { try log.write(Self.savePayload(number, generator: &generator)) }
         #expect(log.segmentBaseOffsets.count == 2)
         let bytes = Self.savePayload(100, generator: &generator)
@@ -201,10 +203,7 @@ import Testing
 
     @Test func turnedOffThereAreNoDictionariesAndNoEarlyRoll() throws {
         var generator = SeededGenerator(seed: 14)
-        let fileSystem = SimulatedFileSystem()
-        var options = simulatedOptions(fileSystem, durability: .none)
-        options.dictionaryByteCountMax = 0
-        let log = try Log.open(directory: storePath, options: options)
+        let (log, fileSystem, _) = try Self.onSimulatedDisk(dictionaryByteCountMax: 0)
         let positions = try (0..<400).map { try log.write(Self.savePayload($0, generator: &generator)) }
         try log.sync()
         #expect(log.segmentBaseOffsets.count == 1)
