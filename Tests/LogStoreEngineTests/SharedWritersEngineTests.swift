@@ -229,6 +229,64 @@ final class FaultyWriteHandle: LogStoreEngine.FileHandle, Sendable {
         try b.close()
     }
 
+    /// Segment dictionaries with two writers (FORMAT.md §6.8): the one that rolls begins the new
+    /// segment with its dictionary; the other, which never wrote it, compresses against it once
+    /// its turn finds the segment (read from the file), and each record is read back by either
+    /// and by a store opened alone afterwards.
+    @Test func twoWritersCompressAgainstTheDictionaryWhoeverRolledWrote() throws {
+        let temporary = TemporaryDirectory("shared-dictionary")
+        defer { temporary.remove() }
+        let fileSystemA = ObservedPosixFileSystem(process: 1), fileSystemB = ObservedPosixFileSystem(process: 2)
+        var options = [Self.options(fileSystemA), Self.options(fileSystemB)]
+        for index in options.indices { options[index].segmentByteCountMax = 64 * 1024 }  // 8 KiB dictionaries
+        let logs = try options.map { try Log.open(directory: temporary.path, options: $0) }
+        var generator = SeededGenerator(seed: 31)
+        var written: [[UInt8]] = []
+        var positions: [(writer: Int, position: LogPosition)] = []
+        // A alone until its samples and its segment make it roll early to a dictionary segment.
+        while logs[0].segmentBaseOffsets.count < 2 {
+            try logs[0].beginTurn()
+            let payload = DictionaryTests.savePayload(written.count, generator: &generator)
+            positions.append((0, try logs[0].append(payload)))
+            written.append(payload)
+            logs[0].endTurn()
+        }
+        // Then turns alternate, a few records each, across more rolls.
+        for round in 0..<600 {
+            let writer = round % 2
+            try logs[writer].beginTurn()
+            for _ in 0..<3 {
+                let payload = DictionaryTests.savePayload(written.count, generator: &generator)
+                positions.append((writer, try logs[writer].append(payload)))
+                written.append(payload)
+            }
+            logs[writer].endTurn()
+        }
+        let bases = logs[0].segmentBaseOffsets
+        #expect(bases.count > 3, "\(bases)")
+        // B's first records after A's early roll went into A's dictionary segment, compressed against it.
+        let firstOfB = try #require(positions.first { $0.writer == 1 }?.position)
+        #expect(try logs[1].firstRecord(atOrAfter: firstOfB.offset)?.usesDictionary == true)
+        for log in logs {
+            _ = try log.refreshFromOtherWriters()  // the other's last turn
+            #expect(try readAll(log).map(\.payload) == written)
+            for base in log.segmentBaseOffsets.dropFirst() {
+                #expect(try log.firstRecord(atOrAfter: base, includingMarks: true)?.type == .dictionary)
+            }
+        }
+        let usingDictionary = try readAll(logs[0]).filter(\.usesDictionary).count
+        #expect(usingDictionary > written.count / 2, "\(usingDictionary) of \(written.count)")
+        for log in logs { try log.close() }
+
+        var alone = LogOptions()
+        alone.segmentByteCountMax = 64 * 1024
+        let reopened = try Log.open(directory: temporary.path, options: alone)
+        #expect(try readAll(reopened).map(\.payload) == written)
+        try reopened.close()
+        let report = try Log.verify(directory: temporary.path)
+        #expect(!report.hasCorruption && report.warnings.isEmpty, "\(report)")
+    }
+
     /// A1: a roll whose directory fsync fails leaves a new segment of unknown durability in the
     /// directory; the failure goes to slot 1, so the other writer stops too instead of adopting
     /// the segment and acknowledging records in it. Seen failing before the fix (the other
