@@ -60,11 +60,8 @@ extension LogCore {
         // Before the write: the record goes exactly at the written end, after the segment header,
         // inside the segment (unless it is the segment's first record), past any zero-fill.
         precondition(position >= UInt64(FormatConstants.segmentHeaderByteCount), "a record inside the segment header")
-        // (A segment holding nothing but its dictionary takes any record, as an empty one does.)
-        let recordsStart =
-            UInt64(FormatConstants.segmentHeaderByteCount) + (segment.dictionary.knownDictionary?.recordByteCount ?? 0)
         precondition(
-            position <= recordsStart || position + record.recordByteCount <= options.segmentByteCountMax,
+            position <= segment.recordsStart || position + record.recordByteCount <= options.segmentByteCountMax,
             "a record past the segment's end")
         precondition(
             state.zeroFillStart.map { position + record.recordByteCount <= $0 } ?? true,
@@ -115,8 +112,7 @@ extension LogCore {
                 continue
             }
             let dictionary = try lastSegmentDictionaryLocked()
-            // A segment holding nothing but its dictionary takes any record, as an empty one does.
-            let recordsStart = UInt64(FormatConstants.segmentHeaderByteCount) + (dictionary?.recordByteCount ?? 0)
+            let recordsStart = segment.recordsStart
             let isFull = position > recordsStart && position + recordByteCount > options.segmentByteCountMax
             // A store shared by writers may have been opened alone by an older build: its last
             // segment is of an older version, and this writer leaves it as an open alone does.
@@ -154,7 +150,7 @@ extension LogCore {
         do throws(LogError) {
             let found = try segment.dictionary.lookup(
                 handle: segment.handle, baseOffset: segment.baseOffset, formatVersion: segment.formatVersion)
-            if case .some(let dictionary) = found { return dictionary }
+            if case .found(let dictionary) = found { return dictionary }
             return nil
         } catch {
             throw reporting(error)

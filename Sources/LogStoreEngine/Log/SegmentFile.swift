@@ -28,6 +28,12 @@ final class SegmentFile: Sendable {
 
     var index: SparseIndex { sparseIndex.withLock { $0 } }
 
+    /// File position where its records other than a dictionary start (FORMAT.md §5.3, §6.8): a
+    /// segment holding no more than its dictionary takes any record, as an empty one does.
+    var recordsStart: UInt64 {
+        UInt64(FormatConstants.segmentHeaderByteCount) + (dictionary.knownDictionary?.recordByteCount ?? 0)
+    }
+
     /// The logical offset just past the last record noted in the index.
     var endOffset: UInt64 { baseOffset + sparseIndex.withLock { $0.endOffset } }
 

@@ -144,10 +144,9 @@ struct SegmentScanner {
         if decodes && header.flags & FormatConstants.flagDictionary != 0 {
             if heldDictionary == nil {
                 switch try self.dictionary.lookup(handle: handle, baseOffset: baseOffset, formatVersion: formatVersion) {
-                case .some(let found): heldDictionary = found
-                case .none(let why):
+                case .found(let found): heldDictionary = found
+                case .missing(let why):
                     return .bad(reason: "record compressed with its segment's dictionary, but \(why)", header: header)
-                case .unknown: preconditionFailure("a lookup decides")
                 }
             }
             // Valid while `heldDictionary` holds the dictionary: for the rest of this scanner.
@@ -215,55 +214,51 @@ struct SegmentScanner {
 /// reader meets a record that needs the dictionary only after its writer wrote the dictionary,
 /// so a bad first record then is damage, and is not read again for every record that needs it.
 final class SegmentDictionary: Sendable {
-    enum State {
-        case unknown
-        /// The first record is not a usable dictionary: why.
-        case none(String)
-        case some(RecordDictionary)
+    /// What a lookup found: the dictionary, or why the segment has none a record could use.
+    enum Lookup {
+        case found(RecordDictionary)
+        case missing(String)
     }
 
-    private let state: Mutex<State>
+    /// `nil`: not looked up yet (or the first record was not there yet).
+    private let state: Mutex<Lookup?>
 
-    init(_ state: State = .unknown) { self.state = Mutex(state) }
-
-    /// What is known without reading the file.
-    var known: State { state.withLock { $0 } }
+    init(_ state: Lookup? = nil) { self.state = Mutex(state) }
 
     /// The dictionary if it was looked up (or set) and exists.
     var knownDictionary: RecordDictionary? {
-        if case .some(let dictionary) = known { dictionary } else { nil }
+        state.withLock { state in if case .found(let dictionary) = state { dictionary } else { nil } }
     }
 
-    /// A writer that just wrote the segment's first record sets what it holds.
-    func set(_ dictionary: RecordDictionary?) {
-        state.withLock { $0 = dictionary.map { .some($0) } ?? .none("the segment's first record is not a dictionary") }
+    /// A writer that just wrote the segment's dictionary as its first record.
+    func set(_ dictionary: RecordDictionary) {
+        state.withLock { $0 = .found(dictionary) }
     }
 
-    /// The segment's dictionary, reading the segment's first record the first time (a `none`
-    /// says why there is none).
-    func lookup(handle: any FileHandle, baseOffset: UInt64, formatVersion: UInt32) throws(LogError) -> State {
-        if case .unknown = known {} else { return known }
+    /// The segment's dictionary, reading the segment's first record the first time.
+    func lookup(handle: any FileHandle, baseOffset: UInt64, formatVersion: UInt32) throws(LogError) -> Lookup {
+        if let known = state.withLock({ $0 }) { return known }
         // A dictionary never uses one: the reader of the first record has none to look up.
         var scanner = SegmentScanner(
             handle: handle, baseOffset: baseOffset, formatVersion: formatVersion,
-            dictionary: SegmentDictionary(.none("a dictionary is never compressed with one")))
-        let found: State
+            dictionary: SegmentDictionary(.missing("a dictionary is never compressed with one")))
+        let found: Lookup
         switch try scanner.next(decodesPayload: true) {
         case .end:
-            return .none("the segment holds no record yet")  // not remembered
+            return .missing("the segment holds no record yet")  // not remembered
         case .bad(let reason, _), .unsupported(let reason):
-            found = .none("the segment's first record, its dictionary, is damaged: \(reason)")
+            found = .missing("the segment's first record, its dictionary, is damaged: \(reason)")
         case .record(let record):
             if record.type == .dictionary && (1...FormatConstants.dictionaryByteCountMax).contains(record.payload.count) {
-                found = .some(RecordDictionary(record.payload, recordByteCount: record.recordByteCount))
+                found = .found(RecordDictionary(record.payload, recordByteCount: record.recordByteCount))
             } else {
-                found = .none("the segment's first record is not a dictionary")
+                found = .missing("the segment's first record is not a dictionary")
             }
         }
         // Two readers may look it up at once: both read the same bytes; the first one kept wins.
         return state.withLock { state in
-            if case .unknown = state { state = found }
-            return state
+            if state == nil { state = found }
+            return state!
         }
     }
 }
