@@ -33,7 +33,7 @@ import Testing
 
     /// A record with every kind of change, repeated values, a change of an entity removed since
     /// and a value of an attribute removed since (when read with the new table).
-    static func record(table: SchemaTable) -> [UInt8] {
+    static func record(table: SchemaTable, payloadVersion: UInt8 = 2) -> [UInt8] {
         let bin = PersistentIdentifier.permanent(for: store, entityName: "Bin", primaryKey: UUID())
         return TransactionRecord(
             schemaVersion: table.version, author: "widget", timestampMicroseconds: 1_234_567,
@@ -49,7 +49,7 @@ import Testing
                 .update(trip(1), ["name": .string("Paris, again")]),
                 .delete(bin, tombstone: [:]),
             ]
-        ).encoded(table: table)
+        ).encoded(table: table, payloadVersion: payloadVersion)
     }
 
     static func tables() throws -> (old: SchemaTable, new: SchemaTable) {
@@ -79,10 +79,10 @@ import Testing
         lhs.entities == rhs.entities && lhs.sequenceEnd == rhs.sequenceEnd
     }
 
-    @Test("folding a record gives the state its decoded changes give, with either table")
-    func foldEqualsDecodeThenApply() throws {
+    @Test("folding a record gives the state its decoded changes give, with either table", arguments: [UInt8(1), 2])
+    func foldEqualsDecodeThenApply(payloadVersion: UInt8) throws {
         let (old, new) = try Self.tables()
-        let bytes = Self.record(table: old)
+        let bytes = Self.record(table: old, payloadVersion: payloadVersion)
         var start = FoldState()
         start.apply(.insert(Self.trip(7), ["name": .string("before")]))
         for table in [old, new] {
@@ -100,10 +100,10 @@ import Testing
         #expect(folded.rows(of: "Trip").map(\.0) == [Self.trip(7), Self.trip(1), Self.trip(3)].map(\.primaryKey))
     }
 
-    @Test("a record cut short anywhere, or with a byte changed, is refused by both or read alike")
-    func malformedRecordsAreRefusedByBoth() throws {
+    @Test("a record cut short anywhere, or with a byte changed, is refused by both or read alike", arguments: [UInt8(1), 2])
+    func malformedRecordsAreRefusedByBoth(payloadVersion: UInt8) throws {
         let (old, _) = try Self.tables()
-        let bytes = Self.record(table: old)
+        let bytes = Self.record(table: old, payloadVersion: payloadVersion)
         for length in 0..<bytes.count {
             let cut = Array(bytes[..<length])
             #expect(throws: ByteReaderError.self) { try Self.decodedThenApplied(cut, table: old, to: FoldState()) }
@@ -127,12 +127,16 @@ import Testing
         #expect(refusedByBoth > 0)
     }
 
-    @Test("a process identifier that is not UTF-8 is refused by replay's fold as by decoding")
-    func processIdentifierNotUTF8IsRefusedByBoth() throws {
+    @Test("a process identifier that is not UTF-8 is refused by replay's fold as by decoding", arguments: [UInt8(1), 2])
+    func processIdentifierNotUTF8IsRefusedByBoth(payloadVersion: UInt8) throws {
         let (old, _) = try Self.tables()
-        var bytes = Self.record(table: old)
-        // version · table version · has author · "widget" · timestamp · process identifier length
-        let processStart = 1 + 1 + 1 + 1 + "widget".utf8.count + 8 + 1
+        var bytes = Self.record(table: old, payloadVersion: payloadVersion)
+        // Version 1: version · table version · has author · "widget" · timestamp · process
+        // identifier length. Version 2: version · shape byte count · table version · has author ·
+        // "widget" · process identifier length.
+        let processStart =
+            payloadVersion == 1
+            ? 1 + 1 + 1 + 1 + "widget".utf8.count + 8 + 1 : 1 + 1 + 1 + 1 + 1 + "widget".utf8.count + 1
         #expect(Array(bytes[processStart..<processStart + 4]) == Array("host".utf8))
         bytes[processStart + 1] = 0xC3  // a lead byte followed by ASCII: not UTF-8
         #expect(throws: ByteReaderError.self) { try Self.decodedThenApplied(bytes, table: old, to: FoldState()) }

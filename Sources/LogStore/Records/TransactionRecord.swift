@@ -1,13 +1,30 @@
 import Foundation
 import LogStoreEngine
 
-/// The payload of a transaction record: who saved, when, and the resolved changes in order.
+/// The payload of a transaction record: who saved, when, and the resolved changes in order
+/// (docs/FORMAT.md §6.9).
+///
+/// Version 2 (written since issue 13's last step) puts the parts that repeat from save to save
+/// — ids, tags, lengths, author, process identifier — together in a **shape**, the values' bytes
+/// after it in the **data** (the timestamp first), and every 16-byte key last:
 ///
 /// ```
-/// u8 payload version (1) · varint schema table version · u8 has author [+ string author]
-/// · i64 timestamp (µs since 1970, never decreasing along the log) · string process identifier
-/// · varint change count · per change: u8 kind (1 insert, 2 update, 3 delete) · varint entity id
-///   · 16-byte primary key · varint value count · per value: varint attribute id, value
+/// u8 2 · varint shape byte count · shape · data · keys
+/// shape: varint schema table version · u8 has author (0 or 1) [+ string author]
+///   · string process identifier · varint change count · varint key count
+///   · per change: u8 kind (1 insert, 2 update, 3 delete) · varint entity id · varint value count
+///     · per value: varint attribute id, the value's shape (``ValueCodec``)
+/// data: i64 timestamp (µs since 1970, never decreasing along the log) · each value's data in order
+/// keys: 16 bytes per key — each change's primary key, then its values' UUIDs and references —
+///   in the order the shape names them (key count × 16 bytes, to the payload's end)
+/// ```
+///
+/// Version 1 (read, and written only on request) holds the same fields in one stream:
+///
+/// ```
+/// u8 1 · varint schema table version · u8 has author [+ string author] · i64 timestamp
+/// · string process identifier · varint change count · per change: u8 kind · varint entity id
+/// · 16-byte primary key · varint value count · per value: varint attribute id, value
 /// ```
 struct TransactionRecord: Sendable, Equatable {
     var schemaVersion: UInt32
@@ -16,20 +33,55 @@ struct TransactionRecord: Sendable, Equatable {
     var processIdentifier: String
     var changes: [ResolvedChange]
 
-    func encoded(table: SchemaTable) -> [UInt8] {
+    /// The payload versions this build reads; it writes the newest.
+    static let payloadVersions: ClosedRange<UInt8> = 1...2
+
+    func encoded(table: SchemaTable, payloadVersion: UInt8 = payloadVersions.upperBound) -> [UInt8] {
+        precondition(Self.payloadVersions.contains(payloadVersion), "payload version \(payloadVersion)")
         let entityIDs = Dictionary(uniqueKeysWithValues: table.entities.map { ($0.name, $0.id) })
-        var writer = ByteWriter(capacity: 64 + changes.count * 48)
-        writer.write(UInt8(1))
-        writer.writeVarint(UInt64(schemaVersion))
+        var header = ByteWriter(capacity: 64 + processIdentifier.utf8.count)
+        header.write(payloadVersion)
+        if payloadVersion == 1 {
+            header.writeVarint(UInt64(schemaVersion))
+            writeAuthor(into: &header)
+            header.write(timestampMicroseconds)
+            header.writeLengthPrefixed(Array(processIdentifier.utf8))
+            header.writeVarint(UInt64(changes.count))
+            writeChanges(into: &header, table: table, entityIDs: entityIDs)
+            return header.bytes
+        }
+        var streams = SplitPayloadWriter()
+        streams.data.write(timestampMicroseconds)
+        writeChanges(into: &streams, table: table, entityIDs: entityIDs)
+        var shapeHeader = ByteWriter(capacity: 16 + processIdentifier.utf8.count)
+        shapeHeader.writeVarint(UInt64(schemaVersion))
+        writeAuthor(into: &shapeHeader)
+        shapeHeader.writeLengthPrefixed(Array(processIdentifier.utf8))
+        shapeHeader.writeVarint(UInt64(changes.count))
+        assert(streams.keys.count % 16 == 0, "keys are 16 bytes each")
+        shapeHeader.writeVarint(UInt64(streams.keys.count / 16))
+        header.writeVarint(UInt64(shapeHeader.count + streams.shape.count))
+        var bytes = header.bytes
+        bytes.reserveCapacity(
+            bytes.count + shapeHeader.count + streams.shape.count + streams.data.count + streams.keys.count)
+        bytes += shapeHeader.bytes
+        bytes += streams.shape.bytes
+        bytes += streams.data.bytes
+        bytes += streams.keys.bytes
+        return bytes
+    }
+
+    private func writeAuthor(into writer: inout ByteWriter) {
         if let author {
             writer.write(UInt8(1))
             writer.writeLengthPrefixed(Array(author.utf8))
         } else {
             writer.write(UInt8(0))
         }
-        writer.write(timestampMicroseconds)
-        writer.writeLengthPrefixed(Array(processIdentifier.utf8))
-        writer.writeVarint(UInt64(changes.count))
+    }
+
+    /// Each change through `sink`: one stream (version 1) or three (version 2) — the same calls.
+    private func writeChanges(into sink: inout some ValueSink, table: SchemaTable, entityIDs: [String: UInt32]) {
         for change in changes {
             let (kind, identifier, values): (UInt8, PersistentIdentifier, [String: AttributeValue]) =
                 switch change {
@@ -38,18 +90,84 @@ struct TransactionRecord: Sendable, Equatable {
                 case .delete(let identifier, let tombstone): (3, identifier, tombstone)
                 }
             let entity = table.entity(named: identifier.entityName)!
-            writer.write(kind)
-            writer.writeVarint(UInt64(entity.id))
-            writer.write(bytes: identifier.primaryKey.bytes)
-            writer.writeVarint(UInt64(values.count))
+            sink.writeShape(kind)
+            sink.writeShapeVarint(UInt64(entity.id))
+            sink.writeKey(identifier.primaryKey)
+            sink.writeShapeVarint(UInt64(values.count))
             // Attribute order follows the table, so equal saves encode to equal bytes.
             for attribute in entity.attributes {
                 guard let value = values[attribute.name] else { continue }
-                writer.writeVarint(UInt64(attribute.id))
-                ValueCodec.write(value, into: &writer, entityIDs: entityIDs)
+                sink.writeShapeVarint(UInt64(attribute.id))
+                ValueCodec.write(value, into: &sink, entityIDs: entityIDs)
             }
         }
-        return writer.bytes
+    }
+
+    /// Everything before the changes, read in place; the changes are read from `body`.
+    struct Header {
+        var schemaVersion: UInt32
+        /// The author's UTF-8 bytes (`nil`: no author), not yet checked to be UTF-8.
+        var author: UnsafeRawBufferPointer?
+        var timestampMicroseconds: Int64
+        /// The process identifier's bytes, not yet checked to be UTF-8.
+        var processIdentifier: UnsafeRawBufferPointer
+        var changeCount: Int
+        var body: Body
+
+        /// Where the changes are: one stream (version 1) or three (version 2).
+        enum Body {
+            case single(ByteReader)
+            case split(SplitPayloadReader)
+        }
+
+        /// Reads a payload's header; the bytes must outlive it.
+        init(_ bytes: UnsafeRawBufferPointer) throws(ByteReaderError) {
+            var reader = ByteReader(bytes)
+            let version = try reader.readByte()
+            switch version {
+            case 1:
+                schemaVersion = UInt32(truncatingIfNeeded: try reader.readVarint())
+                author = try reader.readByte() == 1 ? try reader.readLengthPrefixedInPlace() : nil
+                timestampMicroseconds = try reader.read()
+                processIdentifier = try reader.readLengthPrefixedInPlace()
+                let count = try reader.readVarint()
+                guard count <= UInt64(reader.remainingByteCount) else { throw .malformed("change count \(count)") }
+                changeCount = Int(count)
+                body = .single(reader)
+            case 2:
+                var shape = ByteReader(try reader.readLengthPrefixedInPlace())
+                schemaVersion = UInt32(truncatingIfNeeded: try shape.readVarint())
+                switch try shape.readByte() {
+                case 0: author = nil
+                case 1: author = try shape.readLengthPrefixedInPlace()
+                case let flag: throw .malformed("has-author byte \(flag)")
+                }
+                processIdentifier = try shape.readLengthPrefixedInPlace()
+                let count = try shape.readVarint()
+                // Each change's kind is a byte of the shape, and its primary key one of the keys.
+                guard count <= UInt64(shape.remainingByteCount) else { throw .malformed("change count \(count)") }
+                changeCount = Int(count)
+                let keyCount = try shape.readVarint()
+                guard keyCount >= count, keyCount <= UInt64(reader.remainingByteCount) / 16 else {
+                    throw .malformed("key count \(keyCount)")
+                }
+                let dataByteCount = reader.remainingByteCount - Int(keyCount) * 16
+                var data = ByteReader(try reader.readBytesInPlace(dataByteCount))
+                timestampMicroseconds = try data.read()
+                body = .split(SplitPayloadReader(shape: shape, data: data, keys: ByteReader(try reader.readBytesInPlace(Int(keyCount) * 16))))
+            default:
+                throw .malformed(
+                    "transaction payload version \(version), newer than this build reads (up to \(payloadVersions.upperBound))")
+            }
+        }
+
+        /// Whether every byte of the payload was read (the changes read from ``body``).
+        static func isAtEnd(_ body: Body) -> Bool {
+            switch body {
+            case .single(let reader): reader.isAtEnd
+            case .split(let streams): streams.shape.isAtEnd && streams.data.isAtEnd && streams.keys.isAtEnd
+            }
+        }
     }
 
     /// The author and timestamp alone, read from the start of the payload without decoding the
@@ -57,8 +175,10 @@ struct TransactionRecord: Sendable, Equatable {
     static func decodePrefix(_ bytes: [UInt8]) throws(ByteReaderError) -> (
         author: String?, timestampMicroseconds: Int64
     ) {
-        let prefix = try decodeHeader(bytes, processIdentifier: false)
-        return (prefix.author, prefix.timestampMicroseconds)
+        try ByteReader.withBytes(bytes) { bytes throws(ByteReaderError) in
+            let header = try Header(bytes)
+            return (try header.author.map(ValueCodec.string), header.timestampMicroseconds)
+        }
     }
 
     /// Whether `matches` accepts the author's UTF-8 bytes, read where they are in the payload
@@ -70,14 +190,28 @@ struct TransactionRecord: Sendable, Equatable {
         try ByteReader.withBytes(bytes) { buffer throws(ByteReaderError) in try authorMatches(buffer, matches) }
     }
 
-    /// The same, over a payload read in place (``LogStoreEngine/LogRecordView``).
+    /// The same, over a payload read in place (``LogStoreEngine/LogRecordView``). Reads no further
+    /// than the author.
     static func authorMatches(
         _ bytes: UnsafeRawBufferPointer, _ matches: (UnsafeRawBufferPointer?) -> Bool
     ) throws(ByteReaderError) -> Bool {
         var reader = ByteReader(bytes)
-        guard try reader.readByte() == 1 else { throw .malformed("unknown transaction payload version") }
-        _ = try reader.readVarint()
-        return matches(try reader.readByte() == 1 ? try reader.readLengthPrefixedInPlace() : nil)
+        switch try reader.readByte() {
+        case 1:
+            _ = try reader.readVarint()
+            return matches(try reader.readByte() == 1 ? try reader.readLengthPrefixedInPlace() : nil)
+        case 2:
+            var shape = ByteReader(try reader.readLengthPrefixedInPlace())
+            _ = try shape.readVarint()
+            switch try shape.readByte() {
+            case 0: return matches(nil)
+            case 1: return matches(try shape.readLengthPrefixedInPlace())
+            case let flag: throw .malformed("has-author byte \(flag)")
+            }
+        case let version:
+            throw .malformed(
+                "transaction payload version \(version), newer than this build reads (up to \(payloadVersions.upperBound))")
+        }
     }
 
     /// Everything before the changes: schema version, author, timestamp and (when asked) the
@@ -85,13 +219,12 @@ struct TransactionRecord: Sendable, Equatable {
     static func decodeHeader(_ bytes: [UInt8], processIdentifier: Bool) throws(ByteReaderError)
         -> (schemaVersion: UInt32, author: String?, timestampMicroseconds: Int64, processIdentifier: String)
     {
-        try ByteReader.read(bytes) { reader throws(ByteReaderError) in
-            guard try reader.readByte() == 1 else { throw .malformed("unknown transaction payload version") }
-            let schemaVersion = UInt32(truncatingIfNeeded: try reader.readVarint())
-            let author = try reader.readByte() == 1 ? try ValueCodec.readString(&reader) : nil
-            let timestamp: Int64 = try reader.read()
-            let process = processIdentifier ? try ValueCodec.readString(&reader) : ""
-            return (schemaVersion, author, timestamp, process)
+        try ByteReader.withBytes(bytes) { bytes throws(ByteReaderError) in
+            let header = try Header(bytes)
+            return (
+                header.schemaVersion, try header.author.map(ValueCodec.string), header.timestampMicroseconds,
+                processIdentifier ? try ValueCodec.string(header.processIdentifier) : ""
+            )
         }
     }
 
@@ -251,81 +384,92 @@ struct TransactionRecord: Sendable, Equatable {
             schemaVersion: UInt32, author: String?, timestampMicroseconds: Int64, processIdentifier: String
         ) {
             let lookups = lookups
-            let table = lookups.table
+            let header = try Header(bytes)
+            guard header.schemaVersion <= lookups.table.version else {
+                throw .malformed(
+                    "encoded with schema table version \(header.schemaVersion), newer than \(lookups.table.version)")
+            }
+            let author = try header.author.map(ValueCodec.string)
+            let process: String
+            if readsProcessIdentifier {
+                process = try ValueCodec.string(header.processIdentifier)
+            } else {
+                try ValueCodec.checkUTF8(header.processIdentifier)
+                process = ""
+            }
+            try announce(header.changeCount)
+            let atEnd: Bool
+            switch header.body {
+            case .single(var reader):
+                try walkChanges(&reader, count: header.changeCount, scratch: &scratch, change: change)
+                atEnd = reader.isAtEnd
+            case .split(var streams):
+                try walkChanges(&streams, count: header.changeCount, scratch: &scratch, change: change)
+                atEnd = Header.isAtEnd(.split(streams))
+            }
+            guard atEnd else { throw .malformed("bytes after the last change") }
+            return (header.schemaVersion, author, header.timestampMicroseconds, process)
+        }
+
+        /// Reads `count` changes from `source` (either layout: the same reads), each of a live
+        /// entity handed to `change`.
+        private func walkChanges(
+            _ source: inout some ValueSource, count: Int, scratch: inout Values,
+            change: (
+                _ kind: ChangeKind, _ entityName: String, _ primaryKey: UUID,
+                _ values: Values.SubSequence
+            ) throws(ByteReaderError) -> Void
+        ) throws(ByteReaderError) {
+            let lookups = lookups
             let storeIdentifier = lookups.storeIdentifier
             let entityNames = lookups.entityNames
-            var reader = ByteReader(bytes)
-            do {
-                guard try reader.readByte() == 1 else { throw .malformed("unknown transaction payload version") }
-                let schemaVersion = UInt32(truncatingIfNeeded: try reader.readVarint())
-                guard schemaVersion <= table.version else {
-                    throw .malformed("encoded with schema table version \(schemaVersion), newer than \(table.version)")
-                }
-                let author = try reader.readByte() == 1 ? try ValueCodec.readString(&reader) : nil
-                let timestamp: Int64 = try reader.read()
-                let process: String
-                if readsProcessIdentifier {
-                    process = try ValueCodec.readString(&reader)
-                } else {
-                    try ValueCodec.skipString(&reader)
-                    process = ""
-                }
-                let changeCount = try reader.readVarint()
-                guard changeCount <= UInt64(reader.remainingByteCount) else {
-                    throw .malformed("change count \(changeCount)")
-                }
-                try announce(Int(changeCount))
-                for _ in 0..<changeCount {
-                    let kind = try reader.readByte()
-                    let entityID = UInt32(truncatingIfNeeded: try reader.readVarint())
-                    guard let entity = lookups.entity(entityID) else {
-                        guard lookups.retiredEntityIDs.contains(entityID) else {
-                            throw .malformed("unknown entity id \(entityID)")
-                        }
-                        // A change of an entity removed since: read past it.
-                        try reader.skip(16)
-                        let valueCount = try reader.readVarint()
-                        guard valueCount <= UInt64(reader.remainingByteCount) else {
-                            throw .malformed("value count \(valueCount)")
-                        }
-                        for _ in 0..<valueCount {
-                            _ = try reader.readVarint()
-                            _ = try ValueCodec.read(&reader, entityNames: entityNames, storeIdentifier: storeIdentifier)
-                        }
-                        guard (1...3).contains(kind) else { throw .malformed("unknown change kind \(kind)") }
-                        continue
+            for _ in 0..<count {
+                let kind = try source.readShapeByte()
+                let entityID = UInt32(truncatingIfNeeded: try source.readShapeVarint())
+                guard let entity = lookups.entity(entityID) else {
+                    guard lookups.retiredEntityIDs.contains(entityID) else {
+                        throw .malformed("unknown entity id \(entityID)")
                     }
-                    let primaryKey = try reader.readUUID()
-                    let valueCount = try reader.readVarint()
-                    guard valueCount <= UInt64(reader.remainingByteCount) else {
+                    // A change of an entity removed since: read past it.
+                    _ = try source.readKey()
+                    let valueCount = try source.readShapeVarint()
+                    guard valueCount <= UInt64(source.shapeRemainingByteCount) else {
                         throw .malformed("value count \(valueCount)")
                     }
-                    scratch.removeAll(keepingCapacity: true)
                     for _ in 0..<valueCount {
-                        let attributeID = UInt32(truncatingIfNeeded: try reader.readVarint())
-                        guard let attribute = entity.attributeIDs.firstIndex(of: attributeID) else {
-                            guard lookups.retiredAttributeIDs.contains(attributeID) else {
-                                throw .malformed("unknown attribute id \(attributeID) of \(entity.name)")
-                            }
-                            // An attribute removed since: its value is left out.
-                            _ = try ValueCodec.read(&reader, entityNames: entityNames, storeIdentifier: storeIdentifier)
-                            continue
+                        _ = try source.readShapeVarint()
+                        _ = try ValueCodec.read(&source, entityNames: entityNames, storeIdentifier: storeIdentifier)
+                    }
+                    guard (1...3).contains(kind) else { throw .malformed("unknown change kind \(kind)") }
+                    continue
+                }
+                let primaryKey = try source.readKey()
+                let valueCount = try source.readShapeVarint()
+                // Each value's attribute id and tag are in the shape.
+                guard valueCount <= UInt64(source.shapeRemainingByteCount) else {
+                    throw .malformed("value count \(valueCount)")
+                }
+                scratch.removeAll(keepingCapacity: true)
+                for _ in 0..<valueCount {
+                    let attributeID = UInt32(truncatingIfNeeded: try source.readShapeVarint())
+                    guard let attribute = entity.attributeIDs.firstIndex(of: attributeID) else {
+                        guard lookups.retiredAttributeIDs.contains(attributeID) else {
+                            throw .malformed("unknown attribute id \(attributeID) of \(entity.name)")
                         }
-                        scratch.append(
-                            (
-                                entity.attributeNames[attribute],
-                                try ValueCodec.read(&reader, entityNames: entityNames, storeIdentifier: storeIdentifier)
-                            ))
+                        // An attribute removed since: its value is left out.
+                        _ = try ValueCodec.read(&source, entityNames: entityNames, storeIdentifier: storeIdentifier)
+                        continue
                     }
-                    guard let changeKind = ChangeKind(rawValue: kind) else {
-                        throw .malformed("unknown change kind \(kind)")
-                    }
-                    try change(changeKind, entity.name, primaryKey, scratch[...])
+                    scratch.append(
+                        (
+                            entity.attributeNames[attribute],
+                            try ValueCodec.read(&source, entityNames: entityNames, storeIdentifier: storeIdentifier)
+                        ))
                 }
-                guard reader.isAtEnd else {
-                    throw .malformed("\(reader.remainingByteCount) bytes after the last change")
+                guard let changeKind = ChangeKind(rawValue: kind) else {
+                    throw .malformed("unknown change kind \(kind)")
                 }
-                return (schemaVersion, author, timestamp, process)
+                try change(changeKind, entity.name, primaryKey, scratch[...])
             }
         }
     }

@@ -1,8 +1,8 @@
 import Foundation
 import LogStoreEngine
 
-/// The binary encoding of attribute values and value types inside transaction, schema and
-/// checkpoint records. A tag byte, then the value:
+/// The binary encoding of attribute values inside transaction, schema and checkpoint records. A
+/// tag byte, then the value:
 ///
 /// ```
 /// 0 null · 1 false · 2 true · 3 int (zig-zag varint) · 4 double (8 bytes) · 5 string (varint
@@ -10,74 +10,82 @@ import LogStoreEngine
 /// · 8 uuid (16 bytes) · 9 reference (varint entity id + 16-byte primary key) · 10 array (varint
 /// count + values)
 /// ```
+///
+/// Written to one stream (a ``ByteWriter``: checkpoints, schema records, transaction payload
+/// version 1) the parts follow each other as above. Transaction payload version 2 splits them over
+/// three streams (``SplitPayloadWriter``, docs/FORMAT.md §6.9): the **shape** — tags, lengths,
+/// counts, entity ids — the **data** — integers, doubles, dates, string and data bytes — and the
+/// **keys** — UUIDs and references' primary keys, 16 bytes each. A save's shape repeats from save
+/// to save and its keys are random, so apart they compress (against the segment dictionary) where
+/// interleaved they did not.
 enum ValueCodec {
     /// Arrays nest at most this deep (a named limit; no recursion without one).
     static let nestingDepthMax = 8
 
     static func write(
-        _ value: AttributeValue, into writer: inout ByteWriter, entityIDs: [String: UInt32], depth: Int = 0
+        _ value: AttributeValue, into writer: inout some ValueSink, entityIDs: [String: UInt32], depth: Int = 0
     ) {
         precondition(depth <= nestingDepthMax, "attribute values nest at most \(nestingDepthMax) deep")
         switch value {
-        case .null: writer.write(UInt8(0))
-        case .bool(let flag): writer.write(UInt8(flag ? 2 : 1))
+        case .null: writer.writeShape(UInt8(0))
+        case .bool(let flag): writer.writeShape(UInt8(flag ? 2 : 1))
         case .int(let number):
-            writer.write(UInt8(3))
-            writer.writeSignedVarint(number)
+            writer.writeShape(UInt8(3))
+            writer.writeDataSignedVarint(number)
         case .double(let number):
-            writer.write(UInt8(4))
-            writer.write(number.bitPattern)
+            writer.writeShape(UInt8(4))
+            writer.writeData(number.bitPattern)
         case .string(let text):
-            writer.write(UInt8(5))
-            writer.writeLengthPrefixed(Array(text.utf8))
+            writer.writeShape(UInt8(5))
+            writer.writeDataBytes(Array(text.utf8))
         case .data(let bytes):
-            writer.write(UInt8(6))
-            writer.writeLengthPrefixed(Array(bytes))
+            writer.writeShape(UInt8(6))
+            writer.writeDataBytes(bytes)
         case .date(let date):
-            writer.write(UInt8(7))
-            writer.write(date.timeIntervalSinceReferenceDate.bitPattern)
+            writer.writeShape(UInt8(7))
+            writer.writeData(date.timeIntervalSinceReferenceDate.bitPattern)
         case .uuid(let uuid):
-            writer.write(UInt8(8))
-            writer.write(bytes: uuid.bytes)
+            writer.writeShape(UInt8(8))
+            writer.writeKey(uuid)
         case .reference(let identifier):
-            writer.write(UInt8(9))
-            writer.writeVarint(UInt64(entityIDs[identifier.entityName]!))
-            writer.write(bytes: identifier.primaryKey.bytes)
+            writer.writeShape(UInt8(9))
+            writer.writeShapeVarint(UInt64(entityIDs[identifier.entityName]!))
+            writer.writeKey(identifier.primaryKey)
         case .array(let values):
-            writer.write(UInt8(10))
-            writer.writeVarint(UInt64(values.count))
+            writer.writeShape(UInt8(10))
+            writer.writeShapeVarint(UInt64(values.count))
             for element in values { write(element, into: &writer, entityIDs: entityIDs, depth: depth + 1) }
         }
     }
 
     static func read(
-        _ reader: inout ByteReader, entityNames: [UInt32: String], storeIdentifier: String,
+        _ reader: inout some ValueSource, entityNames: [UInt32: String], storeIdentifier: String,
         depth: Int = 0
     ) throws(ByteReaderError) -> AttributeValue {
         guard depth <= nestingDepthMax else { throw .malformed("values nest deeper than \(nestingDepthMax)") }
-        switch try reader.readByte() {
+        switch try reader.readShapeByte() {
         case 0: return .null
         case 1: return .bool(false)
         case 2: return .bool(true)
-        case 3: return .int(try reader.readSignedVarint())
-        case 4: return .double(Double(bitPattern: try reader.read()))
-        case 5: return .string(try readString(&reader))
-        case 6: return .data(Data(try reader.readLengthPrefixed()))
-        case 7: return .date(Date(timeIntervalSinceReferenceDate: Double(bitPattern: try reader.read())))
-        case 8: return .uuid(try reader.readUUID())
+        case 3: return .int(try reader.readDataSignedVarint())
+        case 4: return .double(Double(bitPattern: try reader.readData(UInt64.self)))
+        case 5: return .string(try string(reader.readDataBytes()))
+        case 6: return .data(Data(try reader.readDataBytes()))
+        case 7: return .date(Date(timeIntervalSinceReferenceDate: Double(bitPattern: try reader.readData(UInt64.self))))
+        case 8: return .uuid(try reader.readKey())
         case 9:
-            let entityID = UInt32(truncatingIfNeeded: try reader.readVarint())
+            let entityID = UInt32(truncatingIfNeeded: try reader.readShapeVarint())
             guard let entityName = entityNames[entityID] else {
                 throw .malformed("reference to unknown entity id \(entityID)")
             }
             return .reference(
                 .permanent(
                     for: storeIdentifier, entityName: entityName,
-                    primaryKey: try reader.readUUID()))
+                    primaryKey: try reader.readKey()))
         case 10:
-            let count = try reader.readVarint()
-            // Every element takes at least one byte: a count beyond what is left is malformed.
-            guard count <= UInt64(reader.remainingByteCount) else { throw .malformed("array count \(count)") }
+            let count = try reader.readShapeVarint()
+            // Every element's tag takes a byte of the shape: a count beyond what is left is malformed.
+            guard count <= UInt64(reader.shapeRemainingByteCount) else { throw .malformed("array count \(count)") }
             var values: [AttributeValue] = []
             values.reserveCapacity(Int(count))
             for _ in 0..<count {
@@ -92,7 +100,10 @@ enum ValueCodec {
     /// Reads past a string, checking that it is UTF-8 as ``readString(_:)`` does, without making
     /// it (replay skips the process identifier, but refuses what history would refuse).
     static func skipString(_ reader: inout ByteReader) throws(ByteReaderError) {
-        let bytes = try reader.readLengthPrefixedInPlace()
+        try checkUTF8(reader.readLengthPrefixedInPlace())
+    }
+
+    static func checkUTF8(_ bytes: UnsafeRawBufferPointer) throws(ByteReaderError) {
         guard bytes.allSatisfy({ $0 < 0x80 }) || String(validating: bytes, as: UTF8.self) != nil else {
             throw .malformed("string is not UTF-8")
         }
@@ -100,7 +111,11 @@ enum ValueCodec {
 
     static func readString(_ reader: inout ByteReader) throws(ByteReaderError) -> String {
         // Read in place: no array per string (it was an allocation and a free per value).
-        let bytes = try reader.readLengthPrefixedInPlace()
+        try string(reader.readLengthPrefixedInPlace())
+    }
+
+    /// UTF-8 bytes as a String; anything but UTF-8 is malformed.
+    static func string(_ bytes: UnsafeRawBufferPointer) throws(ByteReaderError) -> String {
         // ASCII (nearly every stored string) is valid UTF-8 as it stands: decode it without the
         // validating initializer, which is not specialised here and looked up generic metadata on
         // every call (8 % of a replay). Anything else is validated.
@@ -144,4 +159,98 @@ enum ValueCodec {
         case let tag: throw .malformed("unknown value type tag \(tag)")
         }
     }
+}
+
+/// Where ``ValueCodec`` writes a value's parts: the shape (tags, lengths, counts, entity ids), the
+/// data (numbers, dates, bytes) and the keys (16-byte UUIDs and primary keys).
+protocol ValueSink {
+    mutating func writeShape(_ byte: UInt8)
+    mutating func writeShapeVarint(_ value: UInt64)
+    mutating func writeData<T: FixedWidthInteger>(_ value: T)
+    mutating func writeDataSignedVarint(_ value: Int64)
+    /// The byte count to the shape, the bytes to the data.
+    mutating func writeDataBytes(_ bytes: some Collection<UInt8>)
+    mutating func writeKey(_ key: UUID)
+}
+
+/// Where ``ValueCodec`` reads a value's parts from (the same three as ``ValueSink``).
+protocol ValueSource {
+    mutating func readShapeByte() throws(ByteReaderError) -> UInt8
+    mutating func readShapeVarint() throws(ByteReaderError) -> UInt64
+    mutating func readData<T: FixedWidthInteger>(_: T.Type) throws(ByteReaderError) -> T
+    mutating func readDataSignedVarint() throws(ByteReaderError) -> Int64
+    /// A byte count from the shape, then that many bytes of the data, in place.
+    mutating func readDataBytes() throws(ByteReaderError) -> UnsafeRawBufferPointer
+    mutating func readKey() throws(ByteReaderError) -> UUID
+    /// What is left of the shape (a count of values, each with a tag, cannot exceed it).
+    var shapeRemainingByteCount: Int { get }
+}
+
+/// One stream: every part in place, in order.
+extension ByteWriter: ValueSink {
+    mutating func writeShape(_ byte: UInt8) { write(byte) }
+    mutating func writeShapeVarint(_ value: UInt64) { writeVarint(value) }
+    mutating func writeData<T: FixedWidthInteger>(_ value: T) { write(value) }
+    mutating func writeDataSignedVarint(_ value: Int64) { writeSignedVarint(value) }
+    mutating func writeDataBytes(_ bytes: some Collection<UInt8>) { writeLengthPrefixed(bytes) }
+    mutating func writeKey(_ key: UUID) { write(bytes: key.bytes) }
+}
+
+/// One stream: every part in place, in order.
+extension ByteReader: ValueSource {
+    @inline(__always) mutating func readShapeByte() throws(ByteReaderError) -> UInt8 { try readByte() }
+    @inline(__always) mutating func readShapeVarint() throws(ByteReaderError) -> UInt64 { try readVarint() }
+    @inline(__always) mutating func readData<T: FixedWidthInteger>(_: T.Type) throws(ByteReaderError) -> T {
+        try read(T.self)
+    }
+    @inline(__always) mutating func readDataSignedVarint() throws(ByteReaderError) -> Int64 {
+        try readSignedVarint()
+    }
+    @inline(__always) mutating func readDataBytes() throws(ByteReaderError) -> UnsafeRawBufferPointer {
+        try readLengthPrefixedInPlace()
+    }
+    @inline(__always) mutating func readKey() throws(ByteReaderError) -> UUID { try readUUID() }
+    var shapeRemainingByteCount: Int { remainingByteCount }
+}
+
+/// Three streams (transaction payload version 2, docs/FORMAT.md §6.9).
+struct SplitPayloadWriter: ValueSink {
+    var shape = ByteWriter(capacity: 96)
+    var data = ByteWriter(capacity: 64)
+    var keys = ByteWriter(capacity: 32)
+
+    mutating func writeShape(_ byte: UInt8) { shape.write(byte) }
+    mutating func writeShapeVarint(_ value: UInt64) { shape.writeVarint(value) }
+    mutating func writeData<T: FixedWidthInteger>(_ value: T) { data.write(value) }
+    mutating func writeDataSignedVarint(_ value: Int64) { data.writeSignedVarint(value) }
+    mutating func writeDataBytes(_ bytes: some Collection<UInt8>) {
+        shape.writeVarint(UInt64(bytes.count))
+        data.write(bytes: bytes)
+    }
+    mutating func writeKey(_ key: UUID) { keys.write(bytes: key.bytes) }
+}
+
+/// Three streams (transaction payload version 2, docs/FORMAT.md §6.9), each read in order.
+struct SplitPayloadReader: ValueSource {
+    var shape: ByteReader
+    var data: ByteReader
+    var keys: ByteReader
+
+    @inline(__always) mutating func readShapeByte() throws(ByteReaderError) -> UInt8 { try shape.readByte() }
+    @inline(__always) mutating func readShapeVarint() throws(ByteReaderError) -> UInt64 { try shape.readVarint() }
+    @inline(__always) mutating func readData<T: FixedWidthInteger>(_: T.Type) throws(ByteReaderError) -> T {
+        try data.read(T.self)
+    }
+    @inline(__always) mutating func readDataSignedVarint() throws(ByteReaderError) -> Int64 {
+        try data.readSignedVarint()
+    }
+    @inline(__always) mutating func readDataBytes() throws(ByteReaderError) -> UnsafeRawBufferPointer {
+        let count = try shape.readVarint()
+        guard count <= UInt64(data.remainingByteCount) else {
+            throw .truncated(needed: Int(clamping: count), available: data.remainingByteCount)
+        }
+        return try data.readBytesInPlace(Int(count))
+    }
+    @inline(__always) mutating func readKey() throws(ByteReaderError) -> UUID { try keys.readUUID() }
+    var shapeRemainingByteCount: Int { shape.remainingByteCount }
 }

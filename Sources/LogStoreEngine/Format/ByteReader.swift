@@ -89,6 +89,14 @@ public struct ByteReader {
         return UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + Int(count))])
     }
 
+    /// The next `count` bytes where they are in the buffer, without copying (valid only while
+    /// the buffer is).
+    @inlinable public mutating func readBytesInPlace(_ count: Int) throws(ByteReaderError) -> UnsafeRawBufferPointer {
+        try require(count)
+        defer { offset += count }
+        return UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + count)])
+    }
+
     /// 16 bytes in RFC 4122 order as a UUID, without the array ``readBytes(_:)`` makes.
     @inlinable public mutating func readUUID() throws(ByteReaderError) -> UUID {
         try require(16)

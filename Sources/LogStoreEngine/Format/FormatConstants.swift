@@ -23,9 +23,9 @@ public enum FormatConstants {
     /// and offset arithmetic on anything larger could overflow). A larger number in a segment,
     /// index or checkpoint name makes the file not one of the store's (FORMAT.md §2).
     public static let offsetMax: UInt64 = 1 << 62
-    /// The revision of docs/FORMAT.md this build writes (8: segment dictionaries, §6.8). Within a
+    /// The revision of docs/FORMAT.md this build writes (9: transaction payload version 2, §6.9). Within a
     /// format version a revision adds only what older builds refuse with a message or skip.
-    public static let documentRevision = 8
+    public static let documentRevision = 9
 
     /// The first version whose record headers carry the durable-end statement (and a 16-bit
     /// dictionary id in place of version 1's reserved bytes).
