@@ -50,7 +50,7 @@ struct TransactionRecord: Sendable, Equatable {
             writeChanges(into: &header, table: table, entityIDs: entityIDs)
             return header.bytes
         }
-        var streams = SplitPayloadWriter()
+        var streams = SplitPayloadWriter(changeCount: changes.count)
         streams.data.write(timestampMicroseconds)
         writeChanges(into: &streams, table: table, entityIDs: entityIDs)
         var shapeHeader = ByteWriter(capacity: 16 + processIdentifier.utf8.count)
@@ -156,18 +156,17 @@ struct TransactionRecord: Sendable, Equatable {
                 timestampMicroseconds = try data.read()
                 body = .split(SplitPayloadReader(shape: shape, data: data, keys: ByteReader(try reader.readBytesInPlace(Int(keyCount) * 16))))
             default:
-                throw .malformed(
-                    "transaction payload version \(version), newer than this build reads (up to \(payloadVersions.upperBound))")
+                throw unknownVersion(version)
             }
         }
+    }
 
-        /// Whether every byte of the payload was read (the changes read from ``body``).
-        static func isAtEnd(_ body: Body) -> Bool {
-            switch body {
-            case .single(let reader): reader.isAtEnd
-            case .split(let streams): streams.shape.isAtEnd && streams.data.isAtEnd && streams.keys.isAtEnd
-            }
-        }
+    /// A payload version this build does not read: a newer one names itself as newer.
+    static func unknownVersion(_ version: UInt8) -> ByteReaderError {
+        version > payloadVersions.upperBound
+            ? .malformed(
+                "transaction payload version \(version), newer than this build reads (up to \(payloadVersions.upperBound))")
+            : .malformed("unknown transaction payload version \(version)")
     }
 
     /// The author and timestamp alone, read from the start of the payload without decoding the
@@ -209,8 +208,7 @@ struct TransactionRecord: Sendable, Equatable {
             case let flag: throw .malformed("has-author byte \(flag)")
             }
         case let version:
-            throw .malformed(
-                "transaction payload version \(version), newer than this build reads (up to \(payloadVersions.upperBound))")
+            throw unknownVersion(version)
         }
     }
 
@@ -398,16 +396,19 @@ struct TransactionRecord: Sendable, Equatable {
                 process = ""
             }
             try announce(header.changeCount)
-            let atEnd: Bool
             switch header.body {
             case .single(var reader):
                 try walkChanges(&reader, count: header.changeCount, scratch: &scratch, change: change)
-                atEnd = reader.isAtEnd
+                guard reader.isAtEnd else {
+                    throw .malformed("\(reader.remainingByteCount) bytes after the last change")
+                }
             case .split(var streams):
                 try walkChanges(&streams, count: header.changeCount, scratch: &scratch, change: change)
-                atEnd = Header.isAtEnd(.split(streams))
+                for (name, stream) in [("shape", streams.shape), ("data", streams.data), ("keys", streams.keys)]
+                where !stream.isAtEnd {
+                    throw .malformed("\(stream.remainingByteCount) bytes of the \(name) after the last change")
+                }
             }
-            guard atEnd else { throw .malformed("bytes after the last change") }
             return (header.schemaVersion, author, header.timestampMicroseconds, process)
         }
 

@@ -37,7 +37,7 @@ enum ValueCodec {
             writer.writeData(number.bitPattern)
         case .string(let text):
             writer.writeShape(UInt8(5))
-            writer.writeDataBytes(Array(text.utf8))
+            writer.writeDataBytes(text.utf8)
         case .data(let bytes):
             writer.writeShape(UInt8(6))
             writer.writeDataBytes(bytes)
@@ -215,9 +215,16 @@ extension ByteReader: ValueSource {
 
 /// Three streams (transaction payload version 2, docs/FORMAT.md §6.9).
 struct SplitPayloadWriter: ValueSink {
-    var shape = ByteWriter(capacity: 96)
-    var data = ByteWriter(capacity: 64)
-    var keys = ByteWriter(capacity: 32)
+    var shape: ByteWriter
+    var data: ByteWriter
+    var keys: ByteWriter
+
+    /// Room for `changeCount` changes of a few values each (a one-model save: ~30, ~40 and 16 bytes).
+    init(changeCount: Int) {
+        shape = ByteWriter(capacity: 16 + changeCount * 24)
+        data = ByteWriter(capacity: 16 + changeCount * 48)
+        keys = ByteWriter(capacity: 16 * max(1, changeCount))
+    }
 
     mutating func writeShape(_ byte: UInt8) { shape.write(byte) }
     mutating func writeShapeVarint(_ value: UInt64) { shape.writeVarint(value) }
