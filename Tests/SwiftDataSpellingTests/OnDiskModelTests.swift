@@ -87,11 +87,22 @@ import Testing
         let title = "item 4321"
         let one = try #require(try fresh.fetch(FetchDescriptor<BucketListItem>(predicate: #Predicate { $0.title == title })).first)
         one.isInPlan = true
-        let freshSave = try clock.measure { try fresh.save() }
-        // Timings vary on a shared machine; the ratio is reported, the bound is loose (encoding
-        // every registered model made the long-lived save ~12x slower than this).
-        print("long-lived context (\(count) models) save: \(longLivedSave); fresh context save: \(freshSave)")
-        #expect(longLivedSave < freshSave * 4 + .milliseconds(5))
+        var freshSave = try clock.measure { try fresh.save() }
+        // Timings vary on a shared machine (the whole suite runs in parallel: one run measured
+        // 31 ms against 5 ms, where alone both take 4 ms), so each side is the fastest of three
+        // saves of one changed model; the ratio is reported, the bound is loose (encoding every
+        // registered model made the long-lived save ~12x slower than this).
+        var longLivedFastest = longLivedSave
+        for round in 1...2 {
+            items[1234 + round].isInPlan = true
+            longLivedFastest = min(longLivedFastest, try clock.measure { try longLived.save() })
+            let other = try #require(
+                try fresh.fetch(FetchDescriptor<BucketListItem>(predicate: #Predicate { $0.title == title })).first)
+            other.isInPlan.toggle()
+            freshSave = min(freshSave, try clock.measure { try fresh.save() })
+        }
+        print("long-lived context (\(count) models) save: \(longLivedFastest); fresh context save: \(freshSave)")
+        #expect(longLivedFastest < freshSave * 4 + .milliseconds(5))
         #expect(!longLived.hasChanges && !fresh.hasChanges)
     }
 

@@ -3,11 +3,14 @@ extension LogCore {
     /// turn (no roll in progress, room under the unsynced bound, a segment with space), assign
     /// the offset and `pwrite` the record.
     func write(_ payload: some Collection<UInt8>, type: RecordType) throws(LogError) -> LogPosition {
+        // Whether LZ4 is offered the payload; a second encoding (below) against a new dictionary
+        // always offers it.
+        var mayCompress = options.compresses && compressionBackoff.shouldTry()
         let prepare = { (dictionary: RecordDictionary?) -> Result<PreparedRecord, LogError> in
             let threshold =
                 dictionary == nil
                 ? self.options.compressionThresholdByteCount : LogOptions.dictionaryCompressionThresholdByteCount
-            let compresses = self.options.compresses && payload.count >= threshold
+            let compresses = mayCompress && payload.count >= threshold
             let encode = { (buffer: UnsafeRawBufferPointer) -> Result<PreparedRecord, LogError> in
                 do throws(LogError) {
                     return .success(
@@ -24,6 +27,7 @@ extension LogCore {
         // (the log's own, FORMAT.md §6.8; iterators skip it) never uses one.
         let usable = { (dictionary: RecordDictionary?) in type == .dictionary ? nil : dictionary }
         var record = try prepare(usable(compressionDictionary.withLock { $0 })).get()
+        if record.triedCompression { compressionBackoff.record(shrank: record.isCompressed) }
         conditionLock.lock()
         defer { conditionLock.unlock() }
         precondition(writers == nil || state.turnHeld, "a write to a store shared by writers outside a turn")
@@ -34,6 +38,8 @@ extension LogCore {
         while true {
             let dictionary = usable(try waitForTurn(recordByteCount: record.recordByteCount))
             if record.dictionary === dictionary { break }
+            compressionBackoff.reset()
+            mayCompress = options.compresses
             record = try prepare(dictionary).get()
             compressionDictionary.withLock { $0 = dictionary }
         }
@@ -282,6 +288,7 @@ extension LogCore {
         let dictionary = RecordDictionary(bytes, recordByteCount: record.recordByteCount)
         segment.dictionary.set(dictionary)
         compressionDictionary.withLock { $0 = dictionary }
+        compressionBackoff.reset()
     }
 
     /// Asks the syncer (lock held) to make everything through `end` durable.

@@ -21,6 +21,8 @@ final class LogCore: @unchecked Sendable {
     /// The dictionary of the last segment as last seen under the lock: appends compress against it
     /// before taking the lock, and check under it that their segment has it.
     let compressionDictionary = Mutex<RecordDictionary?>(nil)
+    /// Which payloads are offered to LZ4 while payloads keep coming out no smaller.
+    let compressionBackoff = CompressionBackoff()
 
     let conditionLock = ConditionLock()
     /// Guarded by `conditionLock`.

@@ -10,6 +10,9 @@ struct PreparedRecord {
     /// The dictionary the payload was offered to (FORMAT.md §6.8): the record may go only into
     /// the segment that has it (or, when `nil`, into one without a dictionary).
     let dictionary: RecordDictionary?
+    /// The payload was offered to LZ4 (``isCompressed``: and came out smaller).
+    let triedCompression: Bool
+    var isCompressed: Bool { header.flags & FormatConstants.flagCompressedLZ4 != 0 }
 
     /// Encodes `payload`, with `dictionary` (its segment's) when it compresses. Throws
     /// ``LogError/Code/recordTooLarge`` past the 16 MiB limit.
@@ -25,6 +28,7 @@ struct PreparedRecord {
         }
         precondition(dictionary == nil || type != .dictionary, "a dictionary is never compressed with one")
         self.dictionary = dictionary
+        triedCompression = compresses
         let compressed =
             !compresses ? nil : dictionary.map { $0.compressIfSmaller(payload) } ?? LZ4.compressIfSmaller(payload)
         let usesDictionary = compressed != nil && dictionary != nil
