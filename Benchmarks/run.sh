@@ -20,6 +20,9 @@
 #   RESULTS             output file (default as above)
 #   PASSES              how many times the suite runs (default 2; 1 in the smoke profile)
 #   LOGSTORE_BENCH_DURATION_SCALE  multiplies each benchmark's measuring time (default 0.5 here, 1 otherwise)
+#   LOGSTORE_LONG=1     adds issue 13's long soak to StateBenchmarks (a 10M-transaction store over 1M
+#                       Trips, about 700 MB, built once and cached: open, save into, compact, reopen;
+#                       a few minutes more)
 #   LOGSTORE_ENGINE_REVISION  what to call the engine in RESULTS.md (default: git HEAD of this
 #                       checkout, flagged when Sources/ has uncommitted changes)
 #

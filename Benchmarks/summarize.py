@@ -498,7 +498,7 @@ def p5_p8_section(results):
         out.append("|:--|--:|--:|--:|--:|:--|:--|")
         seconds = 1 / replay["opsPerSecond"] if replay["opsPerSecond"] else 0
         out.append(f"| full replay, no checkpoint (`P5.replay`) | {replay['opsPerSecond']:.2f} | {seconds * 1e3:,.0f} ms | "
-                   f"{records:,.0f} | **{fmt_rate(rate)}** | ≥ 1 M changes/s | {'met' if rate >= 1e6 else 'missed'} |")
+                   f"{records:,.0f} | **{fmt_rate(rate)}** | ≥ 1.5 M changes/s | {'met' if rate >= 1.5e6 else 'missed'} |")
         if checkpoint:
             c_seconds = 1 / checkpoint["opsPerSecond"] if checkpoint["opsPerSecond"] else 0
             share = c_seconds / seconds if seconds else 0
@@ -529,7 +529,45 @@ def p5_p8_section(results):
         out.append(f"| peak resident growth during the open | {peak - baseline:,.0f} | {(peak - baseline) / max(entities, 1):,.1f} | "
                    f"{fmt_ratio((peak - baseline) / uncompressed) if uncompressed else '–'} |")
         out.append(f"| process resident set after the open | {opened:,.0f} | | |")
-        out.append(f"\nFloor: resident growth ≤ 3 × the checkpoint's uncompressed bytes — {'met' if ratio <= 3 else 'missed'}.\n")
+        out.append(f"\nFloor (issue 13): resident growth ≤ 2 × the checkpoint's uncompressed bytes — {'met' if ratio <= 2 else 'missed'}.\n")
+    return out
+
+
+def soak_section(results):
+    """Issue 13, item 4: the long soak (StateBenchmarks with LOGSTORE_LONG=1)."""
+    soak = results.get("soak.long")
+    if not soak:
+        return []
+    def fact(key):
+        return fact_median(soak, key) or 0
+    entities, records = fact("entities"), fact("transactionRecords")
+    uncompressed = fact("checkpointUncompressedBytes")
+    live = fact("liveTrips")
+    reopen_growth = fact("reopenResidentGrowthBytes")
+    ratio = reopen_growth / uncompressed if uncompressed else 0
+    out = [f"## Long soak (`LOGSTORE_LONG=1`): {records:,.0f} transactions over {entities:,.0f} Trips\n"]
+    out.append(f"The fixture: {entities:,.0f} Trips inserted in saves of 1,000, then one-update transactions round-robin "
+               f"over them up to {records:,.0f} transaction records ({fact('logBytes') / 1e6:,.0f} MB of log, no "
+               "checkpoint; built once with durability `.none`). The soak, on a fresh copy: open it (a full replay), "
+               f"{fact('saves'):,.0f} durable saves through one long-lived `ModelContext` (each updates a Trip, every "
+               f"tenth inserts one), `deleteHistory` through transaction {fact('deleteThrough'):,.0f}, then reopen from "
+               "the checkpoint that wrote and check every count and value it wrote. Resident growth is `VmRSS` after "
+               "the open minus before it (after `malloc_trim`), as P8.\n")
+    out.append("| Step | figure |")
+    out.append("|:--|--:|")
+    out.append(f"| open: full replay of {records:,.0f} records | {fact('openSeconds'):.2f} s "
+               f"({records / fact('openSeconds') / 1e6 if fact('openSeconds') else 0:.2f} M records/s) |")
+    out.append(f"| open: resident growth (peak) | {fact('openResidentGrowthBytes') / 1e6:,.0f} MB "
+               f"({fact('openPeakGrowthBytes') / 1e6:,.0f} MB), {fact('openResidentGrowthBytes') / max(entities, 1):,.0f} B per Trip |")
+    out.append(f"| durable saves through a context holding 2,000 Trips | {fact('savesPerSecond'):,.0f} saves/s |")
+    out.append(f"| `deleteHistory` (checkpoint at the low-water mark, segments deleted) | {fact('compactSeconds'):.2f} s |")
+    out.append(f"| store bytes before → after | {fact('storeBytesBeforeCompaction') / 1e6:,.0f} MB → "
+               f"{fact('storeBytesAfterCompaction') / 1e6:,.0f} MB ({fact('transactionsRetained'):,.0f} transactions retained) |")
+    out.append(f"| reopen from that checkpoint | {fact('reopenSeconds') * 1e3:,.0f} ms |")
+    out.append(f"| reopen: resident growth ÷ checkpoint uncompressed ({live:,.0f} live Trips; "
+               f"{uncompressed / 1e6:,.1f} MB) | **{fmt_ratio(ratio)}** ({reopen_growth / max(live, 1):,.0f} B per Trip) |")
+    out.append(f"\nFloor (issue 13): within P8's memory floor, resident growth ≤ 2 × the checkpoint's uncompressed bytes — "
+               f"{'met' if ratio <= 2 else 'missed'}.\n")
     return out
 
 
@@ -610,7 +648,9 @@ def p6_floor_checks(results):
         peer = results.get(f"P6.sqlite.{filter_name}.1M")
         small = results.get(f"P6.logstore.{filter_name}.10k")
         if own and peer and own["opsPerSecond"]:
-            checks.append((f"P6 ({filter_name}): fetch time at 1M ÷ SQLite's", peer["opsPerSecond"] / own["opsPerSecond"], 0.5, "≤"))
+            # Issue 13: token ≤ 0.5, author filter ≤ 1.
+            checks.append((f"P6 ({filter_name}): fetch time at 1M ÷ SQLite's", peer["opsPerSecond"] / own["opsPerSecond"],
+                           0.5 if filter_name == "token" else 1, "≤"))
         if own and small and own["opsPerSecond"]:
             checks.append((f"P6 ({filter_name}): fetch time at 1M ÷ at 10k", small["opsPerSecond"] / own["opsPerSecond"], 1.2, "≤"))
     return checks
@@ -763,14 +803,15 @@ def floors_section(results):
     checks = [
         ("P1 (engine): appends/s ÷ raw pwrite+fdatasync into a zero-filled file", ratio("P1.logstore", "raw.prealloc.sync"), 0.9, "≥"),
         ("P1 (engine): appends/s ÷ SQLite WAL FULL", ratio("P1.logstore", "sqlite.full.1"), 1.3, "≥"),
-        ("P2-ctx: 8 savers, saves/s ÷ SQLite+history FULL (8 threads)", ratio("P2.ctx", "sqlite.model.full.8"), 4, "≥"),
+        # Issue 13's floors where it set them (P2-ctx ≥ 5, P3-ctx ≥ 5, P4-ctx ≥ 1.5).
+        ("P2-ctx: 8 savers, saves/s ÷ SQLite+history FULL (8 threads)", ratio("P2.ctx", "sqlite.model.full.8"), 5, "≥"),
         ("P3-ctx: durability none, saves/s ÷ SQLite+history NORMAL (1 thread)", ratio("P3.ctx", "sqlite.model.normal.1"), 5, "≥"),
-        ("P4-ctx: 100 Trips per save, rows/s ÷ SQLite+history FULL", ratio("P4.ctx", "sqlite.model.full.100"), 2, "≥"),
+        ("P4-ctx: 100 Trips per save, rows/s ÷ SQLite+history FULL", ratio("P4.ctx", "sqlite.model.full.100"), 1.5, "≥"),
     ]
     replay = results.get("P5.replay")
     if replay:
         checks.append(("P5: changes folded per second, full replay (millions)",
-                       replay["opsPerSecond"] * (fact_median(replay, "changesPerOpen") or 0) / 1e6, 1, "≥"))
+                       replay["opsPerSecond"] * (fact_median(replay, "changesPerOpen") or 0) / 1e6, 1.5, "≥"))
         checkpoint = results.get("P5.checkpoint")
         if checkpoint and checkpoint["opsPerSecond"]:
             checks.append(("P5: open from a checkpoint ÷ full replay (time)", replay["opsPerSecond"] / checkpoint["opsPerSecond"], 0.10, "≤"))
@@ -784,7 +825,7 @@ def floors_section(results):
     sqlite_row = fact_median(results["sqlite.model.full.1"], "bytesPerRow") if results.get("sqlite.model.full.1") else None
     if p7 and sqlite_row and "logBytes" in p7["counters"]:
         checks.append(("P7: bytes per one-Trip save ÷ SQLite+history bytes per row",
-                       p7["counters"]["logBytes"] / p7["counters"]["saves"] / sqlite_row, 0.5, "≤"))
+                       p7["counters"]["logBytes"] / p7["counters"]["saves"] / sqlite_row, 0.8, "≤"))
     # Issue #13: P7's second figure, stored ÷ raw payload bytes of the one-Trip saves (segment
     # dictionaries, FORMAT.md §6.8; plain LZ4 gained about 10 %).
     if p7 and p7["counters"].get("payloadBytes"):
@@ -804,7 +845,7 @@ def floors_section(results):
     memory = results.get("P8.rss")
     if memory and fact_median(memory, "checkpointUncompressedBytes"):
         growth = (fact_median(memory, "rssOpenBytes") or 0) - (fact_median(memory, "rssBaselineBytes") or 0)
-        checks.append(("P8: resident growth ÷ checkpoint uncompressed bytes", growth / fact_median(memory, "checkpointUncompressedBytes"), 3, "≤"))
+        checks.append(("P8: resident growth ÷ checkpoint uncompressed bytes", growth / fact_median(memory, "checkpointUncompressedBytes"), 2, "≤"))
     for label, value, floor, sense in checks:
         if value is None:
             continue
@@ -812,7 +853,8 @@ def floors_section(results):
         lines.append(f"| {label} | **{fmt_ratio(value)}** | {sense} {floor:g} | {'met' if met else 'missed'} |")
     if not lines:
         return []
-    return ["## Floors (issues #6, #11 and #12)\n", "| Figure | this run | floor | |", "|:--|--:|--:|:--|"] + lines + [""]
+    return ["## Floors (issues #6, #11, #12 and #13; where #13 set a floor again, its figure)\n",
+            "| Figure | this run | floor | |", "|:--|--:|--:|:--|"] + lines + [""]
 
 
 def main():
@@ -906,6 +948,7 @@ def main():
     out.extend(scaling_section(results, chart_name))
     out.extend(bytes_section(results))
     out.extend(p5_p8_section(results))
+    out.extend(soak_section(results))
     out.extend(p6_section(results))
     out.extend(find_trips_section(results))
     out.extend(issue12_section(results))
