@@ -90,6 +90,42 @@ import Testing
         try container.dataStore(as: LogStore.self)?.close()
     }
 
+    /// A process writing alone saves on the calling thread (no hand-over to the save writer and
+    /// back); once another process writes, its saves go through the writer again — whose batches
+    /// share one turn — until no other process has written for a second.
+    @Test func aLoneWriterSavesOnItsOwnThreadAndHandsOverOnceAnotherProcessWrites() throws {
+        let temporary = TemporaryDirectory("writers")
+        defer { temporary.remove() }
+        let directory = temporary.appending("Trips.store")
+        let container = try ModelContainer(for: Trip.self, configurations: Self.configuration(directory))
+        let store = try #require(container.dataStore(as: LogStore.self))
+        defer { try? store.close() }
+        let context = ModelContext(container)
+        func save(_ name: String) throws {
+            context.insert(Trip(name: name, destination: "Somewhere"))
+            try context.save()
+        }
+        for index in 0..<5 { try save("alone \(index)") }
+        #expect(store.saveWriter.inlineSaves == 5)
+        #expect(store.log.nanosecondsSinceOtherWritersWrote == nil)
+
+        let other = try HelperProcess("shared", directory, "other")
+        defer { other.stop() }
+        try other.expect("open")
+        other.send("burst 1 3")
+        #expect(try Self.acknowledged(by: other).count == 3)
+        // The first save after it may still run inline (nothing may have told this process yet);
+        // by its end this process has read the other's records (at its turn's catch-up, or a
+        // refresh the change watcher made), and the saves after it go through the writer.
+        try save("after 0")
+        #expect(store.log.nanosecondsSinceOtherWritersWrote != nil)
+        let inlineBefore = store.saveWriter.inlineSaves
+        for index in 1..<4 { try save("after \(index)") }
+        #expect(store.saveWriter.inlineSaves == inlineBefore)
+        try other.quit()
+        #expect(try ModelContext(container).fetchCount(FetchDescriptor<Trip>()) == 12)
+    }
+
     @Test func twoProcessesUpsertingOneUniqueKeyMakeOneModel() throws {
         let temporary = TemporaryDirectory("writers")
         defer { temporary.remove() }

@@ -255,6 +255,13 @@ extension Log {
         try core.beginTurn()
     }
 
+    /// A store shared by writers: how long ago this process last read records another process
+    /// wrote, at a turn's catch-up or a refresh (`nil`: never since the open, or not shared).
+    /// Nanoseconds.
+    public var nanosecondsSinceOtherWritersWrote: UInt64? {
+        core.conditionLock.withLock { core.state.lastForeignRecordsNanoseconds.map { monotonicNanoseconds() &- $0 } }
+    }
+
     /// Publishes the written end in the turn slot and releases the turn.
     public func endTurn() {
         core.endTurn()

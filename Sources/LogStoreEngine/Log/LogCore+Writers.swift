@@ -340,6 +340,7 @@ extension LogCore {
         }
         state.writtenEnd = offset
         state.statistics.caughtUpRecordCount += caughtUp
+        if caughtUp > 0 { state.lastForeignRecordsNanoseconds = monotonicNanoseconds() }
         // Whoever read the log's last records last takes charge of marking them durable (D12): a
         // mark read last needs none (and this process's own pending one is then done too).
         if let lastType { takeChargeOfMarking(after: lastType) }
@@ -745,6 +746,8 @@ extension LogCore {
                 state.preallocatedPosition = UInt64(FormatConstants.segmentHeaderByteCount)
             }
             state.writtenEnd = slot.visibleEnd
+            // Records another process wrote, read outside a turn (its next catch-up finds none).
+            state.lastForeignRecordsNanoseconds = monotonicNanoseconds()
         }
         state.durableEnd = slot.visibleEnd
         state.syncRequestedEnd = max(state.syncRequestedEnd, state.durableEnd)

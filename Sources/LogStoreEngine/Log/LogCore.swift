@@ -92,6 +92,9 @@ final class LogCore: @unchecked Sendable {
         /// A shared store: the written end and last base the turn slot states, as last read or written.
         var publishedTurnEnd: UInt64 = 0
         var publishedTurnBase: UInt64 = 0
+        /// A shared store: when this process last read records another process wrote — at a
+        /// turn's catch-up or a refresh (monotonic nanoseconds; `nil`: not since the open).
+        var lastForeignRecordsNanoseconds: UInt64?
     }
 
     /// The rules the state keeps, checked (lock held) after every transition by
