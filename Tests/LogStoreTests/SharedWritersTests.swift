@@ -100,6 +100,9 @@ import Testing
         let container = try ModelContainer(for: Trip.self, configurations: Self.configuration(directory))
         let store = try #require(container.dataStore(as: LogStore.self))
         defer { try? store.close() }
+        #expect(store.inlineSaveQuietNanoseconds.load(ordering: .relaxed) == 1_000_000_000)
+        // A minute, not the second it is: the saves below must not outlast it on a loaded machine.
+        store.inlineSaveQuietNanoseconds.store(60_000_000_000, ordering: .relaxed)
         let context = ModelContext(container)
         func save(_ name: String) throws {
             context.insert(Trip(name: name, destination: "Somewhere"))
@@ -124,6 +127,52 @@ import Testing
         #expect(store.saveWriter.inlineSaves == inlineBefore)
         try other.quit()
         #expect(try ModelContext(container).fetchCount(FetchDescriptor<Trip>()) == 12)
+    }
+
+    /// Review of 33003ef: a save called while an inline save waits for the turn is written after
+    /// it. A synchronous save (inline: the writer idle, no other process) blocks on `TURN`, held
+    /// by this test; an async save of a later value of the same attribute is then queued; once
+    /// `TURN` is released the later value must win.
+    @Test func aSaveCalledWhileAnInlineSaveWaitsForTheTurnIsWrittenAfterIt() async throws {
+        let temporary = TemporaryDirectory("writers")
+        defer { temporary.remove() }
+        let directory = temporary.appending("Trips.store")
+        let container = try ModelContainer(for: Trip.self, configurations: Self.configuration(directory))
+        let store = try #require(container.dataStore(as: LogStore.self))
+        // The synchronous `save()` (in an `async` function the asynchronous one is chosen).
+        @Sendable func saveSynchronously(_ context: ModelContext) throws { try context.save() }
+        let setup = ModelContext(container)
+        setup.insert(Trip(name: "ordered", destination: "zero"))
+        try saveSynchronously(setup)
+        let turn = try PosixFileSystem().openFile(directory + "/" + FormatConstants.turnLockFileName, mode: .createOrOpen)
+        defer { turn.close() }
+        #expect(try Self.lockExclusively(turn))
+        let inlineBefore = store.saveWriter.inlineSaves
+        let first = Thread {
+            let context = ModelContext(container)
+            guard let trip = try? context.fetch(FetchDescriptor<Trip>()).first(where: { $0.name == "ordered" }) else { return }
+            trip.destination = "one"
+            try? saveSynchronously(context)
+        }
+        first.start()
+        let deadline = Date().addingTimeInterval(20)
+        while store.saveWriter.inlineSaves == inlineBefore && Date() < deadline { try await Task.sleep(for: .milliseconds(1)) }
+        #expect(store.saveWriter.inlineSaves == inlineBefore + 1, "the synchronous save did not run inline")
+        let second = Task {
+            let context = ModelContext(container)
+            let trip = try #require(try context.fetch(FetchDescriptor<Trip>()).first { $0.name == "ordered" })
+            trip.destination = "two"
+            try await context.save()
+        }
+        while store.saveWriter.handedOver == 0 && Date() < deadline { try await Task.sleep(for: .milliseconds(1)) }
+        #expect(store.saveWriter.handedOver == 1, "the async save was not queued behind the inline one")
+        try turn.unlock()
+        try await second.value
+        while first.isExecuting && Date() < deadline { try await Task.sleep(for: .milliseconds(1)) }
+        let saved = try ModelContext(container).fetch(FetchDescriptor<Trip>()).first { $0.name == "ordered" }
+        #expect(saved?.destination == "two")
+        #expect(try ModelContext(container).fetchHistory(HistoryDescriptor<DefaultHistoryTransaction>()).count == 3)
+        try store.close()
     }
 
     @Test func twoProcessesUpsertingOneUniqueKeyMakeOneModel() throws {

@@ -54,7 +54,8 @@ extension LogStore {
     }
 
     /// ``write(_:)`` on the save writer, queued now, the calling thread blocked until it is done
-    /// (it blocked for the turn before; now behind the saves called before it too).
+    /// (it blocked for the turn before; now behind the saves called before it too) — or, below,
+    /// on the calling thread.
     ///
     /// When no other process wrote lately and nothing of this process is queued, the save is
     /// written on the calling thread instead (``SaveWriter/runInlineIfIdle(_:)``), taking the
@@ -63,7 +64,7 @@ extension LogStore {
     private func writeInCallOrder(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) throws
         -> (LogPosition?, DataStoreSaveChangesResult<DefaultSnapshot>)
     {
-        if (log.nanosecondsSinceOtherWritersWrote ?? .max) >= Self.quietNanosecondsBeforeInlineSaves,
+        if (log.nanosecondsSinceOtherWritersWrote ?? .max) >= inlineSaveQuietNanoseconds.load(ordering: .relaxed),
             let written = try saveWriter.runInlineIfIdle({ try write(request) })
         {
             return written
@@ -81,8 +82,8 @@ extension LogStore {
     }
 
     /// How long no other process must have written before a synchronous save of a shared store
-    /// is written on its caller's thread (1 s).
-    static let quietNanosecondsBeforeInlineSaves: UInt64 = 1_000_000_000
+    /// is written on its caller's thread: 1 s (``inlineSaveQuietNanoseconds``'s start).
+    static let inlineSaveQuietNanosecondsDefault: UInt64 = 1_000_000_000
 
     /// The one hook after a save is published: live history tails wake (``TailSignal``),
     /// retention runs when a limit is exceeded, and an automatic checkpoint starts when due —

@@ -61,6 +61,9 @@ public final class LogStore: DataStore, @unchecked Sendable {
     /// A store shared by writing processes: writes this process's saves in call order, in
     /// batches under one turn (set once `log` is; unused in a store not shared).
     let saveWriter: SaveWriter
+    /// ``inlineSaveQuietNanosecondsDefault``; tests set a longer one (a loaded machine can take
+    /// over a second for a few saves).
+    let inlineSaveQuietNanoseconds = Atomic<UInt64>(LogStore.inlineSaveQuietNanosecondsDefault)
 
     /// What a writer of a shared store folded and published, copied out of `inner` as it changes:
     /// the change watcher wakes at every write to the coordination file — this process's own

@@ -2,22 +2,25 @@ import Foundation
 import LogStoreEngine
 
 /// A store shared by writing processes: one thread writes this process's saves, in the order
-/// their `save` calls were made (DECISIONS.md D11).
+/// their `save` calls were made (DECISIONS.md D11) — except a synchronous save that finds it idle
+/// while no other process writes, which writes on its own thread (``runInlineIfIdle(_:)``).
 ///
 /// A save there waits for the turn — another process's `flock`, up to 30 s — so an asynchronous
 /// save must not write on its calling thread (the cooperative pool has 2 threads here and Linux
 /// libdispatch does not add threads for blocked ones, D2). Writing on a thread of its own per save
 /// lost the call order: two saves of one context (an `await save()`, then an autosave) could take
 /// the turn's mutex in either order, and per-attribute last-writer-wins then kept the older value
-/// (found by review). Every save of the store is therefore queued, at call time, before its caller
-/// blocks or suspends, and this thread runs them one by one. Only the write (resolve, encode,
-/// `pwrite`) runs here; callers wait for durability themselves, so group commit is unchanged.
+/// (found by review). Every asynchronous save of the store is therefore queued, at call time,
+/// before its caller suspends, and this thread runs them one by one; so is every synchronous save
+/// that does not run inline. Only the write (resolve, encode, `pwrite`) runs here; callers wait for
+/// durability themselves, so group commit is unchanged.
 ///
 /// The saves queued when the thread looks are written as one batch under one turn (`beginTurn`
 /// once, its catch-up once, `endTurn` once): the turn is to writes what group commit is to
 /// `fdatasync`. A job is told whether the turn is held for it, or why not.
 final class SaveWriter: @unchecked Sendable {
-    // @unchecked: `jobs`, `thread`, `stopped` and `running` are touched only with `condition` locked.
+    // @unchecked: `jobs`, `thread`, `stopped`, `running`, `inline` and `inlineCount` are touched
+    // only with `condition` locked.
     /// What a job's write finds: the turn held for its batch, the batch's failure to take it
     /// (every job of the batch reports it: one wait, not one per job), or a closed store.
     enum Turn: Sendable {
@@ -39,7 +42,8 @@ final class SaveWriter: @unchecked Sendable {
     private var thread: Thread?
     private var stopped = false
     /// A caller's save is being written on the caller's thread (``runInlineIfIdle(_:)``): the
-    /// thread starts no batch until it is done.
+    /// thread starts no batch until it is done (once stopped, it fails the queued saves with
+    /// `closed` meanwhile, taking no turn).
     private var inline = false
     /// Saves ``runInlineIfIdle(_:)`` ran (tests).
     private var inlineCount = 0

@@ -258,8 +258,8 @@ extension Log {
     /// A store shared by writers: how long ago this process last read records another process
     /// wrote, at a turn's catch-up or a refresh (`nil`: never since the open, or not shared).
     /// Nanoseconds.
-    public var nanosecondsSinceOtherWritersWrote: UInt64? {
-        core.conditionLock.withLock { core.state.lastForeignRecordsNanoseconds.map { monotonicNanoseconds() &- $0 } }
+    package var nanosecondsSinceOtherWritersWrote: UInt64? {
+        core.conditionLock.withLock { core.state.lastForeignRecordsNanoseconds.map { monotonicNanoseconds() - $0 } }
     }
 
     /// Publishes the written end in the turn slot and releases the turn.
