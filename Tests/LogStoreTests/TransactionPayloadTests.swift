@@ -118,7 +118,6 @@ import Testing
     @Test("one-Trip saves in version 2 compress against a dictionary of earlier ones to less than version 1's")
     func versionTwoCompressesBetter() throws {
         let table = try Self.table()
-        let destinations = ["Lisbon, Portugal", "Kyoto, Japan", "Oaxaca, Mexico", "Tromsø, Norway", "Cusco, Peru"]
         func save(_ index: Int) -> TransactionRecord {
             var generator = SystemRandomNumberGenerator()
             let key = UUID(uuid: (
