@@ -3,6 +3,7 @@ import Foundation
 import LogStoreEngine
 import LogStoreTestSupport
 import SampleTrips
+import Synchronization
 import Testing
 
 /// Several writing processes, one store (issue 12 stage 2, DECISIONS.md D11 as built on
@@ -152,15 +153,23 @@ import Testing
         defer { turn.close() }
         #expect(try Self.lockExclusively(turn))
         let inlineBefore = store.saveWriter.inlineSaves
+        let firstFailure = Mutex<String?>(nil)
         let first = Thread {
-            let context = ModelContext(container)
-            guard let trip = try? context.fetch(FetchDescriptor<Trip>()).first(where: { $0.name == "ordered" }) else { return }
-            trip.destination = "one"
-            try? saveSynchronously(context)
+            do {
+                let context = ModelContext(container)
+                let trip = try context.fetch(FetchDescriptor<Trip>()).first { $0.name == "ordered" }
+                trip?.destination = "one"
+                try saveSynchronously(context)
+            } catch {
+                firstFailure.withLock { $0 = "\(error)" }
+            }
         }
         first.start()
+        // Polled without suspending until `TURN` is released: resuming on the main actor waited
+        // for the suite's other main-actor tests in a full run, past the inline save's 30 s turn
+        // wait.
         let deadline = Date().addingTimeInterval(20)
-        while store.saveWriter.inlineSaves == inlineBefore && Date() < deadline { try await Task.sleep(for: .milliseconds(1)) }
+        while store.saveWriter.inlineSaves == inlineBefore && Date() < deadline { usleep(1_000) }
         #expect(store.saveWriter.inlineSaves == inlineBefore + 1, "the synchronous save did not run inline")
         let context = ModelContext(container)
         let trip = try #require(try context.fetch(FetchDescriptor<Trip>()).first { $0.name == "ordered" })
@@ -171,6 +180,7 @@ import Testing
         try await second.value
         while first.isExecuting && Date() < deadline { try await Task.sleep(for: .milliseconds(1)) }
         let saved = try ModelContext(container).fetch(FetchDescriptor<Trip>()).first { $0.name == "ordered" }
+        #expect(firstFailure.withLock { $0 } == nil)
         #expect(saved?.destination == "two")
         #expect(try ModelContext(container).fetchHistory(HistoryDescriptor<DefaultHistoryTransaction>()).count == 3)
         try store.close()
