@@ -51,4 +51,46 @@ import Testing
         // Equal values under different constraints are different keys.
         #expect(Self.violation(store, [Self.badge(2021, "fay", 1)]) == nil)
     }
+
+    /// The index files keys by hash and keeps no values: a lookup reads the candidates' values
+    /// from the state. Replay never validates, so two models can hold one combination (a store
+    /// written by a faulty build): the one filed last is the owner, and when it goes the other one
+    /// is found again. A model whose values changed is found under its new key only.
+    @Test func ownersAreFoundThroughTheStateAndTheLastFiledWins() {
+        let store = UUID().uuidString
+        var state = FoldState()
+        var index = UniqueIndex(schema: Self.schema)
+        func badge(_ key: UInt8) -> PersistentIdentifier {
+            .permanent(for: store, entityName: "Badge", primaryKey: UUID(uuid: (key, 0, 0, 0, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0, 0, 0)))
+        }
+        func apply(_ change: ResolvedChange) {
+            let old = state.row(change.identifier)?.values
+            state.apply(change)
+            index.replace(change.identifier, old: old, new: state.row(change.identifier)?.values)
+        }
+        func owner(code: Int64) -> PersistentIdentifier? {
+            index.owner(
+                entity: "Badge", key: UniqueIndex.Key(constraintIndex: 0, values: [.int(code)]), in: state,
+                storeIdentifier: store)
+        }
+        apply(.insert(badge(1), ["code": .int(7), "holder": .string("ada"), "year": .int(2020)]))
+        apply(.insert(badge(2), ["code": .int(7), "holder": .string("bob"), "year": .int(2021)]))
+        #expect(owner(code: 7) == badge(2))
+        #expect(
+            index.owner(
+                entity: "Badge", key: UniqueIndex.Key(constraintIndex: 1, values: [.string("ada"), .int(2020)]),
+                in: state, storeIdentifier: store) == badge(1))
+        apply(.delete(badge(2), tombstone: [:]))
+        #expect(owner(code: 7) == badge(1))
+        apply(.update(badge(1), ["code": .int(8)]))
+        #expect(owner(code: 7) == nil)
+        #expect(owner(code: 8) == badge(1))
+        // Same values under another constraint's place, or a value that only hashes alike, are not owners.
+        #expect(
+            index.owner(
+                entity: "Badge", key: UniqueIndex.Key(constraintIndex: 1, values: [.int(8)]), in: state,
+                storeIdentifier: store) == nil)
+        apply(.delete(badge(1), tombstone: [:]))
+        #expect(owner(code: 8) == nil)
+    }
 }

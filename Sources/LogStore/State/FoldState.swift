@@ -23,6 +23,11 @@ struct FoldState: Sendable {
         entities[identifier.entityName]?[identifier.primaryKey]
     }
 
+    /// The row of the model of `entity` with `primaryKey` (no identifier to make).
+    func row(entity: String, primaryKey: UUID) -> Row? {
+        entities[entity]?[primaryKey]
+    }
+
     func contains(_ identifier: PersistentIdentifier) -> Bool {
         row(identifier) != nil
     }

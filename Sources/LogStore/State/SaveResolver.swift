@@ -64,7 +64,8 @@ struct SaveResolver {
             var target: PersistentIdentifier?
             for key in keys {
                 if let owner = keysOfThisSave[entity.name]?[key]
-                    ?? uniqueIndex.owner(entity: entity.name, key: key).flatMap({ deleted.contains($0) ? nil : $0 })
+                    ?? uniqueIndex.owner(entity: entity.name, key: key, in: state, storeIdentifier: storeIdentifier)
+                    .flatMap({ deleted.contains($0) ? nil : $0 })
                 {
                     if collisionPolicy == .throw {
                         throw .uniqueConstraintViolation(
@@ -295,7 +296,8 @@ struct SaveResolver {
     ) throws(LogStoreError) {
         for key in uniqueIndex.keys(entity: identifier.entityName, values: values) {
             let owner =
-                claimed[identifier.entityName]?[key] ?? uniqueIndex.owner(entity: identifier.entityName, key: key)
+                claimed[identifier.entityName]?[key]
+                ?? uniqueIndex.owner(entity: identifier.entityName, key: key, in: state, storeIdentifier: storeIdentifier)
             if let owner, owner != identifier, !deleted.contains(owner) {
                 throw .uniqueConstraintViolation(
                     entity: identifier.entityName,
