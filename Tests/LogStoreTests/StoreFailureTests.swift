@@ -118,6 +118,29 @@ import Testing
         try store.close()
     }
 
+    /// Review of 0136bb0: a failed sync puts the working state back to the published one; the
+    /// unique index must follow, or it names a model the state no longer holds (the index keeps no
+    /// values and reads the owner's from the state: the lookup trapped on its consistency check).
+    /// Retrying the forgotten insert — same unique key — is refused as read-only, nothing else.
+    @Test func retryingAnInsertASyncFailureForgotIsRefusedAsReadOnly() throws {
+        let fileSystem = SimulatedFileSystem()
+        let (container, store) = try CheckpointTests.open(fileSystem, durability: .synchronous)
+        let day = Date(timeIntervalSince1970: 1_700_000_000)
+        let context = ModelContext(container)
+        context.insert(Trip(name: "kept", destination: "", startDate: day, endDate: day))
+        try context.save()
+        fileSystem.failSync(path: .suffix(".log"))
+        let forgotten = ModelContext(container)
+        forgotten.insert(Trip(name: "forgotten", destination: "", startDate: day, endDate: day))
+        #expect(throws: (any Error).self) { try forgotten.save() }
+        let retry = ModelContext(container)
+        retry.insert(Trip(name: "forgotten", destination: "again", startDate: day, endDate: day))
+        let refused = #expect(throws: LogStoreError.self) { try retry.save() }
+        #expect(refused?.code == .readOnly)
+        #expect(try ModelContext(container).fetch(FetchDescriptor<Trip>()).map(\.name) == ["kept"])
+        try? store.close()
+    }
+
     /// `ModelContainer.close()` autosaves the main context first; on a failed log that save is
     /// refused, and the close threw before closing the store: the log, its syncer and the
     /// directory lock stayed open (a second open of the directory failed with

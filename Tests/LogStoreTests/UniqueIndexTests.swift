@@ -63,6 +63,11 @@ import Testing
         func badge(_ key: UInt8) -> PersistentIdentifier {
             .permanent(for: store, entityName: "Badge", primaryKey: UUID(uuid: (key, 0, 0, 0, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0, 0, 0)))
         }
+        func badge2(_ key: Int) -> PersistentIdentifier {
+            .permanent(
+                for: store, entityName: "Badge",
+                primaryKey: UUID(uuid: (UInt8(key >> 8), UInt8(key & 0xFF), 1, 0, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0, 0, 0)))
+        }
         func apply(_ change: ResolvedChange) {
             let old = state.row(change.identifier)?.values
             state.apply(change)
@@ -92,5 +97,17 @@ import Testing
                 storeIdentifier: store) == nil)
         apply(.delete(badge(1), tombstone: [:]))
         #expect(owner(code: 8) == nil)
+
+        // A crowd: 2,000 models with one code (a migration's fill of a unique attribute gives
+        // every model one value). The newest owns it; removing models, newest or not, keeps the
+        // newest remaining one the owner, down to one.
+        for key in 10..<2_010 { apply(.insert(badge2(key), ["code": .int(9), "holder": .string("h\(key)"), "year": .int(1)])) }
+        #expect(owner(code: 9) == badge2(2_009))
+        apply(.delete(badge2(2_009), tombstone: [:]))
+        #expect(owner(code: 9) == badge2(2_008))
+        for key in stride(from: 10, to: 2_008, by: 1) { apply(.delete(badge2(key), tombstone: [:])) }
+        #expect(owner(code: 9) == badge2(2_008))
+        apply(.update(badge2(2_008), ["code": .int(10)]))
+        #expect(owner(code: 9) == nil && owner(code: 10) == badge2(2_008))
     }
 }

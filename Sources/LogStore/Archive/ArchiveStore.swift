@@ -222,15 +222,7 @@ public final class ArchiveStore: DataStore, Sendable {
     }
 
     private func uniqueIndex(of state: FoldState) -> UniqueIndex {
-        var index = UniqueIndex(schema: schema)
-        for entity in schema.entities where index.constraints[entity.name] != nil {
-            for (primaryKey, row) in state.rows(of: entity.name) {
-                index.replace(
-                    .permanent(for: identifier, entityName: entity.name, primaryKey: primaryKey), old: nil,
-                    new: row.values)
-            }
-        }
-        return index
+        UniqueIndex(schema: schema, state: state, storeIdentifier: identifier)
     }
 
     /// Every row of every entity, in insertion order.

@@ -6,7 +6,7 @@
 /// of its values, with the primary key of the model holding it, and a lookup compares the
 /// candidates' stored values (in the state the index describes) with the key's. It kept a copy of
 /// every key's values before — an array per model and constraint, about 200 of the 811 bytes a
-/// stored Trip took (P8) — where an entry is now 40 bytes.
+/// stored Trip took (P8) — where an entry is now about 40 bytes.
 struct UniqueIndex: Sendable {
     /// A combination of values of one constraint, as a save's models have it.
     struct Key: Hashable, Sendable {
@@ -53,18 +53,69 @@ struct UniqueIndex: Sendable {
         }
     }
 
-    /// The models holding the keys of one slot: one, unless two different combinations share a
-    /// 64-bit hash (or replay, which never validates, met two models with one combination).
+    /// The models holding the keys of one slot: one, or a crowd — when two different
+    /// combinations share a 64-bit hash, or many models hold one combination (replay never
+    /// validates; a migration's fill gives every model one value; NaNs hash alike and are never
+    /// equal). A crowd files and removes in O(1) and is looked through newest first, so a slot of
+    /// many equal keys costs what a slot of one does (a list scanned per change made that O(n²)).
     private enum Owners {
         case one(UUID)
-        case many([UUID])
+        case crowd(Crowd)
 
-        var primaryKeys: [UUID] {
+        /// Files `primaryKey` as the newest (moving it there if it is filed already).
+        mutating func file(_ primaryKey: UUID) {
             switch self {
-            case .one(let primaryKey): [primaryKey]
-            case .many(let primaryKeys): primaryKeys
+            case .one(primaryKey): return
+            case .one(let other):
+                var crowd = Crowd()
+                crowd.file(other)
+                crowd.file(primaryKey)
+                self = .crowd(crowd)
+            case .crowd(var crowd):
+                self = .one(primaryKey)  // lets go of the crowd's storage: mutated in place below
+                crowd.file(primaryKey)
+                self = .crowd(crowd)
             }
         }
+
+        /// Removes `primaryKey`; `false` when nothing is left.
+        mutating func remove(_ primaryKey: UUID) -> Bool {
+            switch self {
+            case .one(primaryKey): return false
+            case .one: return true
+            case .crowd(var crowd):
+                self = .one(primaryKey)  // as in `file`
+                crowd.remove(primaryKey)
+                self = crowd.count == 1 ? .one(crowd.newestFirst.first { _ in true }!) : .crowd(crowd)
+                return true
+            }
+        }
+    }
+
+    /// Primary keys in the order they were filed (a removed one leaves a hole, compacted when the
+    /// holes outnumber the rest) and each one's place.
+    private struct Crowd {
+        private var order: [UUID?] = []
+        private var places: [UUID: Int] = [:]
+
+        var count: Int { places.count }
+
+        mutating func file(_ primaryKey: UUID) {
+            if let place = places[primaryKey] { order[place] = nil }
+            places[primaryKey] = order.count
+            order.append(primaryKey)
+        }
+
+        mutating func remove(_ primaryKey: UUID) {
+            guard let place = places.removeValue(forKey: primaryKey) else { return }
+            order[place] = nil
+            if order.count > 2 * places.count + 8 {
+                order = order.filter { $0 != nil }
+                for (place, key) in order.enumerated() { places[key!] = place }
+            }
+        }
+
+        var newestFirst: some Sequence<UUID> { order.reversed().lazy.compactMap { $0 } }
     }
 
     private var owners: [String: [Slot: Owners]] = [:]
@@ -101,16 +152,19 @@ struct UniqueIndex: Sendable {
     func owner(entity: String, key: Key, in state: FoldState, storeIdentifier: String) -> PersistentIdentifier? {
         guard let filed = owners[entity]?[Slot(key)] else { return nil }
         let constraint = constraints[entity]![Int(key.constraintIndex)]
-        for primaryKey in filed.primaryKeys.reversed() {
+        func holds(_ primaryKey: UUID) -> Bool {
             guard let row = state.row(entity: entity, primaryKey: primaryKey) else {
                 assertionFailure("the unique index names a model of \(entity) the state does not hold")
-                continue
+                return false
             }
-            if constraint.indices.allSatisfy({ (row.values[constraint[$0]] ?? .null) == key.values[$0] }) {
-                return .permanent(for: storeIdentifier, entityName: entity, primaryKey: primaryKey)
-            }
+            return constraint.indices.allSatisfy { (row.values[constraint[$0]] ?? .null) == key.values[$0] }
         }
-        return nil
+        let found: UUID? =
+            switch filed {
+            case .one(let primaryKey): holds(primaryKey) ? primaryKey : nil
+            case .crowd(let crowd): crowd.newestFirst.first(where: holds)
+            }
+        return found.map { .permanent(for: storeIdentifier, entityName: entity, primaryKey: $0) }
     }
 
     /// Updates the index for a model whose values went from `old` to `new` (nil: absent).
@@ -122,28 +176,35 @@ struct UniqueIndex: Sendable {
         let primaryKey = identifier.primaryKey
         if let old {
             for key in keys(entity: entity, values: old) {
-                let slot = Slot(key)
-                switch owners[entity]?[slot] {
-                case .one(primaryKey): owners[entity]?[slot] = nil
-                case .many(var primaryKeys):
-                    primaryKeys.removeAll { $0 == primaryKey }
-                    owners[entity]?[slot] = primaryKeys.count == 1 ? .one(primaryKeys[0]) : .many(primaryKeys)
-                case .one, nil: break
-                }
+                // Mutated where it is (optional chaining writes through): no copy of a crowd.
+                if owners[entity]?[Slot(key)]?.remove(primaryKey) == false { owners[entity]?[Slot(key)] = nil }
             }
         }
         if let new {
             for key in keys(entity: entity, values: new) {
                 let slot = Slot(key)
-                switch owners[entity, default: [:]][slot] {
-                case nil: owners[entity, default: [:]][slot] = .one(primaryKey)
-                case .one(primaryKey): break
-                case .one(let other): owners[entity, default: [:]][slot] = .many([other, primaryKey])
-                case .many(var primaryKeys):
-                    primaryKeys.removeAll { $0 == primaryKey }
-                    primaryKeys.append(primaryKey)
-                    owners[entity, default: [:]][slot] = .many(primaryKeys)
+                if owners[entity]?[slot] == nil {
+                    owners[entity, default: [:]][slot] = .one(primaryKey)
+                } else {
+                    owners[entity]?[slot]?.file(primaryKey)
                 }
+            }
+        }
+    }
+}
+
+extension UniqueIndex {
+    /// The index of every model `state` holds (at an open, a migration's staging, an archive's
+    /// save, and after a failed sync put the working state back).
+    init(schema: Schema, state: FoldState, storeIdentifier: String) {
+        self.init(schema: schema)
+        for entity in schema.entities where constraints[entity.name] != nil {
+            reserveCapacity(state.count(of: entity.name), entity: entity.name)
+            state.rows(of: entity.name).scan { primaryKey, row in
+                replace(
+                    .permanent(for: storeIdentifier, entityName: entity.name, primaryKey: primaryKey), old: nil,
+                    new: row.values)
+                return true
             }
         }
     }

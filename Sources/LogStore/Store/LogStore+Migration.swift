@@ -296,14 +296,7 @@ final class MigrationStagingStore: ModelStore {
         self.identifier = identifier
         self.state = state
         self.collisionPolicy = collisionPolicy
-        var uniqueIndex = UniqueIndex(schema: schema)
-        for entity in schema.entities where uniqueIndex.constraints[entity.name] != nil {
-            for (primaryKey, row) in state.rows(of: entity.name) {
-                uniqueIndex.replace(
-                    .permanent(for: identifier, entityName: entity.name, primaryKey: primaryKey), old: nil, new: row.values)
-            }
-        }
-        self.uniqueIndex = uniqueIndex
+        self.uniqueIndex = UniqueIndex(schema: schema, state: state, storeIdentifier: identifier)
     }
 
     var base: AnyObject { self }

@@ -101,6 +101,8 @@ extension LogStore {
         inner.withLock { inner in
             publishLocked(&inner)
             inner.working = inner.published
+            // The index described the working state it replaces (its forgotten saves' keys).
+            inner.uniqueIndex = UniqueIndex(schema: schema, state: inner.working, storeIdentifier: identifier)
             inner.pending.removeAll()
         }
         return .log(error)

@@ -225,16 +225,7 @@ public final class LogStore: DataStore, @unchecked Sendable {
                 replayed = try Replay(log: log, storeIdentifier: log.storeID.uuidString).run(from: replayed, startOffset: end)
             }
             let table = replayed.table
-            var uniqueIndex = UniqueIndex(schema: schema)
-            let storeIdentifier = log.storeID.uuidString
-            for entity in schema.entities where uniqueIndex.constraints[entity.name] != nil {
-                uniqueIndex.reserveCapacity(replayed.state.count(of: entity.name), entity: entity.name)
-                for (primaryKey, row) in replayed.state.rows(of: entity.name) {
-                    uniqueIndex.replace(
-                        .permanent(for: storeIdentifier, entityName: entity.name, primaryKey: primaryKey),
-                        old: nil, new: row.values)
-                }
-            }
+            let uniqueIndex = UniqueIndex(schema: schema, state: replayed.state, storeIdentifier: log.storeID.uuidString)
             self.configuration = configuration
             self.schema = schema
             self.identifier = log.storeID.uuidString
@@ -349,6 +340,8 @@ public final class LogStore: DataStore, @unchecked Sendable {
                 inner.bookmarks = replayed.bookmarks
             }
             inner.working = inner.published
+            // The index described the working state it replaces.
+            inner.uniqueIndex = UniqueIndex(schema: schema, state: inner.working, storeIdentifier: identifier)
             inner.pending.removeAll()
         }
     }
