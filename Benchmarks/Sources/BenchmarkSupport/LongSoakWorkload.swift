@@ -44,14 +44,7 @@ public final class LongSoakWorkload: Workload, @unchecked Sendable {
             let insertRecords = (entities + 999) / 1_000
             let deleteThrough = min(Self.deleteThrough, records * 9 / 10)
             var deleteToken: DefaultHistoryToken?
-            for transaction in 0..<(records - insertRecords) {
-                var request = DataStoreSaveChangesRequest<DefaultSnapshot>()
-                request.updated = [
-                    DefaultSnapshot(
-                        persistentIdentifier: identifiers[transaction % entities],
-                        values: ["destination": .string("Stop \(transaction)")])
-                ]
-                _ = try store.save(request)
+            try Fixtures.updateRoundRobin(store, identifiers, count: records - insertRecords) { transaction in
                 if insertRecords + transaction + 1 == deleteThrough { deleteToken = store.currentToken }
             }
             let logBytes = store.logEndOffset

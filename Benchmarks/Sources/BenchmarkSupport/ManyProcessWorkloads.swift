@@ -297,8 +297,9 @@ public final class RemoteChangeLatencyWorkload: ProcessWorkload, @unchecked Send
 }
 
 /// Catch-up per foreign transaction: each round a child (an `allowsOtherWriters` writer,
-/// durability `.none`, so nothing it writes is published as durable and this process's change
-/// watcher leaves it alone) saves `backlog` one-Trip transactions; then this process saves one
+/// durability `.none` and no idle durable-end marks, so nothing it writes is published as durable
+/// and this process's change watcher leaves it alone — an idle child's mark synced and published
+/// its records, and the watcher read some before the turn) saves `backlog` one-Trip transactions; then this process saves one
 /// Trip — its turn catches up with the backlog (reads and checks the records) and folds them
 /// into its working state and unique index before resolving — and saves one more with nothing
 /// to fold. Both saves are `.none` here too (no fdatasync in the timing). The sample is
@@ -320,14 +321,19 @@ public final class CatchUpWorkload: ProcessWorkload, @unchecked Sendable {
         self.backlog = context.profile.isSmoke ? 10 : backlog
         container = try ModelContainer(
             for: tripModels,
-            configuration: processStoreConfiguration(directory: directory, shared: true, durability: .none))
+            configuration: processStoreConfiguration(directory: directory, shared: true, durability: .none, idleMarks: false))
         store = try container.dataStore(as: LogStore.self).unwrap(or: "the container's store is not a LogStore")
         gang = SaverGang(container: container, threads: 1, indexBase: 0)
         try gang.saveSerially(context.profile.isSmoke ? 2 : 200)
         child = try ChildProcess(
             role: "savers",
-            parameters: ["STORE": directory, "THREADS": "1", "INDEX_BASE": String(childIndexBase), "DURABILITY": "none"])
-        _ = try child.channel.request("warm 10", expecting: "ok")
+            parameters: [
+                "STORE": directory, "THREADS": "1", "INDEX_BASE": String(childIndexBase), "DURABILITY": "none",
+                "IDLE_MARKS": "off",
+            ])
+        // Enough that the child's early roll to a segment with a dictionary (FORMAT.md §6.8: once
+        // it holds 32 KiB of samples) happens here, not in a measured round (one more record).
+        _ = try child.channel.request("warm \(context.profile.isSmoke ? 10 : 600)", expecting: "ok")
         try gang.saveSerially(10)
     }
 

@@ -137,11 +137,13 @@ final class ProcessRun: @unchecked Sendable {
 // MARK: - Stores and savers shared by parent and child
 
 /// The store configuration every issue-12 benchmark opens (`allowsOtherWriters` when `shared`).
-func processStoreConfiguration(directory: String, shared: Bool, durability: Durability = .synchronous)
-    -> LogStoreConfiguration
-{
+func processStoreConfiguration(
+    directory: String, shared: Bool, durability: Durability = .synchronous, idleMarks: Bool = true
+) -> LogStoreConfiguration {
     var configuration = LogStoreConfiguration(directory: directory, durability: durability)
     configuration.allowsOtherWriters = shared
+    // Without: durable-end marks only at close (an idle writer's mark syncs and publishes).
+    if !idleMarks { configuration.durableEndMarkDelay = nil }
     return configuration
 }
 
@@ -300,9 +302,11 @@ public enum ProcessChild {
         let threads = try Int(parameter("THREADS")).unwrap(or: "bad THREADS")
         let indexBase = try Int(parameter("INDEX_BASE")).unwrap(or: "bad INDEX_BASE")
         let durability: Durability = try parameter("DURABILITY") == "none" ? .none : .synchronous
+        let idleMarks = environment["LOGSTORE_BENCH_CHILD_IDLE_MARKS"] != "off"
         let container = try ModelContainer(
             for: tripModels,
-            configuration: processStoreConfiguration(directory: directory, shared: true, durability: durability))
+            configuration: processStoreConfiguration(
+                directory: directory, shared: true, durability: durability, idleMarks: idleMarks))
         let store = try container.dataStore(as: LogStore.self).unwrap(or: "the container's store is not a LogStore")
         let gang = SaverGang(container: container, threads: threads, indexBase: indexBase)
         try channel.send("ready")

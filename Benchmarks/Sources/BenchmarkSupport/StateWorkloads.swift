@@ -80,6 +80,23 @@ public enum Fixtures {
         return identifiers
     }
 
+    /// `count` saves of one update each — a new destination, "Stop <n>" — round-robin over
+    /// `identifiers` (P5's and the long soak's fixtures); `saved(n)` runs after save n.
+    static func updateRoundRobin(
+        _ store: LogStore, _ identifiers: [PersistentIdentifier], count: Int, saved: (Int) -> Void = { _ in }
+    ) throws {
+        for transaction in 0..<count {
+            var request = DataStoreSaveChangesRequest<DefaultSnapshot>()
+            request.updated = [
+                DefaultSnapshot(
+                    persistentIdentifier: identifiers[transaction % identifiers.count],
+                    values: ["destination": .string("Stop \(transaction)")])
+            ]
+            _ = try store.save(request)
+            saved(transaction)
+        }
+    }
+
     /// Payload bytes (uncompressed) of the records of a checkpoint file — the state it holds
     /// as the format encodes it (docs/FORMAT.md §9: a 64-byte file header, then 32-byte record
     /// headers each followed by its stored payload).
@@ -154,15 +171,7 @@ public final class StoreOpenWorkload: Workload, @unchecked Sendable {
         let store = container.dataStore(as: LogStore.self)!
         let identifiers = try Fixtures.insertTrips(store, count: entities)
         let insertRecords = (entities + 999) / 1_000
-        for transaction in 0..<transactions {
-            var request = DataStoreSaveChangesRequest<DefaultSnapshot>()
-            request.updated = [
-                DefaultSnapshot(
-                    persistentIdentifier: identifiers[transaction % entities],
-                    values: ["destination": .string("Stop \(transaction)")])
-            ]
-            _ = try store.save(request)
-        }
+        try Fixtures.updateRoundRobin(store, identifiers, count: transactions)
         let logBytes = store.logEndOffset
         try store.close()
         // The checkpoint variant: the same log, plus a checkpoint at its end.
