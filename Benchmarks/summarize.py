@@ -551,7 +551,7 @@ def soak_section(results):
                "checkpoint; built once with durability `.none`). The soak, on a fresh copy: open it (a full replay), "
                f"{fact('saves'):,.0f} durable saves through one long-lived `ModelContext` (each updates a Trip, every "
                f"tenth inserts one), `deleteHistory` through transaction {fact('deleteThrough'):,.0f}, then reopen from "
-               "the checkpoint that wrote and check every count and value it wrote. Resident growth is `VmRSS` after "
+               "the checkpoint that wrote, checking the counts and sampled values it wrote. Resident growth is `VmRSS` after "
                "the open minus before it (after `malloc_trim`), as P8.\n")
     out.append("| Step | figure |")
     out.append("|:--|--:|")

@@ -505,7 +505,12 @@ enum QueryCatalogue {
         }
         #expect(nonEmpty > 100)  // the catalogue is not vacuous
         // Nor are the relationship and partial push-down shapes.
-        for name in QueryCatalogue.pushed.suffix(2).map(\.0) + QueryCatalogue.declined.suffix(3).map(\.0) {
+        for name in [
+            "friend?.persistentModelID == id", "friend?.persistentModelID != id && count > n",
+            "name.count > n && count < m", "name.count >= n && friend?.persistentModelID == id",
+            "(friend?.name ?? \"\") == s && count >= n",
+        ] {
+            #expect((QueryCatalogue.pushed + QueryCatalogue.declined).contains { $0.0 == name }, "\(name) not in the catalogue")
             #expect(nonEmptyShapes.contains(name), "\(name) found nothing in every round")
         }
     }

@@ -154,7 +154,9 @@ import Testing
         #expect(try Self.lockExclusively(turn))
         let inlineBefore = store.saveWriter.inlineSaves
         let firstFailure = Mutex<String?>(nil)
+        let firstDone = DispatchSemaphore(value: 0)
         let first = Thread {
+            defer { firstDone.signal() }
             do {
                 let context = ModelContext(container)
                 let trip = try context.fetch(FetchDescriptor<Trip>()).first { $0.name == "ordered" }
@@ -178,7 +180,8 @@ import Testing
         #expect(store.saveWriter.handedOver == 1, "the async save was not queued behind the inline one")
         try turn.unlock()
         try await second.value
-        while first.isExecuting && Date() < deadline { try await Task.sleep(for: .milliseconds(1)) }
+        // Its own bound: the inline save may still wait for its fdatasync (30 s at most).
+        #expect(firstDone.wait(timeout: .now() + 40) == .success, "the synchronous save never returned")
         let saved = try ModelContext(container).fetch(FetchDescriptor<Trip>()).first { $0.name == "ordered" }
         #expect(firstFailure.withLock { $0 } == nil)
         #expect(saved?.destination == "two")

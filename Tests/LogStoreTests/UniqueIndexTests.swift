@@ -75,7 +75,7 @@ import Testing
         }
         func owner(code: Int64) -> PersistentIdentifier? {
             index.owner(
-                entity: "Badge", key: UniqueIndex.Key(constraintIndex: 0, values: [.int(code)]), in: state,
+                entity: "Badge", key: UniqueIndex.Key(constraintIndex: 0, values: [.int(code)], digest: UniqueIndex.Key.digest(of: [.int(code)])), in: state,
                 storeIdentifier: store)
         }
         apply(.insert(badge(1), ["code": .int(7), "holder": .string("ada"), "year": .int(2020)]))
@@ -83,18 +83,18 @@ import Testing
         #expect(owner(code: 7) == badge(2))
         #expect(
             index.owner(
-                entity: "Badge", key: UniqueIndex.Key(constraintIndex: 1, values: [.string("ada"), .int(2020)]),
+                entity: "Badge", key: UniqueIndex.Key(constraintIndex: 1, values: [.string("ada"), .int(2020)], digest: UniqueIndex.Key.digest(of: [.string("ada"), .int(2020)])),
                 in: state, storeIdentifier: store) == badge(1))
         apply(.delete(badge(2), tombstone: [:]))
         #expect(owner(code: 7) == badge(1))
         apply(.update(badge(1), ["code": .int(8)]))
         #expect(owner(code: 7) == nil)
         #expect(owner(code: 8) == badge(1))
-        // Same values under another constraint's place, or a value that only hashes alike, are not owners.
+        // Same values under another constraint's place are not owners.
         #expect(
             index.owner(
-                entity: "Badge", key: UniqueIndex.Key(constraintIndex: 1, values: [.int(8)]), in: state,
-                storeIdentifier: store) == nil)
+                entity: "Badge", key: UniqueIndex.Key(constraintIndex: 1, values: [.int(8)], digest: UniqueIndex.Key.digest(of: [.int(8)])),
+                in: state, storeIdentifier: store) == nil)
         apply(.delete(badge(1), tombstone: [:]))
         #expect(owner(code: 8) == nil)
 
@@ -109,5 +109,36 @@ import Testing
         #expect(owner(code: 9) == badge2(2_008))
         apply(.update(badge2(2_008), ["code": .int(10)]))
         #expect(owner(code: 9) == nil && owner(code: 10) == badge2(2_008))
+    }
+
+    /// Keys that only hash alike are not owners of each other: with every key of a constraint in
+    /// one slot (an index whose digest is a constant), each lookup must still find exactly the
+    /// model holding its values, through the values in the state.
+    @Test func keysThatOnlyHashAlikeAreToldApartByTheStoredValues() {
+        let store = UUID().uuidString
+        var state = FoldState()
+        var index = UniqueIndex(schema: Self.schema, digest: { _ in 42 })
+        func badge(_ key: UInt8) -> PersistentIdentifier {
+            .permanent(for: store, entityName: "Badge", primaryKey: UUID(uuid: (key, 2, 0, 0, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0, 0, 0)))
+        }
+        func apply(_ change: ResolvedChange) {
+            let old = state.row(change.identifier)?.values
+            state.apply(change)
+            index.replace(change.identifier, old: old, new: state.row(change.identifier)?.values)
+        }
+        func owner(code: Int64) -> PersistentIdentifier? {
+            let values: [String: AttributeValue] = ["code": .int(code), "holder": .string("x"), "year": .int(0)]
+            let key = index.keys(entity: "Badge", values: values)[0]
+            return index.owner(entity: "Badge", key: key, in: state, storeIdentifier: store)
+        }
+        for code in 1...40 {
+            apply(.insert(badge(UInt8(code)), ["code": .int(Int64(code)), "holder": .string("h\(code)"), "year": .int(1)]))
+        }
+        for code in 1...40 { #expect(owner(code: Int64(code)) == badge(UInt8(code)), "code \(code)") }
+        #expect(owner(code: 41) == nil)
+        for code in stride(from: 2, through: 40, by: 2) { apply(.delete(badge(UInt8(code)), tombstone: [:])) }
+        for code in 1...40 {
+            #expect(owner(code: Int64(code)) == (code % 2 == 1 ? badge(UInt8(code)) : nil), "code \(code)")
+        }
     }
 }

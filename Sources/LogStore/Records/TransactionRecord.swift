@@ -39,42 +39,43 @@ struct TransactionRecord: Sendable, Equatable {
     func encoded(table: SchemaTable, payloadVersion: UInt8 = payloadVersions.upperBound) -> [UInt8] {
         precondition(Self.payloadVersions.contains(payloadVersion), "payload version \(payloadVersion)")
         let entityIDs = Dictionary(uniqueKeysWithValues: table.entities.map { ($0.name, $0.id) })
-        var header = ByteWriter(capacity: 64 + processIdentifier.utf8.count)
-        header.write(payloadVersion)
         if payloadVersion == 1 {
-            header.writeVarint(UInt64(schemaVersion))
-            writeAuthor(into: &header)
-            header.write(timestampMicroseconds)
-            header.writeLengthPrefixed(Array(processIdentifier.utf8))
-            header.writeVarint(UInt64(changes.count))
-            writeChanges(into: &header, table: table, entityIDs: entityIDs)
-            return header.bytes
+            var writer = ByteWriter(capacity: 64 + processIdentifier.utf8.count + changes.count * 48)
+            writer.write(payloadVersion)
+            writer.writeVarint(UInt64(schemaVersion))
+            writeAuthor(into: &writer)
+            writer.write(timestampMicroseconds)
+            writer.writeLengthPrefixed(processIdentifier.utf8)
+            writer.writeVarint(UInt64(changes.count))
+            writeChanges(into: &writer, table: table, entityIDs: entityIDs)
+            return writer.bytes
         }
         var streams = SplitPayloadWriter(changeCount: changes.count)
         streams.data.write(timestampMicroseconds)
         writeChanges(into: &streams, table: table, entityIDs: entityIDs)
-        var shapeHeader = ByteWriter(capacity: 16 + processIdentifier.utf8.count)
-        shapeHeader.writeVarint(UInt64(schemaVersion))
-        writeAuthor(into: &shapeHeader)
-        shapeHeader.writeLengthPrefixed(Array(processIdentifier.utf8))
-        shapeHeader.writeVarint(UInt64(changes.count))
+        // The shape's head (what comes before the changes) is known only now: the key count.
+        var head = ByteWriter(capacity: 24 + processIdentifier.utf8.count + (author?.utf8.count ?? 0))
+        head.writeVarint(UInt64(schemaVersion))
+        writeAuthor(into: &head)
+        head.writeLengthPrefixed(processIdentifier.utf8)
+        head.writeVarint(UInt64(changes.count))
         assert(streams.keys.count % 16 == 0, "keys are 16 bytes each")
-        shapeHeader.writeVarint(UInt64(streams.keys.count / 16))
-        header.writeVarint(UInt64(shapeHeader.count + streams.shape.count))
-        var bytes = header.bytes
-        bytes.reserveCapacity(
-            bytes.count + shapeHeader.count + streams.shape.count + streams.data.count + streams.keys.count)
-        bytes += shapeHeader.bytes
-        bytes += streams.shape.bytes
-        bytes += streams.data.bytes
-        bytes += streams.keys.bytes
-        return bytes
+        head.writeVarint(UInt64(streams.keys.count / 16))
+        let shapeByteCount = head.count + streams.shape.count
+        var payload = ByteWriter(capacity: 11 + shapeByteCount + streams.data.count + streams.keys.count)
+        payload.write(payloadVersion)
+        payload.writeVarint(UInt64(shapeByteCount))
+        payload.write(bytes: head.bytes)
+        payload.write(bytes: streams.shape.bytes)
+        payload.write(bytes: streams.data.bytes)
+        payload.write(bytes: streams.keys.bytes)
+        return payload.bytes
     }
 
     private func writeAuthor(into writer: inout ByteWriter) {
         if let author {
             writer.write(UInt8(1))
-            writer.writeLengthPrefixed(Array(author.utf8))
+            writer.writeLengthPrefixed(author.utf8)
         } else {
             writer.write(UInt8(0))
         }
@@ -404,12 +405,17 @@ struct TransactionRecord: Sendable, Equatable {
                 }
             case .split(var streams):
                 try walkChanges(&streams, count: header.changeCount, scratch: &scratch, change: change)
-                for (name, stream) in [("shape", streams.shape), ("data", streams.data), ("keys", streams.keys)]
-                where !stream.isAtEnd {
-                    throw .malformed("\(stream.remainingByteCount) bytes of the \(name) after the last change")
-                }
+                // Three checks, not a loop over an array of the streams: this runs for every record
+                // a replay folds.
+                if !streams.shape.isAtEnd { throw Self.leftOver(streams.shape, "shape") }
+                if !streams.data.isAtEnd { throw Self.leftOver(streams.data, "data") }
+                if !streams.keys.isAtEnd { throw Self.leftOver(streams.keys, "keys") }
             }
             return (header.schemaVersion, author, header.timestampMicroseconds, process)
+        }
+
+        private static func leftOver(_ stream: ByteReader, _ name: String) -> ByteReaderError {
+            .malformed("\(stream.remainingByteCount) bytes of the \(name) after the last change")
         }
 
         /// Reads `count` changes from `source` (either layout: the same reads), each of a live

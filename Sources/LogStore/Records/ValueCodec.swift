@@ -97,12 +97,8 @@ enum ValueCodec {
         }
     }
 
-    /// Reads past a string, checking that it is UTF-8 as ``readString(_:)`` does, without making
-    /// it (replay skips the process identifier, but refuses what history would refuse).
-    static func skipString(_ reader: inout ByteReader) throws(ByteReaderError) {
-        try checkUTF8(reader.readLengthPrefixedInPlace())
-    }
-
+    /// Checks that `bytes` are UTF-8 as ``string(_:)`` does, without making a String (replay
+    /// passes over the process identifier, but refuses what history would refuse).
     static func checkUTF8(_ bytes: UnsafeRawBufferPointer) throws(ByteReaderError) {
         guard bytes.allSatisfy({ $0 < 0x80 }) || String(validating: bytes, as: UTF8.self) != nil else {
             throw .malformed("string is not UTF-8")

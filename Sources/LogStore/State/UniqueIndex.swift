@@ -19,14 +19,18 @@ struct UniqueIndex: Sendable {
         /// P4-ctx profile).
         let digest: Int
 
-        init(constraintIndex: Int, values: [AttributeValue]) {
+        init(constraintIndex: Int, values: [AttributeValue], digest: Int) {
             self.values = values
             self.constraintIndex = UInt32(constraintIndex)
-            // The values only: an entity's keys share a few constraints, and hashing their
-            // names too doubled the cost of every lookup.
+            self.digest = digest
+        }
+
+        /// The values' hash: the values only (an entity's keys share a few constraints, and
+        /// hashing their names too doubled the cost of every lookup).
+        @Sendable static func digest(of values: [AttributeValue]) -> Int {
             var hasher = Hasher()
             hasher.combine(values)
-            digest = hasher.finalize()
+            return hasher.finalize()
         }
 
         func hash(into hasher: inout Hasher) {
@@ -120,8 +124,11 @@ struct UniqueIndex: Sendable {
 
     private var owners: [String: [Slot: Owners]] = [:]
     let constraints: [String: [[String]]]
+    /// ``Key/digest(of:)``; tests pass a worse one, so that different keys share slots.
+    private let digest: @Sendable ([AttributeValue]) -> Int
 
-    init(schema: Schema) {
+    init(schema: Schema, digest: @escaping @Sendable ([AttributeValue]) -> Int = Key.digest(of:)) {
+        self.digest = digest
         var constraints: [String: [[String]]] = [:]
         for entity in schema.entities where !entity.allUniquenessConstraints.isEmpty {
             constraints[entity.name] = entity.allUniquenessConstraints
@@ -132,7 +139,8 @@ struct UniqueIndex: Sendable {
     func keys(entity: String, values: [String: AttributeValue]) -> [Key] {
         (constraints[entity] ?? []).enumerated().compactMap { index, constraint in
             let keyValues = constraint.map { values[$0] ?? .null }
-            return keyValues.contains(where: \.isNull) ? nil : Key(constraintIndex: index, values: keyValues)
+            return keyValues.contains(where: \.isNull)
+                ? nil : Key(constraintIndex: index, values: keyValues, digest: digest(keyValues))
         }
     }
 

@@ -100,10 +100,14 @@ extension LogStore {
     private func forgetUndurable(_ error: LogError) -> LogStoreError {
         inner.withLock { inner in
             publishLocked(&inner)
-            inner.working = inner.published
-            // The index described the working state it replaces (its forgotten saves' keys).
-            inner.uniqueIndex = UniqueIndex(schema: schema, state: inner.working, storeIdentifier: identifier)
-            inner.pending.removeAll()
+            // What is still pending was written and never made durable: forgotten. The index
+            // described the working state with it; rebuilt once (the other waiters of the failed
+            // group commit find nothing pending).
+            if !inner.pending.isEmpty {
+                inner.working = inner.published
+                inner.uniqueIndex = UniqueIndex(schema: schema, state: inner.working, storeIdentifier: identifier)
+                inner.pending.removeAll()
+            }
         }
         return .log(error)
     }

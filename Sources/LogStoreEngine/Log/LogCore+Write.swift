@@ -4,8 +4,13 @@ extension LogCore {
     /// the offset and `pwrite` the record.
     func write(_ payload: some Collection<UInt8>, type: RecordType) throws(LogError) -> LogPosition {
         // Whether LZ4 is offered the payload; a second encoding (below) against a new dictionary
-        // always offers it.
-        var mayCompress = options.compresses && compressionBackoff.shouldTry()
+        // always offers it. Only payloads that could be offered (no dictionary record, not below
+        // the smaller threshold) count in the backoff: small ones must not use up its one try in
+        // sixteen.
+        let counted =
+            type != .dictionary
+            && payload.count >= min(options.compressionThresholdByteCount, LogOptions.dictionaryCompressionThresholdByteCount)
+        var mayCompress = options.compresses && (!counted || compressionBackoff.shouldTry())
         let prepare = { (dictionary: RecordDictionary?) -> Result<PreparedRecord, LogError> in
             let threshold =
                 dictionary == nil
@@ -27,7 +32,7 @@ extension LogCore {
         // (the log's own, FORMAT.md §6.8; iterators skip it) never uses one.
         let usable = { (dictionary: RecordDictionary?) in type == .dictionary ? nil : dictionary }
         var record = try prepare(usable(compressionDictionary.withLock { $0 })).get()
-        if record.triedCompression { compressionBackoff.record(shrank: record.isCompressed) }
+        if counted && record.triedCompression { compressionBackoff.record(shrank: record.isCompressed) }
         conditionLock.lock()
         defer { conditionLock.unlock() }
         precondition(writers == nil || state.turnHeld, "a write to a store shared by writers outside a turn")
