@@ -116,17 +116,26 @@ struct HistoryReader {
         // record is taken, and reading it in place first was slower (the copy-out in a closure:
         // 401-411 vs 462-475 us for P6's 1,000).
         let authorTests = query.authorTests
+        // Whether the record accepted last is one whose author could not be read in place: the
+        // copy is read again below, to throw; a record the in-place test accepted is not tested twice.
+        var authorUnread = false
         let accepts = { (view: LogRecordView) -> Bool in
+            authorUnread = false
             guard view.type == .transaction, !query.isPastUpperBound(view.offset) else { return true }
-            return (try? TransactionRecord.authorMatches(view.payload) { author in
-                authorTests.allSatisfy { $0.matches(authorBytes: author) }
-            }) ?? true
+            do {
+                return try TransactionRecord.authorMatches(view.payload) { author in
+                    authorTests.allSatisfy { $0.matches(authorBytes: author) }
+                }
+            } catch {
+                authorUnread = true
+                return true
+            }
         }
         while let record = try authorTests.isEmpty ? records.next() : records.next(where: accepts) {
             if query.isPastUpperBound(record.offset) { break }
             guard record.type == .transaction else { continue }
             guard query.matchesTokenBounds(offset: record.offset) else { continue }
-            if !query.authorTests.isEmpty {
+            if authorUnread {
                 let matches: Bool
                 do {
                     matches = try TransactionRecord.authorMatches(record.payload) { author in

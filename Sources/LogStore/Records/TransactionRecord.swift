@@ -123,26 +123,21 @@ struct TransactionRecord: Sendable, Equatable {
 
         /// Reads a payload's header; the bytes must outlive it.
         init(_ bytes: UnsafeRawBufferPointer) throws(ByteReaderError) {
-            var reader = ByteReader(bytes)
-            let version = try reader.readByte()
-            switch version {
+            let prefix = try Prefix(bytes)
+            schemaVersion = prefix.schemaVersion
+            author = prefix.author
+            switch prefix.version {
             case 1:
-                schemaVersion = UInt32(truncatingIfNeeded: try reader.readVarint())
-                author = try reader.readByte() == 1 ? try reader.readLengthPrefixedInPlace() : nil
+                var reader = prefix.reader
                 timestampMicroseconds = try reader.read()
                 processIdentifier = try reader.readLengthPrefixedInPlace()
                 let count = try reader.readVarint()
                 guard count <= UInt64(reader.remainingByteCount) else { throw .malformed("change count \(count)") }
                 changeCount = Int(count)
                 body = .single(reader)
-            case 2:
-                var shape = ByteReader(try reader.readLengthPrefixedInPlace())
-                schemaVersion = UInt32(truncatingIfNeeded: try shape.readVarint())
-                switch try shape.readByte() {
-                case 0: author = nil
-                case 1: author = try shape.readLengthPrefixedInPlace()
-                case let flag: throw .malformed("has-author byte \(flag)")
-                }
+            default:  // 2: `Prefix` refuses every other version
+                var shape = prefix.reader
+                var reader = prefix.rest
                 processIdentifier = try shape.readLengthPrefixedInPlace()
                 let count = try shape.readVarint()
                 // Each change's kind is a byte of the shape, and its primary key one of the keys.
@@ -155,9 +150,46 @@ struct TransactionRecord: Sendable, Equatable {
                 let dataByteCount = reader.remainingByteCount - Int(keyCount) * 16
                 var data = ByteReader(try reader.readBytesInPlace(dataByteCount))
                 timestampMicroseconds = try data.read()
-                body = .split(SplitPayloadReader(shape: shape, data: data, keys: ByteReader(try reader.readBytesInPlace(Int(keyCount) * 16))))
-            default:
-                throw unknownVersion(version)
+                let keys = ByteReader(try reader.readBytesInPlace(Int(keyCount) * 16))
+                body = .split(SplitPayloadReader(shape: shape, data: data, keys: keys))
+            }
+        }
+
+        /// A payload read through its author (what a history author filter needs, and where
+        /// every header read starts): the version, the schema table version, the author, the
+        /// reader positioned after them — the payload's (version 1) or the shape's (version 2) —
+        /// and, in version 2, the rest of the payload after the shape.
+        struct Prefix {
+            let version: UInt8
+            let schemaVersion: UInt32
+            let author: UnsafeRawBufferPointer?
+            let reader: ByteReader
+            let rest: ByteReader
+
+            init(_ bytes: UnsafeRawBufferPointer) throws(ByteReaderError) {
+                var payload = ByteReader(bytes)
+                version = try payload.readByte()
+                switch version {
+                case 1:
+                    var reader = payload
+                    schemaVersion = UInt32(truncatingIfNeeded: try reader.readVarint())
+                    // Version 1 reads any byte but 1 as "no author" (it never wrote another).
+                    author = try reader.readByte() == 1 ? try reader.readLengthPrefixedInPlace() : nil
+                    self.reader = reader
+                    rest = ByteReader(UnsafeRawBufferPointer(start: nil, count: 0))
+                case 2:
+                    var shape = ByteReader(try payload.readLengthPrefixedInPlace())
+                    schemaVersion = UInt32(truncatingIfNeeded: try shape.readVarint())
+                    switch try shape.readByte() {
+                    case 0: author = nil
+                    case 1: author = try shape.readLengthPrefixedInPlace()
+                    case let flag: throw .malformed("has-author byte \(flag)")
+                    }
+                    reader = shape
+                    rest = payload
+                default:
+                    throw unknownVersion(version)
+                }
             }
         }
     }
@@ -195,22 +227,7 @@ struct TransactionRecord: Sendable, Equatable {
     static func authorMatches(
         _ bytes: UnsafeRawBufferPointer, _ matches: (UnsafeRawBufferPointer?) -> Bool
     ) throws(ByteReaderError) -> Bool {
-        var reader = ByteReader(bytes)
-        switch try reader.readByte() {
-        case 1:
-            _ = try reader.readVarint()
-            return matches(try reader.readByte() == 1 ? try reader.readLengthPrefixedInPlace() : nil)
-        case 2:
-            var shape = ByteReader(try reader.readLengthPrefixedInPlace())
-            _ = try shape.readVarint()
-            switch try shape.readByte() {
-            case 0: return matches(nil)
-            case 1: return matches(try shape.readLengthPrefixedInPlace())
-            case let flag: throw .malformed("has-author byte \(flag)")
-            }
-        case let version:
-            throw unknownVersion(version)
-        }
+        matches(try Header.Prefix(bytes).author)
     }
 
     /// Everything before the changes: schema version, author, timestamp and (when asked) the

@@ -248,11 +248,8 @@ struct SplitPayloadReader: ValueSource {
         try data.readSignedVarint()
     }
     @inline(__always) mutating func readDataBytes() throws(ByteReaderError) -> UnsafeRawBufferPointer {
-        let count = try shape.readVarint()
-        guard count <= UInt64(data.remainingByteCount) else {
-            throw .truncated(needed: Int(clamping: count), available: data.remainingByteCount)
-        }
-        return try data.readBytesInPlace(Int(count))
+        // `readBytesInPlace` checks the count against what the data holds.
+        try data.readBytesInPlace(Int(clamping: try shape.readVarint()))
     }
     @inline(__always) mutating func readKey() throws(ByteReaderError) -> UUID { try keys.readUUID() }
     var shapeRemainingByteCount: Int { shape.remainingByteCount }

@@ -103,13 +103,18 @@ extension LogStore {
             // What is still pending was written and never made durable: forgotten. The index
             // described the working state with it; rebuilt once (the other waiters of the failed
             // group commit find nothing pending).
-            if !inner.pending.isEmpty {
-                inner.working = inner.published
-                inner.uniqueIndex = UniqueIndex(schema: schema, state: inner.working, storeIdentifier: identifier)
-                inner.pending.removeAll()
-            }
+            if !inner.pending.isEmpty { forgetUnpublished(&inner) }
         }
         return .log(error)
+    }
+
+    /// Puts the working state back to the published one — the saves pending publication are
+    /// forgotten — with the unique index rebuilt to describe it (the index reads owners' values
+    /// from the working state).
+    func forgetUnpublished(_ inner: inout Inner) {
+        inner.working = inner.published
+        inner.uniqueIndex = UniqueIndex(schema: schema, state: inner.working, storeIdentifier: identifier)
+        inner.pending.removeAll()
     }
 
     /// Phase one, under the lock: resolve, encode, write, apply to the working state.

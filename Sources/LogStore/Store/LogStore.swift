@@ -339,10 +339,7 @@ public final class LogStore: DataStore, @unchecked Sendable {
                 inner.publishedToken = replayed.lastToken
                 inner.bookmarks = replayed.bookmarks
             }
-            inner.working = inner.published
-            // The index described the working state it replaces.
-            inner.uniqueIndex = UniqueIndex(schema: schema, state: inner.working, storeIdentifier: identifier)
-            inner.pending.removeAll()
+            forgetUnpublished(&inner)
         }
     }
 

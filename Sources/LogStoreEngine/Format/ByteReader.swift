@@ -81,12 +81,7 @@ public struct ByteReader {
     /// valid only while it is (inside the ``read(_:_:)`` body). A replay reads millions of
     /// strings; copying each into an array first was an allocation and a free per string.
     @inlinable public mutating func readLengthPrefixedInPlace() throws(ByteReaderError) -> UnsafeRawBufferPointer {
-        let count = try readVarint()
-        guard count <= UInt64(remainingByteCount) else {
-            throw .truncated(needed: Int(clamping: count), available: remainingByteCount)
-        }
-        defer { offset += Int(count) }
-        return UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + Int(count))])
+        try readBytesInPlace(Int(clamping: try readVarint()))
     }
 
     /// The next `count` bytes where they are in the buffer, without copying (valid only while

@@ -3,35 +3,27 @@ extension LogCore {
     /// turn (no roll in progress, room under the unsynced bound, a segment with space), assign
     /// the offset and `pwrite` the record.
     func write(_ payload: some Collection<UInt8>, type: RecordType) throws(LogError) -> LogPosition {
-        // Whether LZ4 is offered the payload; a second encoding (below) against a new dictionary
-        // always offers it. Only payloads that could be offered (no dictionary record, not below
-        // the smaller threshold) count in the backoff: small ones must not use up its one try in
-        // sixteen.
-        let counted =
-            type != .dictionary
-            && payload.count >= min(options.compressionThresholdByteCount, LogOptions.dictionaryCompressionThresholdByteCount)
-        var mayCompress = options.compresses && (!counted || compressionBackoff.shouldTry())
-        let prepare = { (dictionary: RecordDictionary?) -> Result<PreparedRecord, LogError> in
-            let threshold =
-                dictionary == nil
-                ? self.options.compressionThresholdByteCount : LogOptions.dictionaryCompressionThresholdByteCount
-            let compresses = mayCompress && payload.count >= threshold
-            let encode = { (buffer: UnsafeRawBufferPointer) -> Result<PreparedRecord, LogError> in
-                do throws(LogError) {
-                    return .success(
-                        try PreparedRecord(payload: buffer, type: type, compresses: compresses, dictionary: dictionary))
-                } catch {
-                    return .failure(error)
-                }
-            }
-            return payload.withContiguousStorageIfAvailable { encode(UnsafeRawBufferPointer($0)) }
-                ?? Array(payload).withUnsafeBytes { encode($0) }
-        }
         // Compressed against the dictionary the last append found (outside the lock); checked
         // below against the segment the record lands in. A record of the dictionary type itself
         // (the log's own, FORMAT.md §6.8; iterators skip it) never uses one.
         let usable = { (dictionary: RecordDictionary?) in type == .dictionary ? nil : dictionary }
-        var record = try prepare(usable(compressionDictionary.withLock { $0 })).get()
+        let hint = usable(compressionDictionary.withLock { $0 })
+        let offered = { (dictionary: RecordDictionary?) in
+            payload.count
+                >= (dictionary == nil
+                    ? self.options.compressionThresholdByteCount : LogOptions.dictionaryCompressionThresholdByteCount)
+        }
+        // Whether LZ4 is offered the payload; a second encoding (below) against a new dictionary
+        // always offers it. Only a payload offered against the dictionary it is encoded with, and
+        // not a dictionary record, counts in the backoff: one under that dictionary's threshold
+        // must not use up its one try in sixteen.
+        let counted = type != .dictionary && offered(hint)
+        var mayCompress = options.compresses && (!counted || compressionBackoff.shouldTry())
+        let prepare = { (dictionary: RecordDictionary?) throws(LogError) -> PreparedRecord in
+            try PreparedRecord.encoding(
+                payload, type: type, compresses: mayCompress && offered(dictionary), dictionary: dictionary)
+        }
+        var record = try prepare(hint)
         if counted && record.triedCompression { compressionBackoff.record(shrank: record.isCompressed) }
         conditionLock.lock()
         defer { conditionLock.unlock() }
@@ -45,7 +37,7 @@ extension LogCore {
             if record.dictionary === dictionary { break }
             compressionBackoff.reset()
             mayCompress = options.compresses
-            record = try prepare(dictionary).get()
+            record = try prepare(dictionary)
             compressionDictionary.withLock { $0 = dictionary }
         }
         let written = try appendLocked(&record)
@@ -123,7 +115,8 @@ extension LogCore {
                 continue
             }
             let dictionary = try lastSegmentDictionaryLocked()
-            let recordsStart = segment.recordsStart
+            // `segment.recordsStart` from the dictionary just looked up (no second lookup).
+            let recordsStart = UInt64(FormatConstants.segmentHeaderByteCount) + (dictionary?.recordByteCount ?? 0)
             let isFull = position > recordsStart && position + recordByteCount > options.segmentByteCountMax
             // A store shared by writers may have been opened alone by an older build: its last
             // segment is of an older version, and this writer leaves it as an open alone does.
@@ -279,13 +272,7 @@ extension LogCore {
         // A close or a fail-stop while the roll made the file (lock released): nothing more is written.
         do throws(LogError) { try checkWritable() } catch { throw reporting(error) }
         let bytes = state.dictionarySamples.newest(byteCount)
-        var record = try bytes.withUnsafeBytes { buffer -> Result<PreparedRecord, LogError> in
-            do throws(LogError) {
-                return .success(try PreparedRecord(payload: buffer, type: .dictionary, compresses: self.options.compresses))
-            } catch {
-                return .failure(error)
-            }
-        }.get()
+        var record = try PreparedRecord.encoding(bytes, type: .dictionary, compresses: options.compresses)
         precondition(state.writtenEnd == segment.baseOffset, "a dictionary is its segment's first record")
         let position = UInt64(FormatConstants.segmentHeaderByteCount)
         guard position + record.recordByteCount + recordByteCount <= options.segmentByteCountMax else { return }

@@ -53,6 +53,22 @@ struct PreparedRecord {
         self.bytes = writer.bytes
     }
 
+    /// ``init(payload:type:compresses:dictionary:)`` over any collection of bytes (read in place
+    /// when it is contiguous, copied into an array once otherwise).
+    static func encoding(
+        _ payload: some Collection<UInt8>, type: RecordType, compresses: Bool, dictionary: RecordDictionary? = nil
+    ) throws(LogError) -> PreparedRecord {
+        let encode = { (buffer: UnsafeRawBufferPointer) -> Result<PreparedRecord, LogError> in
+            do throws(LogError) {
+                return .success(try PreparedRecord(payload: buffer, type: type, compresses: compresses, dictionary: dictionary))
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try (payload.withContiguousStorageIfAvailable { encode(UnsafeRawBufferPointer($0)) }
+            ?? Array(payload).withUnsafeBytes { encode($0) }).get()
+    }
+
     /// Fills in the offset, the durable end the writer knows (FORMAT.md §6.1: at or after the
     /// segment's base, at or before `offset`; a checkpoint file passes `offset` itself) and the
     /// header CRC.

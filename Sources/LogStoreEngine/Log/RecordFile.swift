@@ -128,13 +128,7 @@ public final class RecordFileWriter {
     @discardableResult
     public func append(_ payload: [UInt8], type: RecordType) throws(LogError) -> UInt64 {
         guard let file else { throw LogError(.closed, "The record file \(name) is already finished.") }
-        var record = try payload.withUnsafeBytes { buffer -> Result<PreparedRecord, LogError> in
-            do throws(LogError) {
-                return .success(try PreparedRecord(payload: buffer, type: type, compresses: compresses))
-            } catch {
-                return .failure(error)
-            }
-        }.get()
+        var record = try PreparedRecord.encoding(payload, type: type, compresses: compresses)
         let offset = position - UInt64(FormatConstants.segmentHeaderByteCount)
         // A checkpoint states no durable end of its own (its name's offset is what it proves).
         record.assign(offset: offset, durableEnd: offset)
