@@ -107,6 +107,13 @@ import Testing
         }
         let records = try readAll(recovered)
         let payloads = records.map(\.payload)
+        // Segment dictionaries are in play (FORMAT.md §6.8): with 16 KiB segments (a 2 KiB
+        // dictionary) a log of over 100 records has rolled to a segment beginning with one, so the
+        // moments this test cuts at include a roller's new segment before its dictionary, amid it,
+        // and before the records compressed against it.
+        if (seed / 3) % 2 == 1 && records.count > 100 {
+            #expect(records.contains { $0.usesDictionary }, "seed \(seed): no record compressed against a dictionary")
+        }
         #expect(Set(payloads).count == payloads.count, "seed \(seed): a record is there twice")
         #expect(acknowledgedBeforeCut.isSubset(of: Set(payloads)), "seed \(seed): lost an acknowledged append")
         var next = [Int: Int]()
