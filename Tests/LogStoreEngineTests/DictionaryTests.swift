@@ -104,6 +104,62 @@ import Testing
         try reopened.close()
     }
 
+    /// FORMAT.md §6.8: readers find a segment's dictionary with one read per segment. A scan from
+    /// the segment's start reads the dictionary record itself and keeps it: the first record
+    /// compressed against it must not send a lookup to read the same record again.
+    @Test func aScanFromTheSegmentsStartReadsItsDictionaryRecordOnce() throws {
+        var generator = SeededGenerator(seed: 21)
+        let (log, fileSystem, _) = try Self.onSimulatedDisk(dictionaryByteCountMax: 4096)
+        for number in 0..<300 { _ = try log.write(Self.savePayload(number, generator: &generator)) }
+        try log.sync()
+        let bases = log.segmentBaseOffsets
+        try log.close()
+        #expect(bases.count == 2)
+        let handle = CountingHandle(
+            try fileSystem.openFile(LogFileNames.join(storePath, LogFileNames.segment(bases[1])), mode: .readOnly))
+        defer { handle.base.close() }
+        var scanner = SegmentScanner(
+            handle: handle, baseOffset: bases[1], formatVersion: FormatConstants.formatVersion,
+            dictionary: SegmentDictionary())
+        var usingDictionary = 0
+        // Bounded by the segment: each step reads a record or ends.
+        scan: while true {
+            switch try scanner.next() {
+            case .record(let record): if record.usesDictionary { usingDictionary += 1 }
+            case .end: break scan
+            case .bad(let reason, _), .unsupported(let reason):
+                Issue.record("a bad record: \(reason)")
+                break scan
+            }
+        }
+        #expect(usingDictionary > 100)
+        #expect(handle.readsAtDictionaryPosition == 1)
+    }
+
+    /// A file handle counting the reads that start at a segment's first record.
+    final class CountingHandle: LogStoreEngine.FileHandle, @unchecked Sendable {
+        let base: any LogStoreEngine.FileHandle
+        private(set) var readsAtDictionaryPosition = 0
+        init(_ base: any LogStoreEngine.FileHandle) { self.base = base }
+        var path: String { base.path }
+        func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws(FileSystemError) -> Int {
+            if offset == UInt64(FormatConstants.segmentHeaderByteCount) { readsAtDictionaryPosition += 1 }
+            return try base.read(into: buffer, at: offset)
+        }
+        func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(FileSystemError) {
+            try base.write(bytes, at: offset)
+        }
+        func syncData() throws(FileSystemError) { try base.syncData() }
+        func sync() throws(FileSystemError) { try base.sync() }
+        func size() throws(FileSystemError) -> UInt64 { try base.size() }
+        func truncate(toByteCount byteCount: UInt64) throws(FileSystemError) { try base.truncate(toByteCount: byteCount) }
+        func tryLockExclusive() throws(FileSystemError) -> Bool { try base.tryLockExclusive() }
+        func tryLockShared() throws(FileSystemError) -> Bool { try base.tryLockShared() }
+        func unlock() throws(FileSystemError) { try base.unlock() }
+        func mapShared(byteCount: Int) throws(FileSystemError) -> SharedMapping? { try base.mapShared(byteCount: byteCount) }
+        func close() { base.close() }
+    }
+
     @Test func everySegmentARollStartsBeginsWithADictionaryAndVerifies() throws {
         var generator = SeededGenerator(seed: 12)
         let (log, directory, options) = try Self.onDisk { $0.segmentByteCountMax = 64 * 1024 }  // 8 KiB dictionaries

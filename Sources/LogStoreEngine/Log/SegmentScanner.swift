@@ -177,7 +177,28 @@ struct SegmentScanner {
             }
             return .record(decompressed.withUnsafeBytes { body(view(UnsafeRawBufferPointer(rebasing: $0[0..<count]))) })
         }
-        if case .record = result { position += header.recordByteCount }
+        if case .record = result {
+            // A scan from the segment's start reads its dictionary record itself: kept, so the
+            // first record that needs it does not read the same record again (FORMAT.md §6.8:
+            // one read per segment).
+            if decodes && heldDictionary == nil && header.type == .dictionary
+                && position == UInt64(FormatConstants.segmentHeaderByteCount)
+                && formatVersion >= FormatConstants.dictionaryVersion
+            {
+                let count = Int(header.uncompressedByteCount)
+                heldDictionary =
+                    header.isCompressed
+                    ? decompressed.withUnsafeBytes {
+                        dictionary.adopt(UnsafeRawBufferPointer(rebasing: $0[0..<count]), recordByteCount: header.recordByteCount)
+                    }
+                    : buffer.withUnsafeBytes {
+                        dictionary.adopt(
+                            UnsafeRawBufferPointer(rebasing: $0[payloadStart..<(payloadStart + count)]),
+                            recordByteCount: header.recordByteCount)
+                    }
+            }
+            position += header.recordByteCount
+        }
         return result
     }
 
@@ -233,6 +254,24 @@ final class SegmentDictionary: Sendable {
     /// A writer that just wrote the segment's dictionary as its first record.
     func set(_ dictionary: RecordDictionary) {
         state.withLock { $0 = .found(dictionary) }
+    }
+
+    /// A scanner that read the segment's first record — a valid dictionary record, `payload` —
+    /// itself: the segment's dictionary, kept unless a lookup or the writer got there first
+    /// (then that one, the same bytes). `nil` when what is known says otherwise (a damaged first
+    /// record remembered by a lookup, or the placeholder of the lookup's own scanner).
+    func adopt(_ payload: UnsafeRawBufferPointer, recordByteCount: UInt64) -> RecordDictionary? {
+        guard (1...FormatConstants.dictionaryByteCountMax).contains(payload.count) else { return nil }
+        if let known = state.withLock({ $0 }) {
+            if case .found(let dictionary) = known { return dictionary }
+            return nil
+        }
+        let made = RecordDictionary(payload, recordByteCount: recordByteCount)
+        return state.withLock { state in
+            if state == nil { state = .found(made) }
+            if case .found(let dictionary) = state { return dictionary }
+            return nil
+        }
     }
 
     /// The segment's dictionary, reading the segment's first record the first time.
