@@ -460,7 +460,7 @@ import Testing
             result[entity.name] = state.rows(of: entity.name).map {
                 DefaultSnapshot(
                     persistentIdentifier: .permanent(for: store.identifier, entityName: entity.name, primaryKey: $0.0),
-                    values: $0.1.values)
+                    values: $0.1.values.dictionary)
             }
         }
         return result

@@ -118,7 +118,7 @@ public final class ArchiveStore: DataStore, Sendable {
     /// The stored snapshot of one model, or `nil`.
     public func snapshot(for persistentIdentifier: PersistentIdentifier) throws -> DefaultSnapshot? {
         try loadState().row(persistentIdentifier).map {
-            DefaultSnapshot(persistentIdentifier: persistentIdentifier, values: $0.values)
+            DefaultSnapshot(persistentIdentifier: persistentIdentifier, values: $0.values.dictionary)
         }
     }
 
@@ -130,7 +130,7 @@ public final class ArchiveStore: DataStore, Sendable {
             result[entity.name] = state.rows(of: entity.name).map {
                 DefaultSnapshot(
                     persistentIdentifier: .permanent(for: identifier, entityName: entity.name, primaryKey: $0.0),
-                    values: $0.1.values)
+                    values: $0.1.values.dictionary)
             }
         }
         return result
@@ -235,7 +235,7 @@ public final class ArchiveStore: DataStore, Sendable {
                         persistentIdentifier: .permanent(
                             for: identifier, entityName: entityName,
                             primaryKey: primaryKey),
-                        values: row.values)
+                        values: row.values.dictionary)
                 )
             }
         }

@@ -11,6 +11,8 @@ struct CheckpointDecoder {
     private(set) var header: CheckpointHeader?
     private(set) var trailer: CheckpointTrailer?
     private var entities: [String: [UUID: FoldState.Row]] = [:]
+    /// entity id → the layout its rows are decoded into (its attributes in id order).
+    private var layouts: [UInt32: RowLayout] = [:]
     private var chunkCount: UInt64 = 0
     private var rowCount: UInt64 = 0
     private var entityCount: UInt64 = 0
@@ -99,6 +101,8 @@ struct CheckpointDecoder {
             rowCount += entryCount - (continues ? 1 : 0)
             guard decodesRows else { return }
             let names = attributes[entityID]!
+            let layout = layouts[entityID] ?? RowLayout(names: names.sorted { $0.key < $1.key }.map(\.value))
+            layouts[entityID] = layout
             // Taken out while filled, so the dictionary is not copied (it is uniquely referenced).
             var rows = entities.removeValue(forKey: entityName) ?? [:]
             defer { entities[entityName] = rows }
@@ -112,8 +116,7 @@ struct CheckpointDecoder {
                 guard valueCount <= UInt64(reader.remainingByteCount) else {
                     throw .malformed("value count \(valueCount)")
                 }
-                var values: [String: AttributeValue] = [:]
-                values.reserveCapacity(Int(valueCount))
+                var values = RowValues(layout: layout)
                 for _ in 0..<valueCount {
                     let attributeID = UInt32(truncatingIfNeeded: try reader.readVarint())
                     guard let name = names[attributeID] else {

@@ -340,8 +340,8 @@ struct TransactionRecord: Sendable, Equatable {
         }
 
         /// Applies a record's changes to `state` as they are read, without making a
-        /// ``TransactionRecord``: replay's path (no dictionary and no ``ResolvedChange`` per
-        /// change, no process identifier string). Returns the record's timestamp. It refuses
+        /// ``TransactionRecord``: replay's path (no ``ResolvedChange`` per change, values go
+        /// straight into the row, no process identifier string). Returns the record's timestamp. It refuses
         /// exactly what ``decode(_:readsProcessIdentifier:)`` refuses.
         ///
         /// A malformed record throws after the changes before the fault were applied: the caller
@@ -363,11 +363,7 @@ struct TransactionRecord: Sendable, Equatable {
                 _ throws(ByteReaderError) in
             } change: { kind, entityName, primaryKey, values throws(ByteReaderError) in
                 switch kind {
-                case .insert:
-                    var dictionary: [String: AttributeValue] = [:]
-                    dictionary.reserveCapacity(values.count)
-                    for (name, value) in values { dictionary[name] = value }
-                    state.insert(entityName: entityName, primaryKey: primaryKey, values: dictionary)
+                case .insert: state.insert(entityName: entityName, primaryKey: primaryKey, values: values)
                 case .update: state.update(entityName: entityName, primaryKey: primaryKey, values: values)
                 case .delete: state.delete(entityName: entityName, primaryKey: primaryKey)
                 }

@@ -118,7 +118,7 @@ extension FoldState {
                 persistentIdentifier: .permanent(
                     for: storeIdentifier, entityName: T.entityName,
                     primaryKey: primaryKey),
-                values: row.values)
+                values: row.values.dictionary)
         }
         return DataStoreFetchResult(
             descriptor: request.descriptor, fetchedSnapshots: snapshots,
@@ -157,7 +157,7 @@ extension FoldState {
         -> DataStoreFetchResult<T, DefaultSnapshot>
     {
         let fetched = identifiers.compactMap { identifier in
-            row(identifier).map { DefaultSnapshot(persistentIdentifier: identifier, values: $0.values) }
+            row(identifier).map { DefaultSnapshot(persistentIdentifier: identifier, values: $0.values.dictionary) }
         }
         return DataStoreFetchResult(
             descriptor: FetchDescriptor<T>(), fetchedSnapshots: fetched,
@@ -172,8 +172,8 @@ extension FoldState {
         var worklist = snapshots.flatMap { $0.values.values.flatMap(\.referencedIdentifiers) }
         while let next = worklist.popLast() {
             guard seen.insert(next).inserted, let row = row(next) else { continue }
-            related[next] = DefaultSnapshot(persistentIdentifier: next, values: row.values)
-            worklist += row.values.values.flatMap(\.referencedIdentifiers)
+            related[next] = DefaultSnapshot(persistentIdentifier: next, values: row.values.dictionary)
+            worklist += row.values.storedValues.flatMap(\.referencedIdentifiers)
         }
         return related
     }

@@ -10,7 +10,7 @@ import Foundation
 struct FoldState: Sendable {
     struct Row: Sendable, Hashable {
         var sequence: UInt64
-        var values: [String: AttributeValue]
+        var values: RowValues
     }
 
     /// entity name → rows in insertion order.
@@ -43,30 +43,59 @@ struct FoldState: Sendable {
         entities[entityName] ?? EntityRows()
     }
 
-    /// Applies one recorded change. Replay never validates: a change to a missing model (which a
-    /// correct writer never records) is applied as well as it can be and does not stop replay.
-    mutating func apply(_ change: ResolvedChange) {
+    /// Applies one recorded change, returning the model's values after it (`nil` when it has no
+    /// row then). Replay never validates: a change to a missing model (which a correct writer
+    /// never records) is applied as well as it can be and does not stop replay.
+    @discardableResult
+    mutating func apply(_ change: ResolvedChange) -> RowValues? {
         switch change {
         case .insert(let identifier, let values):
-            insert(entityName: identifier.entityName, primaryKey: identifier.primaryKey, values: values)
+            return insert(entityName: identifier.entityName, primaryKey: identifier.primaryKey) {
+                RowValues(values, layout: $0)
+            }
         case .update(let identifier, let values):
-            update(entityName: identifier.entityName, primaryKey: identifier.primaryKey, values: values)
+            return update(entityName: identifier.entityName, primaryKey: identifier.primaryKey, values: values)
         case .delete(let identifier, _):
             delete(entityName: identifier.entityName, primaryKey: identifier.primaryKey)
+            return nil
         }
     }
 
     /// A new model (an existing one with its key is replaced and moves to the end).
     mutating func insert(entityName: String, primaryKey: UUID, values: [String: AttributeValue]) {
-        entities[entityName, default: EntityRows()].append(primaryKey, Row(sequence: nextSequence, values: values))
-        nextSequence += 1
+        insert(entityName: entityName, primaryKey: primaryKey) { RowValues(values, layout: $0) }
+    }
+
+    /// A new model whose row values another state made (the published state takes the working
+    /// state's: one copy of a saved model's values, not two).
+    mutating func insert(entityName: String, primaryKey: UUID, row values: RowValues) {
+        insert(entityName: entityName, primaryKey: primaryKey) { _ in values }
+    }
+
+    /// A new model whose values are (name, value) pairs (a later value of one name wins).
+    mutating func insert<Values: Sequence<(key: String, value: AttributeValue)>>(
+        entityName: String, primaryKey: UUID, values: Values
+    ) {
+        insert(entityName: entityName, primaryKey: primaryKey) { RowValues(values, layout: $0) }
+    }
+
+    /// A new model with values made in the entity's layout: a row that needs names the layout
+    /// lacks extends it, and the entity's later rows share the extended layout.
+    @discardableResult
+    private mutating func insert(entityName: String, primaryKey: UUID, values: (RowLayout) -> RowValues)
+        -> RowValues
+    {
+        defer { nextSequence += 1 }
+        return entities[entityName, default: EntityRows()].append(primaryKey, sequence: nextSequence, values: values)
     }
 
     /// Changed values of a model (nothing if it is missing); later values of one name win. A
     /// dictionary, or a change's values as a record holds them (``TransactionRecord/Decoder/Values``).
+    /// Returns the model's values after the change (`nil` when it is missing).
+    @discardableResult
     mutating func update<Values: Sequence<(key: String, value: AttributeValue)>>(
         entityName: String, primaryKey: UUID, values: Values
-    ) {
+    ) -> RowValues? {
         entities[entityName]?.update(primaryKey) { row in
             for (name, value) in values { row.values[name] = value }
         }
@@ -124,6 +153,9 @@ struct FoldState: Sendable {
 /// (``scan(_:)``) reads each row in place, where unwrapping an optional slot copied it out, a
 /// retain and a release of its values per row.
 struct EntityRows: Sendable, Sequence, Equatable {
+    /// The layout new rows are made in (``RowValues``): the last row's, so rows made while
+    /// nothing changes share one.
+    private(set) var layout = RowLayout.empty
     private var keys: [UUID] = []
     private var rows: [FoldState.Row] = []
     private var isLive: [Bool] = []
@@ -145,24 +177,46 @@ struct EntityRows: Sendable, Sequence, Equatable {
         index[primaryKey].map { rows[$0] }
     }
 
-    /// Adds a row at the end (a row with the same key is removed first, so it moves to the end).
-    mutating func append(_ primaryKey: UUID, _ row: FoldState.Row) {
-        remove(primaryKey)
-        index[primaryKey] = rows.count
+    /// Adds a row at the end (a row with the same key is removed first, so it moves to the end),
+    /// its values made in the entity's layout; the row's layout becomes the entity's.
+    @discardableResult
+    mutating func append(_ primaryKey: UUID, sequence: UInt64, values: (RowLayout) -> RowValues) -> RowValues {
+        let values = values(layout)
+        layout = values.layout
+        let position = rows.count
         keys.append(primaryKey)
-        rows.append(row)
+        rows.append(FoldState.Row(sequence: sequence, values: values))
         isLive.append(true)
+        // One lookup of the key: a replaced row's slot becomes a hole after the new one is in.
+        if let replaced = index.updateValue(position, forKey: primaryKey) {
+            assert(isLive[replaced] && keys[replaced] == primaryKey, "the index named a hole or another row")
+            makeHole(at: replaced)
+        }
+        return values
     }
 
-    mutating func update(_ primaryKey: UUID, _ body: (inout FoldState.Row) -> Void) {
-        guard let position = index[primaryKey] else { return }
+    /// Adds a row as it is (its own layout); ``append(_:sequence:values:)`` shares the entity's.
+    mutating func append(_ primaryKey: UUID, _ row: FoldState.Row) {
+        append(primaryKey, sequence: row.sequence) { _ in row.values }
+    }
+
+    /// Changes the row of `primaryKey` in place, returning its values after (`nil`: no such row).
+    @discardableResult
+    mutating func update(_ primaryKey: UUID, _ body: (inout FoldState.Row) -> Void) -> RowValues? {
+        guard let position = index[primaryKey] else { return nil }
         body(&rows[position])
+        return rows[position].values
     }
 
     mutating func remove(_ primaryKey: UUID) {
         guard let position = index.removeValue(forKey: primaryKey) else { return }
         assert(isLive[position] && keys[position] == primaryKey, "the index names a hole or another row")
-        rows[position] = FoldState.Row(sequence: 0, values: [:])
+        makeHole(at: position)
+    }
+
+    /// Empties the slot of a row the index no longer names (compacting once holes outnumber rows).
+    private mutating func makeHole(at position: Int) {
+        rows[position] = FoldState.Row(sequence: 0, values: RowValues())
         isLive[position] = false
         let holes = rows.count - index.count
         if holes > 1024 && holes > index.count { compact() }

@@ -17,21 +17,28 @@ import Foundation
 /// are recognised, a superset the context filters.
 enum PredicatePushDown {
     /// A compiled expression: the value of the expression for a row's values.
-    typealias Evaluation = (_ row: [String: AttributeValue], _ bindings: Bindings) -> AttributeValue
+    typealias Evaluation = (_ row: RowValues, _ bindings: Bindings) -> AttributeValue
 
-    /// Values bound by `flatMap` variables while one row is evaluated.
+    /// Values bound by `flatMap` variables while one row is evaluated, and each attribute read's
+    /// position in the last row layout it saw (a scan's rows mostly share one): one matcher's,
+    /// used by one thread.
     final class Bindings {
         var values: [AttributeValue]
-        init(count: Int) { values = Array(repeating: .null, count: count) }
+        var reads: [RowValues.PositionCache]
+        init(count: Int, readCount: Int = 0) {
+            values = Array(repeating: .null, count: count)
+            reads = Array(repeating: RowValues.PositionCache(), count: readCount)
+        }
     }
 
     /// A compiled predicate: `matches(values)` for a row.
     struct Filter {
         let evaluation: Evaluation
         let bindingCount: Int
+        let readCount: Int
 
-        func makeMatcher() -> ([String: AttributeValue]) -> Bool {
-            let bindings = Bindings(count: bindingCount)
+        func makeMatcher() -> (RowValues) -> Bool {
+            let bindings = Bindings(count: bindingCount, readCount: readCount)
             return { row in
                 if case .bool(true) = evaluation(row, bindings) { return true }
                 return false
@@ -43,7 +50,7 @@ enum PredicatePushDown {
     static func compile<T: PersistentModel>(_ predicate: Predicate<T>) -> Filter? {
         let compiler = Compiler(modelVariable: predicate.variable.key, attributes: AttributeTable(T.self))
         guard let evaluation = compiler.compile(predicate.expression) else { return nil }
-        return Filter(evaluation: evaluation, bindingCount: compiler.slots.count)
+        return Filter(evaluation: evaluation, bindingCount: compiler.slots.count, readCount: compiler.readCount)
     }
 
     /// A filter from the top-level `&&` terms of `predicate` that are recognised (all of them
@@ -67,7 +74,7 @@ enum PredicatePushDown {
                     guard case .bool(true) = term(row, bindings) else { return .bool(false) }
                 }
                 return .bool(true)
-            }, bindingCount: compiler.slots.count)
+            }, bindingCount: compiler.slots.count, readCount: compiler.readCount)
     }
 
     /// Attribute properties of a model by key path, with the value a fetched instance has when its
@@ -102,10 +109,18 @@ enum PredicatePushDown {
         /// flatMap variables bound to a related model's reference (usable only for its
         /// `persistentModelID`, never as a value).
         var referenceSlots: [PredicateExpressions.VariableID: Int] = [:]
+        /// Attribute reads compiled so far: each has a position cache in ``Bindings/reads``.
+        private(set) var readCount = 0
 
         init(modelVariable: PredicateExpressions.VariableID, attributes: AttributeTable) {
             self.modelVariable = modelVariable
             self.attributes = attributes
+        }
+
+        /// A position cache for one more attribute read.
+        func newRead() -> Int {
+            defer { readCount += 1 }
+            return readCount
         }
 
         func compile(_ expression: Any) -> Evaluation? {
@@ -139,13 +154,13 @@ enum PredicatePushDown {
     /// trip's stored reference with one identifier. `nil` when neither side is a constant.
     static func identifierMatch(
         _ lhs: @escaping Evaluation, _ lhsExpression: Any, _ rhs: @escaping Evaluation, _ rhsExpression: Any
-    ) -> ((_ row: [String: AttributeValue], _ bindings: Bindings) -> Bool)? {
+    ) -> ((_ row: RowValues, _ bindings: Bindings) -> Bool)? {
         let constant: AttributeValue
         let side: Evaluation
         if rhsExpression is any ConstantExpression {
-            (constant, side) = (rhs([:], Bindings(count: 0)), lhs)
+            (constant, side) = (rhs(RowValues(), Bindings(count: 0)), lhs)
         } else if lhsExpression is any ConstantExpression {
-            (constant, side) = (lhs([:], Bindings(count: 0)), rhs)
+            (constant, side) = (lhs(RowValues(), Bindings(count: 0)), rhs)
         } else {
             return nil
         }
@@ -239,7 +254,8 @@ extension PredicateExpressions.KeyPath: PushDownExpression {
             variable.key == compiler.modelVariable,
             let (name, missing) = compiler.attributes.byKeyPath[keyPath as AnyKeyPath]
         else { return nil }
-        return { row, _ in row[name] ?? missing }
+        let read = compiler.newRead()
+        return { row, bindings in row.value(of: name, cache: &bindings.reads[read]) ?? missing }
     }
 }
 
@@ -255,7 +271,8 @@ extension PredicatePushDown.Compiler {
             keyPath.rootVariableKey == modelVariable,
             let name = attributes.toOneByKeyPath[keyPath.anyKeyPath]
         else { return nil }
-        return { row, _ in row[name] ?? .null }
+        let read = newRead()
+        return { row, bindings in row.value(of: name, cache: &bindings.reads[read]) ?? .null }
     }
 }
 

@@ -118,9 +118,10 @@ struct SaveResolver {
                 insertedValues[permanent]!.mapValues { $0.mapReferences(remap) },
                 of: permanent, inserted: insertedValues)
             if upserts.contains(permanent) {
-                let changed = changedValues(values, current: state.row(permanent)?.values ?? [:])
+                let current = state.row(permanent)?.values ?? RowValues()
+                let changed = changedValues(values, current: current)
                 if !changed.isEmpty { resolution.changes.append(.update(permanent, changed)) }
-                resolution.reregister[permanent] = (state.row(permanent)?.values ?? [:]).merging(changed) { $1 }
+                resolution.reregister[permanent] = current.merging(changed).dictionary
             } else {
                 resolution.changes.append(.insert(permanent, values))
                 if dropsDeleted(insertedValues[permanent]!) { resolution.reregister[permanent] = values }
@@ -145,10 +146,10 @@ struct SaveResolver {
             values = try checkedReferences(
                 values.mapValues { $0.mapReferences(remap) }, of: identifier, inserted: insertedValues)
             let changed = changedValues(values, current: current)
-            if droppedReferences { resolution.reregister[identifier] = current.merging(changed) { $1 } }
+            if droppedReferences { resolution.reregister[identifier] = current.merging(changed).dictionary }
             guard !changed.isEmpty else { continue }
             try checkUnique(
-                identifier, values: current.merging(changed) { $1 }, claimed: &keysOfThisSave, deleted: deleted)
+                identifier, values: current.merging(changed), claimed: &keysOfThisSave, deleted: deleted)
             resolution.changes.append(.update(identifier, changed))
         }
         resolution.changes += try deleteChanges(deleted, inserted: insertedValues, resolution: &resolution)
@@ -160,7 +161,9 @@ struct SaveResolver {
     private func finalizeReregistered(_ resolution: inout Resolution) {
         guard !resolution.reregister.isEmpty else { return }
         var final: [PersistentIdentifier: [String: AttributeValue]] = [:]
-        for identifier in resolution.reregister.keys { final[identifier] = state.row(identifier)?.values ?? [:] }
+        for identifier in resolution.reregister.keys {
+            final[identifier] = state.row(identifier)?.values.dictionary ?? [:]
+        }
         for change in resolution.changes where final[change.identifier] != nil {
             switch change {
             case .insert(let identifier, let values): final[identifier] = values
@@ -217,7 +220,15 @@ struct SaveResolver {
                 let identifier = PersistentIdentifier.permanent(
                     for: storeIdentifier, entityName: entity.name, primaryKey: primaryKey)
                 guard !deleted.contains(identifier), inserted[identifier] == nil else { continue }
-                var current = resolution.reregister[identifier] ?? row.values
+                // Most rows point at no deleted model: checked on the row, with no dictionary made.
+                let reregistered = resolution.reregister[identifier]
+                guard
+                    pointing.contains(where: { relationship in
+                        let value = (reregistered.map { $0[relationship.name] } ?? row.values[relationship.name]) ?? .null
+                        return value.referencedIdentifiers.contains(where: deleted.contains)
+                    })
+                else { continue }
+                var current = reregistered ?? row.values.dictionary
                 for relationship in pointing {
                     let value = current[relationship.name] ?? .null
                     guard value.referencedIdentifiers.contains(where: deleted.contains) else { continue }
@@ -225,12 +236,12 @@ struct SaveResolver {
                     changes.append(.update(identifier, [relationship.name: nullified]))
                     current[relationship.name] = nullified
                 }
-                if current != row.values { resolution.reregister[identifier] = current }
+                resolution.reregister[identifier] = current
             }
         }
         for identifier in deleted.sorted() {
             let entity = schema.entity(named: identifier.entityName)!
-            let values = state.row(identifier)?.values ?? [:]
+            let values = state.row(identifier)?.values ?? RowValues()
             var tombstone: [String: AttributeValue] = [:]
             for property in entity.properties where property.options.contains(.preserveValueOnDeletion) {
                 tombstone[property.name] = values[property.name] ?? .null
@@ -290,7 +301,7 @@ struct SaveResolver {
     }
 
     private func checkUnique(
-        _ identifier: PersistentIdentifier, values: [String: AttributeValue],
+        _ identifier: PersistentIdentifier, values: some AttributeValuesByName,
         claimed: inout [String: [UniqueIndex.Key: PersistentIdentifier]],
         deleted: Set<PersistentIdentifier>
     ) throws(LogStoreError) {
@@ -307,9 +318,7 @@ struct SaveResolver {
         }
     }
 
-    private func changedValues(_ values: [String: AttributeValue], current: [String: AttributeValue]) -> [String:
-        AttributeValue]
-    {
+    private func changedValues(_ values: [String: AttributeValue], current: RowValues) -> [String: AttributeValue] {
         values.filter { current[$0.key] != $0.value }
     }
 }

@@ -136,13 +136,16 @@ struct UniqueIndex: Sendable {
         self.constraints = constraints
     }
 
-    func keys(entity: String, values: [String: AttributeValue]) -> [Key] {
+    func keys(entity: String, values: some AttributeValuesByName) -> [Key] {
         (constraints[entity] ?? []).enumerated().compactMap { index, constraint in
             let keyValues = constraint.map { values[$0] ?? .null }
             return keyValues.contains(where: \.isNull)
                 ? nil : Key(constraintIndex: index, values: keyValues, digest: digest(keyValues))
         }
     }
+
+    /// Whether `entity` has uniqueness constraints (models of others are never filed).
+    func constrains(_ entity: String) -> Bool { constraints[entity] != nil }
 
     /// The property names of the constraint a key of `entity` is for.
     func constraint(of key: Key, entity: String) -> [String] {
@@ -177,7 +180,7 @@ struct UniqueIndex: Sendable {
 
     /// Updates the index for a model whose values went from `old` to `new` (nil: absent).
     mutating func replace(
-        _ identifier: PersistentIdentifier, old: [String: AttributeValue]?, new: [String: AttributeValue]?
+        _ identifier: PersistentIdentifier, old: RowValues?, new: RowValues?
     ) {
         let entity = identifier.entityName
         guard constraints[entity] != nil else { return }

@@ -40,7 +40,7 @@ extension LogStore {
         try? followOtherProcess()
         refreshAfterLogFailure()
         return inner.withLock { $0.published.row(persistentIdentifier) }.map {
-            DefaultSnapshot(persistentIdentifier: persistentIdentifier, values: $0.values)
+            DefaultSnapshot(persistentIdentifier: persistentIdentifier, values: $0.values.dictionary)
         }
     }
 
@@ -58,7 +58,7 @@ extension LogStore {
             result[entity.name] = state.rows(of: entity.name).map {
                 DefaultSnapshot(
                     persistentIdentifier: .permanent(for: identifier, entityName: entity.name, primaryKey: $0.0),
-                    values: $0.1.values)
+                    values: $0.1.values.dictionary)
             }
         }
         return result

@@ -142,13 +142,7 @@ extension LogStore {
         func apply(
             _ inner: inout Inner, position: LogPosition, changes: [ResolvedChange], timestamp: Int64
         ) {
-            for change in changes {
-                let old = inner.working.row(change.identifier)?.values
-                inner.working.apply(change)
-                inner.uniqueIndex.replace(
-                    change.identifier, old: old, new: inner.working.row(change.identifier)?.values)
-            }
-            inner.pending.append((position, changes))
+            inner.foldWritten(changes, at: position)
             inner.workingEnd = position.endOffset
             inner.lastTimestampMicroseconds = timestamp
         }
@@ -244,14 +238,44 @@ extension LogStore {
             inner.mirror?.publishedVisibleEnd.store(min(visibleEnd, inner.workingEnd), ordering: .releasing)
         }
         var published = 0
-        for (position, changes) in inner.pending {
+        for (position, changes, insertedRows) in inner.pending {
             guard position.endOffset <= visibleEnd else { break }
-            for change in changes { inner.published.apply(change) }
+            var rows = insertedRows.makeIterator()
+            for change in changes {
+                if case .insert(let identifier, _) = change {
+                    let row = rows.next()!
+                    inner.published.insert(
+                        entityName: identifier.entityName, primaryKey: identifier.primaryKey, row: row)
+                } else {
+                    inner.published.apply(change)
+                }
+            }
+            assert(rows.next() == nil, "a pending record kept more inserted rows than it has inserts")
             inner.publishedToken = DefaultHistoryToken(
                 storeIdentifier: log.storeID, offset: position.offset,
                 check: position.payloadCRC)
             published += 1
         }
         inner.pending.removeFirst(published)
+    }
+}
+
+extension LogStore.Inner {
+    /// The working state and the unique index take a written record's changes (this process's
+    /// save or another's it caught up with), and the record joins the pending list with the rows
+    /// its inserts made, so the published state later takes the same rows rather than making a
+    /// second copy of each new model's values.
+    mutating func foldWritten(_ changes: [ResolvedChange], at position: LogPosition) {
+        var insertedRows: [RowValues] = []
+        for change in changes {
+            let old = uniqueIndex.constrains(change.identifier.entityName) ? working.row(change.identifier)?.values : nil
+            let new = working.apply(change)
+            uniqueIndex.replace(change.identifier, old: old, new: new)
+            if case .insert = change {
+                guard let new else { preconditionFailure("an insert left no row for \(change.identifier)") }
+                insertedRows.append(new)
+            }
+        }
+        pending.append((position, changes, insertedRows))
     }
 }

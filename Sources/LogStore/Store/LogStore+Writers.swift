@@ -29,13 +29,7 @@ extension LogStore {
                     do { transaction = try decoder.decode(record.payload, readsProcessIdentifier: false) } catch {
                         throw LogStoreError.corruptRecord(offset: record.offset, reason: "transaction record: \(error)")
                     }
-                    for change in transaction.changes {
-                        let old = inner.working.row(change.identifier)?.values
-                        inner.working.apply(change)
-                        inner.uniqueIndex.replace(
-                            change.identifier, old: old, new: inner.working.row(change.identifier)?.values)
-                    }
-                    inner.pending.append((LogPosition(of: record), transaction.changes))
+                    inner.foldWritten(transaction.changes, at: LogPosition(of: record))
                     inner.lastTimestampMicroseconds = max(
                         inner.lastTimestampMicroseconds, transaction.timestampMicroseconds)
                 case .schema:

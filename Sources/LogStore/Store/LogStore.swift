@@ -84,8 +84,9 @@ public final class LogStore: DataStore, @unchecked Sendable {
         /// Saves up to the log's visible end: what fetches see.
         var published: FoldState
         var uniqueIndex: UniqueIndex
-        /// Written saves not yet published, in log order.
-        var pending: [(position: LogPosition, changes: [ResolvedChange])] = []
+        /// Written saves not yet published, in log order, with the rows their inserts made in
+        /// `working` (``foldWritten(_:at:)``), which `published` takes as they are.
+        var pending: [(position: LogPosition, changes: [ResolvedChange], insertedRows: [RowValues])] = []
         /// The token of the newest published transaction.
         var publishedToken: DefaultHistoryToken?
         /// Whether the state was folded again after the log failed (see `refreshAfterLogFailure`).

@@ -86,7 +86,7 @@ struct StoreReader {
                         persistentIdentifier: .permanent(
                             for: storeIdentifier, entityName: entity.name,
                             primaryKey: primaryKey),
-                        values: row.values)
+                        values: row.values.dictionary)
                 })
         }
         return StoreState(

@@ -1,0 +1,215 @@
+import Synchronization
+
+/// Values by attribute name: a stored row's (``RowValues``) or a snapshot's dictionary.
+protocol AttributeValuesByName {
+    subscript(name: String) -> AttributeValue? { get }
+}
+
+extension Dictionary: AttributeValuesByName where Key == String, Value == AttributeValue {}
+
+/// The attribute names of rows stored positionally, in position order: one layout is shared by the
+/// rows of an entity, so a row keeps only its values (``RowValues``).
+///
+/// Immutable; a row given a value under a name its layout lacks moves to ``extended(with:)``, a
+/// layout with that name appended, which is made once per layout and name and then shared (a
+/// migration renaming an attribute of a million rows makes one new layout, not a million).
+final class RowLayout: Sendable {
+    /// The names, in position order.
+    let names: [String]
+    private let positions: [String: Int]
+    private let extensions = Mutex<[String: RowLayout]>([:])
+
+    /// A layout of these names, in this order. Names must be distinct.
+    init(names: [String]) {
+        var positions: [String: Int] = [:]
+        positions.reserveCapacity(names.count)
+        for (position, name) in names.enumerated() {
+            let previous = positions.updateValue(position, forKey: name)
+            precondition(previous == nil, "a row layout names \(name) twice")
+        }
+        self.names = names
+        self.positions = positions
+    }
+
+    /// The layout of no names (a deleted row's hole; a row about to be filled).
+    static let empty = RowLayout(names: [])
+
+    var count: Int { names.count }
+
+    /// The position of `name`, or `nil` when the layout lacks it.
+    @inline(__always)
+    func position(of name: String) -> Int? { positions[name] }
+
+    /// This layout with `name` appended (the same object for the same name every time).
+    func extended(with name: String) -> RowLayout {
+        assert(positions[name] == nil, "\(name) is already in the layout")
+        return extensions.withLock { extensions in
+            if let known = extensions[name] { return known }
+            let layout = RowLayout(names: names + [name])
+            extensions[name] = layout
+            return layout
+        }
+    }
+}
+
+/// A stored model's values by attribute name, kept by position in a shared ``RowLayout``: an
+/// array of optional values (a name without a value holds `nil`) and a reference to the layout.
+///
+/// It reads like the `[String: AttributeValue]` it replaces — a subscript by name, a sequence of
+/// (name, value) pairs, `count` of the names that have a value, equality and hashing that ignore
+/// the layout — at about half the memory: a dictionary of a Trip's six values took 410 bytes (keys,
+/// values and a hash table per row), the array takes 176 (docs/DECISIONS.md D9).
+struct RowValues: Sendable, Hashable, Sequence, AttributeValuesByName, ExpressibleByDictionaryLiteral {
+    private(set) var layout: RowLayout
+    private var slots: [AttributeValue?]
+
+    /// No values, in `layout` (every slot empty).
+    init(layout: RowLayout = .empty) {
+        self.layout = layout
+        self.slots = Array(repeating: nil, count: layout.count)
+    }
+
+    /// The values of `pairs` (a later value of one name wins), in `layout` or a layout extended
+    /// from it by the names it lacks.
+    init<Pairs: Sequence<(key: String, value: AttributeValue)>>(_ pairs: Pairs, layout: RowLayout) {
+        var layout = layout
+        var slots = [AttributeValue?](repeating: nil, count: layout.count)
+        for (name, value) in pairs {
+            if let position = layout.position(of: name) {
+                slots[position] = value
+            } else {
+                layout = layout.extended(with: name)
+                slots.append(value)
+            }
+        }
+        self.layout = layout
+        self.slots = slots
+    }
+
+    /// The values of a dictionary, in `layout` or a layout extended from it.
+    init(_ dictionary: [String: AttributeValue], layout: RowLayout) {
+        self.init(dictionary.lazy.map { (key: $0.key, value: $0.value) }, layout: layout)
+    }
+
+    /// These values in a layout of their names (tests and one-off rows).
+    init(dictionaryLiteral elements: (String, AttributeValue)...) {
+        self.init(elements.lazy.map { (key: $0.0, value: $0.1) }, layout: .empty)
+    }
+
+    /// The value stored under `name`, or `nil`. Setting `nil` removes it.
+    subscript(name: String) -> AttributeValue? {
+        get {
+            guard let position = layout.position(of: name) else { return nil }
+            return slots[position]
+        }
+        set {
+            if let position = layout.position(of: name) {
+                slots[position] = newValue
+            } else if let newValue {
+                layout = layout.extended(with: name)
+                slots.append(newValue)
+                assert(slots.count == layout.count, "a row has \(slots.count) slots for \(layout.count) names")
+            }
+        }
+    }
+
+    /// Sets the value of `name`, returning the value it replaces.
+    @discardableResult
+    mutating func updateValue(_ value: AttributeValue, forKey name: String) -> AttributeValue? {
+        let previous = self[name]
+        self[name] = value
+        return previous
+    }
+
+    /// These values with `changes` applied (a change's value replaces the stored one).
+    func merging(_ changes: [String: AttributeValue]) -> RowValues {
+        var merged = self
+        for (name, value) in changes { merged[name] = value }
+        return merged
+    }
+
+    /// Where one name was in the last layout a reader saw.
+    struct PositionCache {
+        fileprivate var layout: RowLayout?
+        fileprivate var position: Int?
+    }
+
+    /// The value of `name`, looked up in the layout only when the layout differs from the one
+    /// `cache` saw last (a predicate's scan reads the same names from rows sharing one layout).
+    @inline(__always)
+    func value(of name: String, cache: inout PositionCache) -> AttributeValue? {
+        if cache.layout !== layout {
+            cache.layout = layout
+            cache.position = layout.position(of: name)
+        }
+        guard let position = cache.position else { return nil }
+        return slots[position]
+    }
+
+    /// Removes the value of `name`, returning it.
+    @discardableResult
+    mutating func removeValue(forKey name: String) -> AttributeValue? {
+        guard let position = layout.position(of: name) else { return nil }
+        defer { slots[position] = nil }
+        return slots[position]
+    }
+
+    /// The number of names with a value.
+    var count: Int { slots.reduce(0) { $0 + ($1 == nil ? 0 : 1) } }
+
+    var isEmpty: Bool { !slots.contains { $0 != nil } }
+
+    /// The values as a dictionary (what snapshots and history hand to users).
+    var dictionary: [String: AttributeValue] {
+        var dictionary: [String: AttributeValue] = [:]
+        dictionary.reserveCapacity(slots.count)
+        for (name, value) in self { dictionary[name] = value }
+        return dictionary
+    }
+
+    /// The values, without names (for scans that need no names: references).
+    var storedValues: some Sequence<AttributeValue> { slots.lazy.compactMap { $0 } }
+
+    struct Iterator: IteratorProtocol {
+        fileprivate let names: [String]
+        fileprivate let slots: [AttributeValue?]
+        fileprivate var position = 0
+
+        mutating func next() -> (key: String, value: AttributeValue)? {
+            while position < slots.count {
+                defer { position += 1 }
+                if let value = slots[position] { return (names[position], value) }
+            }
+            return nil
+        }
+    }
+
+    /// The (name, value) pairs of the names with a value, in layout order.
+    func makeIterator() -> Iterator { Iterator(names: layout.names, slots: slots) }
+
+    var underestimatedCount: Int { 0 }
+
+    /// Equal when the same names have the same values, whatever the layouts.
+    static func == (left: RowValues, right: RowValues) -> Bool {
+        if left.layout === right.layout { return left.slots == right.slots }
+        guard left.count == right.count else { return false }
+        for (name, value) in left where right[name] != value { return false }
+        return true
+    }
+
+    /// Hashes the (name, value) pairs in no particular order (as a dictionary does), so equal
+    /// values in different layouts hash alike.
+    func hash(into hasher: inout Hasher) {
+        var combined = 0
+        var count = 0
+        for (name, value) in self {
+            var pair = Hasher()
+            pair.combine(name)
+            pair.combine(value)
+            combined ^= pair.finalize()
+            count += 1
+        }
+        hasher.combine(count)
+        hasher.combine(combined)
+    }
+}

@@ -1,0 +1,143 @@
+import Foundation
+import LogStoreTestSupport
+import SampleTrips
+import Testing
+
+@testable import LogStore
+
+/// `RowValues` (a stored model's values by position in a shared `RowLayout`) against the
+/// dictionary it replaces: after every random operation, in rows that start from different layouts,
+/// every answer — lookups, count, iteration, `dictionary`, `==` and hashing across layouts —
+/// agrees with a `[String: AttributeValue]` given the same operations.
+@Suite struct RowValuesTests {
+    static let names = ["a", "b", "c", "d", "e", "f"]
+
+    static func value(_ random: inout SeededGenerator) -> AttributeValue {
+        switch random.next() % 5 {
+        case 0: .null
+        case 1: .int(Int64(random.next() % 4))
+        case 2: .string(["x", "y", "e\u{301}", "é"][Int(random.next() % 4)])
+        case 3: .bool(random.nextBool())
+        default: .array([.int(Int64(random.next() % 2))])
+        }
+    }
+
+    static func expectAgree(_ row: RowValues, _ reference: [String: AttributeValue], _ step: String) {
+        for name in names + ["absent"] {
+            #expect(row[name] == reference[name], "\(name) at \(step)")
+        }
+        #expect(row.count == reference.count, "count at \(step)")
+        #expect(row.isEmpty == reference.isEmpty, "isEmpty at \(step)")
+        #expect(row.dictionary == reference, "dictionary at \(step)")
+        let pairs = Array(row)
+        #expect(Set(pairs.map(\.key)).count == pairs.count, "a name iterated twice at \(step)")
+        #expect(Dictionary(uniqueKeysWithValues: pairs.map { ($0.key, $0.value) }) == reference, "pairs at \(step)")
+        // The same values in another layout (reversed names, plus one no row uses) are equal and
+        // hash alike; one value more or different is not equal.
+        let other = RowValues(reference, layout: RowLayout(names: names.reversed() + ["unused"]))
+        #expect(other.layout !== row.layout)
+        #expect(row == other && other == row, "== across layouts at \(step)")
+        #expect(row.hashValue == other.hashValue, "hash across layouts at \(step)")
+        var changed = reference
+        changed["a"] = changed["a"] == .int(99) ? .int(98) : .int(99)
+        #expect(row != RowValues(changed, layout: row.layout), "!= at \(step)")
+    }
+
+    @Test(arguments: 0..<8)
+    func randomOperationsAgreeWithADictionary(seed: UInt64) {
+        var random = SeededGenerator(seed: 0x726F_7773 &+ seed)
+        // From the empty layout, a layout of some names, or of all of them in another order.
+        let layouts = [
+            RowLayout.empty, RowLayout(names: ["c", "a"]), RowLayout(names: Self.names.shuffled(using: &random)),
+        ]
+        var row = RowValues(layout: layouts[Int(seed) % layouts.count])
+        var reference: [String: AttributeValue] = [:]
+        for step in 0..<300 {
+            let name = Self.names[Int(random.next() % UInt64(Self.names.count))]
+            switch random.next() % 5 {
+            case 0, 1:
+                let value = Self.value(&random)
+                row[name] = value
+                reference[name] = value
+            case 2:
+                row[name] = nil
+                reference[name] = nil
+            case 3:
+                #expect(row.removeValue(forKey: name) == reference.removeValue(forKey: name), "removed at \(step)")
+            default:
+                let value = Self.value(&random)
+                #expect(row.updateValue(value, forKey: name) == reference.updateValue(value, forKey: name))
+            }
+            Self.expectAgree(row, reference, "step \(step) of seed \(seed)")
+            if step % 50 == 0 {
+                var changes = ["f": AttributeValue.int(7)]
+                changes[name] = Self.value(&random)
+                #expect(row.merging(changes).dictionary == reference.merging(changes) { $1 })
+            }
+        }
+    }
+
+    /// A null value is a value: it counts, iterates and differs from no value (a dictionary's
+    /// `["a": .null]` is not `[:]`), as a migration's fill relies on.
+    @Test func aNullValueIsNotAMissingOne() {
+        let withNull: RowValues = ["a": .null]
+        let without = RowValues(layout: RowLayout(names: ["a"]))
+        #expect(withNull["a"] == .null)
+        #expect(without["a"] == nil)
+        #expect(withNull.count == 1 && without.count == 0)
+        #expect(withNull != without)
+        #expect(withNull.dictionary == ["a": .null])
+    }
+
+    /// Extending a layout by a name gives the same layout each time, so a rename over many rows
+    /// makes one new layout; rows inserted for an entity share its layout, and a row needing a
+    /// new name moves the entity to the extended layout for the rows after it.
+    @Test func layoutsAreSharedAndExtendedOnce() {
+        let base = RowLayout(names: ["a", "b"])
+        #expect(base.extended(with: "c") === base.extended(with: "c"))
+        #expect(base.extended(with: "c").names == ["a", "b", "c"])
+
+        var state = FoldState()
+        let key = { (number: UInt8) in UUID(uuid: (number, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)) }
+        state.insert(entityName: "T", primaryKey: key(1), values: ["a": .int(1), "b": .int(2)])
+        state.insert(entityName: "T", primaryKey: key(2), values: ["b": .int(3), "a": .int(4)])
+        let first = state.row(entity: "T", primaryKey: key(1))!.values.layout
+        #expect(state.row(entity: "T", primaryKey: key(2))!.values.layout === first)
+        state.insert(entityName: "T", primaryKey: key(3), values: ["a": .int(5), "c": .int(6)])
+        let extended = state.row(entity: "T", primaryKey: key(3))!.values.layout
+        #expect(extended === first.extended(with: "c"))
+        state.insert(entityName: "T", primaryKey: key(4), values: ["a": .int(7)])
+        #expect(state.row(entity: "T", primaryKey: key(4))!.values.layout === extended)
+        #expect(state.row(entity: "T", primaryKey: key(4))!.values.dictionary == ["a": .int(7)])
+
+        // A rename over every row: one layout for all of them.
+        state.apply([.renameAttribute(entity: "T", entityID: 0, attributeID: 0, from: "a", to: "z")])
+        let renamed = Set(state.rows(of: "T").map { ObjectIdentifier($0.1.values.layout) })
+        #expect(renamed.count == 2, "\(renamed.count) layouts after a rename of 4 rows in 2 layouts")
+        #expect(state.rows(of: "T").allSatisfy { $0.1.values["a"] == nil && $0.1.values["z"] != nil })
+    }
+
+    /// A compiled predicate reads an attribute's position once per layout and keeps it while the
+    /// rows share one: rows in alternating layouts — including one that lacks the attribute —
+    /// are matched exactly as their values say.
+    @Test func aPredicateReadsRowsOfDifferentLayoutsCorrectly() throws {
+        let filter = try #require(
+            PredicatePushDown.compile(#Predicate<SampleTrips.Trip> { $0.name == "x" || $0.destination == "y" }))
+        let match = filter.makeMatcher()
+        let layouts = [
+            RowLayout(names: ["name", "destination"]), RowLayout(names: ["destination", "name"]),
+            RowLayout(names: ["destination"]), RowLayout(names: ["startDate", "name", "destination"]),
+        ]
+        var random = SeededGenerator(seed: 42)
+        for step in 0..<400 {
+            let layout = layouts[Int(random.next() % 4)]
+            var values: [String: AttributeValue] = [:]
+            if layout.position(of: "name") != nil { values["name"] = .string(random.nextBool() ? "x" : "n") }
+            values["destination"] = .string(random.nextBool() ? "y" : "d")
+            let expected = values["name"] == .string("x") || values["destination"] == .string("y")
+            let row = RowValues(values, layout: layout)
+            #expect(row.layout === layout)
+            #expect(match(row) == expected, "step \(step): \(values) in \(layout.names)")
+        }
+    }
+}
