@@ -117,6 +117,33 @@ import Testing
         #expect(state.rows(of: "T").allSatisfy { $0.1.values["a"] == nil && $0.1.values["z"] != nil })
     }
 
+    /// Names a layout lacks are added in name order, whatever order the values come in: rows of
+    /// dictionaries with the same keys (each dictionary iterates in an order of its own) reach one
+    /// layout, and the empty layout every new state starts from caches nothing (found by review:
+    /// layouts piled up under it, one chain per dictionary order).
+    @Test func rowsNeedingTheSameNamesReachOneLayoutWhateverTheirOrder() {
+        let names = (0..<8).map { "attribute\($0)" }
+        let base = RowLayout(names: ["kept"])
+        var layouts = Set<ObjectIdentifier>()
+        var emptyStarts = Set<[String]>()
+        var random = SeededGenerator(seed: 7)
+        for round in 0..<50 {
+            var values: [String: AttributeValue] = [:]
+            for name in names.shuffled(using: &random) { values[name] = .int(Int64(round)) }
+            let row = RowValues(values, layout: base)
+            layouts.insert(ObjectIdentifier(row.layout))
+            #expect(row.layout.names == ["kept"] + names.sorted())
+            emptyStarts.insert(RowValues(values, layout: .empty).layout.names)
+            // An update bringing two new names: the same layout for every row too.
+            var updated = RowValues(["kept": .int(1)], layout: base)
+            updated.assign([(key: "z2", value: .int(2)), (key: "z1", value: .int(1))].shuffled(using: &random))
+            #expect(updated.layout === base.extended(with: "z1").extended(with: "z2"))
+        }
+        #expect(layouts.count == 1, "\(layouts.count) layouts for one set of names")
+        #expect(emptyStarts == [names.sorted()])
+        #expect(RowLayout.empty.extended(with: "a") !== RowLayout.empty.extended(with: "a"))
+    }
+
     /// A compiled predicate reads an attribute's position once per layout and keeps it while the
     /// rows share one: rows in alternating layouts — including one that lacks the attribute —
     /// are matched exactly as their values say.

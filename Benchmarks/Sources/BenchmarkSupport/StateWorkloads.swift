@@ -221,13 +221,22 @@ public final class StoreOpenWorkload: Workload, @unchecked Sendable {
 /// the process's resident set, close. The baseline is read before each open, after `malloc_trim`
 /// returned the free heap to the system; the peak is the kernel's high-water mark, reset before
 /// the open (`/proc/self/clear_refs`).
+///
+/// Then, as a live store: two durable one-Trip saves (the first is the working state's first
+/// change after the open), a third while another thread's fetch scans the published Trips, and
+/// the resident set after them — facts only (the working and the published state share their rows
+/// until the first save; what a save costs while a fetch holds the published state).
 public final class ResidentMemoryWorkload: Workload, @unchecked Sendable {
-    // @unchecked: single-threaded (threads: 1).
+    // @unchecked: single-threaded (threads: 1; the fetch thread only reads the store).
     let directory: String
     let fixtureFacts: [String: String]
     var baselineBytes: [Int] = []
     var openBytes: [Int] = []
     var peakBytes: [Int] = []
+    var firstSaveNanoseconds: [UInt64] = []
+    var secondSaveNanoseconds: [UInt64] = []
+    var saveDuringFetchNanoseconds: [UInt64] = []
+    var savesBytes: [Int] = []
 
     public init(profile: BenchmarkProfile) throws {
         let entities = profile.isSmoke ? 2_000 : 1_000_000
@@ -251,23 +260,56 @@ public final class ResidentMemoryWorkload: Workload, @unchecked Sendable {
             ]
         }
         directory = path + "/store"
+        copy = path + "/live-copy"
         fixtureFacts = facts
     }
 
+    /// The open and the saves use a copy of the fixture (the saves must not change it).
+    let copy: String
+
     public func perform(thread: Int, index: Int) throws {
+        try? FileManager.default.removeItem(atPath: copy)
+        try FileManager.default.copyItem(atPath: directory, toPath: copy)
+        defer { try? FileManager.default.removeItem(atPath: copy) }
         ProcessMemory.trimHeap()
         let baseline = ProcessMemory.residentBytes()
         ProcessMemory.resetPeak()
-        let container = try ModelContainer(for: tripModels, configuration: Fixtures.configuration(directory))
+        let container = try ModelContainer(for: tripModels, configuration: Fixtures.configuration(copy))
         let store = container.dataStore(as: LogStore.self)!
         let open = ProcessMemory.residentBytes()
         let peak = ProcessMemory.peakResidentBytes()
         let live = try ModelContext(container).fetchCount(FetchDescriptor<Trip>())
         guard live == Int(fixtureFacts["entities"] ?? "") else { throw HarnessError("\(live) Trips after open") }
-        try store.close()
         baselineBytes.append(baseline)
         openBytes.append(open)
         peakBytes.append(peak)
+
+        func timedSave(_ name: String) throws -> UInt64 {
+            let context = ModelContext(container)
+            context.insert(Trip(name: "\(name) \(index)", destination: "P8 live"))
+            let started = monotonicNanoseconds()
+            try context.save()
+            return monotonicNanoseconds() - started
+        }
+        firstSaveNanoseconds.append(try timedSave("first save"))
+        secondSaveNanoseconds.append(try timedSave("second save"))
+        // A fetch that scans every Trip (its predicate matches none), started on another thread;
+        // the save runs while it scans.
+        let started = DispatchSemaphore(value: 0)
+        let finished = DispatchSemaphore(value: 0)
+        let fetching = Thread {
+            started.signal()
+            _ = try? ModelContext(container).fetchCount(
+                FetchDescriptor<Trip>(predicate: #Predicate { $0.destination == "nowhere" }))
+            finished.signal()
+        }
+        fetching.start()
+        started.wait()
+        usleep(2_000)
+        saveDuringFetchNanoseconds.append(try timedSave("save during a fetch"))
+        finished.wait()
+        savesBytes.append(ProcessMemory.residentBytes())
+        try store.close()
     }
 
     public var facts: [String: String] {
@@ -275,6 +317,10 @@ public final class ResidentMemoryWorkload: Workload, @unchecked Sendable {
         return fixtureFacts.merging([
             "rssBaselineBytes": median(baselineBytes), "rssOpenBytes": median(openBytes),
             "rssPeakBytes": median(peakBytes), "opens": String(openBytes.count),
+            "firstSaveMicroseconds": median(firstSaveNanoseconds.map { Int($0 / 1_000) }),
+            "secondSaveMicroseconds": median(secondSaveNanoseconds.map { Int($0 / 1_000) }),
+            "saveDuringFetchMicroseconds": median(saveDuringFetchNanoseconds.map { Int($0 / 1_000) }),
+            "rssAfterSavesBytes": median(savesBytes),
         ]) { $1 }
     }
 }

@@ -96,9 +96,7 @@ struct FoldState: Sendable {
     mutating func update<Values: Sequence<(key: String, value: AttributeValue)>>(
         entityName: String, primaryKey: UUID, values: Values
     ) -> RowValues? {
-        entities[entityName]?.update(primaryKey) { row in
-            for (name, value) in values { row.values[name] = value }
-        }
+        entities[entityName]?.update(primaryKey) { row in row.values.assign(values) }
     }
 
     mutating func delete(entityName: String, primaryKey: UUID) {

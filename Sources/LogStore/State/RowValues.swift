@@ -40,9 +40,12 @@ final class RowLayout: Sendable {
     @inline(__always)
     func position(of name: String) -> Int? { positions[name] }
 
-    /// This layout with `name` appended (the same object for the same name every time).
+    /// This layout with `name` appended: the same object for the same name every time — except
+    /// from the empty layout, which is shared by every new state and caches nothing (a layout made
+    /// from it belongs to the row, or the entity, that asked).
     func extended(with name: String) -> RowLayout {
         assert(positions[name] == nil, "\(name) is already in the layout")
+        if names.isEmpty { return RowLayout(names: [name]) }
         return extensions.withLock { extensions in
             if let known = extensions[name] { return known }
             let layout = RowLayout(names: names + [name])
@@ -72,18 +75,30 @@ struct RowValues: Sendable, Hashable, Sequence, AttributeValuesByName, Expressib
     /// The values of `pairs` (a later value of one name wins), in `layout` or a layout extended
     /// from it by the names it lacks.
     init<Pairs: Sequence<(key: String, value: AttributeValue)>>(_ pairs: Pairs, layout: RowLayout) {
-        var layout = layout
-        var slots = [AttributeValue?](repeating: nil, count: layout.count)
+        self.layout = layout
+        self.slots = [AttributeValue?](repeating: nil, count: layout.count)
+        assign(pairs)
+    }
+
+    /// Sets the values of `pairs` (a later value of one name wins). Names the layout lacks extend
+    /// it in name order, whatever order `pairs` has (a dictionary's differs from one dictionary to
+    /// the next): rows needing the same names reach the same layout, and the cached extensions
+    /// stay bounded by the orders of names, not the orders of dictionaries (found by review).
+    mutating func assign<Pairs: Sequence<(key: String, value: AttributeValue)>>(_ pairs: Pairs) {
+        var missing: [String: AttributeValue] = [:]
         for (name, value) in pairs {
             if let position = layout.position(of: name) {
                 slots[position] = value
             } else {
-                layout = layout.extended(with: name)
-                slots.append(value)
+                missing[name] = value
             }
         }
-        self.layout = layout
-        self.slots = slots
+        guard !missing.isEmpty else { return }
+        for name in missing.keys.sorted() {
+            layout = layout.extended(with: name)
+            slots.append(missing[name]!)
+        }
+        assert(slots.count == layout.count, "a row has \(slots.count) slots for \(layout.count) names")
     }
 
     /// The values of a dictionary, in `layout` or a layout extended from it.
@@ -124,7 +139,7 @@ struct RowValues: Sendable, Hashable, Sequence, AttributeValuesByName, Expressib
     /// These values with `changes` applied (a change's value replaces the stored one).
     func merging(_ changes: [String: AttributeValue]) -> RowValues {
         var merged = self
-        for (name, value) in changes { merged[name] = value }
+        merged.assign(changes.lazy.map { (key: $0.key, value: $0.value) })
         return merged
     }
 
@@ -162,7 +177,7 @@ struct RowValues: Sendable, Hashable, Sequence, AttributeValuesByName, Expressib
     /// The values as a dictionary (what snapshots and history hand to users).
     var dictionary: [String: AttributeValue] {
         var dictionary: [String: AttributeValue] = [:]
-        dictionary.reserveCapacity(slots.count)
+        dictionary.reserveCapacity(count)
         for (name, value) in self { dictionary[name] = value }
         return dictionary
     }
