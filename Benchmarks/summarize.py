@@ -530,6 +530,23 @@ def p5_p8_section(results):
                    f"{fmt_ratio((peak - baseline) / uncompressed) if uncompressed else '–'} |")
         out.append(f"| process resident set after the open | {opened:,.0f} | | |")
         out.append(f"\nFloor (issue 13): resident growth ≤ 2 × the checkpoint's uncompressed bytes — {'met' if ratio <= 2 else 'missed'}.\n")
+        after_saves = fact_median(memory, "rssAfterSavesBytes")
+        if after_saves:
+            first = fact_median(memory, "firstSaveMicroseconds") or 0
+            second = fact_median(memory, "secondSaveMicroseconds") or 0
+            during = fact_median(memory, "saveDuringFetchMicroseconds") or 0
+            out.append("Then, as a live store (facts, not a floor): two durable one-Trip saves through a new context each, "
+                       "a third while another thread's fetch scans every Trip, and the resident set after them. The working "
+                       "and the published state share their rows from the open until the first save; a publish while a fetch "
+                       "holds the published state copies the entity's row arrays and key index.\n")
+            out.append("| | figure |")
+            out.append("|:--|--:|")
+            out.append(f"| first save after the open | {first / 1e3:,.2f} ms |")
+            out.append(f"| second save | {second / 1e3:,.2f} ms |")
+            out.append(f"| a save while a fetch scans the Trips | {during / 1e3:,.2f} ms |")
+            out.append(f"| resident growth after the saves | {after_saves - baseline:,.0f} bytes "
+                       f"({(after_saves - baseline) / max(entities, 1):,.1f} per Trip) |")
+            out.append("")
     return out
 
 
