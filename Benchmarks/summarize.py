@@ -606,8 +606,9 @@ def p6_section(results):
         return []
     out = ["## P6 history: 1,000 transactions after a token near the end\n",
            "LogStore: `fetchHistory` with `#Predicate { $0.token > t }` (or `$0.token > t && $0.author == \"widget\"`, "
-           "every 10th save being the widget's) and `fetchLimit = 1,000`, each transaction decoded with its changes "
-           "and values; the token bound seeks through the segment list and the sparse index, the author test reads "
+           "every 10th save being the widget's) and `fetchLimit = 1,000`, each transaction's header decoded (token, "
+           "author, timestamp, process identifier) and its payload kept for its changes, which are decoded when first "
+           "read (this benchmark does not read them); the token bound seeks through the segment list and the sparse index, the author test reads "
            "each record's first bytes. SQLite: `SELECT … FROM history WHERE id > ? [AND author = 'widget'] ORDER BY id "
            "LIMIT 1000` on the peer's history table (one row per change, no values), rows read into Swift values. "
            "Fixtures: one Trip inserted per save, built once and cached; files in the page cache.\n",

@@ -81,8 +81,8 @@ enum HistoryFixture {
 
 /// P6 on LogStore: one operation = `fetchHistory` of 1,000 transactions after a token near the
 /// end (`$0.token > t`, fetchLimit 1,000), or of the 1,000 "widget" transactions after a token
-/// 10,001 from the end (`$0.token > t && $0.author == "widget"`); every transaction decoded with
-/// its changes and values.
+/// 10,001 from the end (`$0.token > t && $0.author == "widget"`); every transaction's header
+/// decoded, its changes left to be decoded when first read (not read here).
 public final class HistoryFetchWorkload: Workload, @unchecked Sendable {
     // @unchecked: single-threaded (threads: 1).
     public enum Filter: String, Sendable { case token, author }
