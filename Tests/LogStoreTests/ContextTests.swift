@@ -117,6 +117,47 @@ private func makeTrip(_ name: String, _ destination: String, _ start: Int) -> Tr
         #expect(try context.fetchCount(FetchDescriptor<BucketListItem>()) == 1)
     }
 
+    @Test("model(for:) returns the registered model, else loads it from the store", arguments: StoreKind.allCases)
+    func modelForAnIdentifier(_ kind: StoreKind) throws {
+        let fixture = StoreFixture(kind)
+        let container = try fixture.open()
+        let writer = ModelContext(container)
+        let trip = makeTrip("Lisbon", "Portugal", 1)
+        trip.livingAccommodation = LivingAccommodation(address: "Rua 1", placeName: "Casa")
+        writer.insert(trip)
+        // An inserted model not saved yet: its context holds it under its temporary identifier.
+        #expect(writer.model(for: trip.persistentModelID) === trip)
+        try writer.save()
+        let tripID = trip.persistentModelID
+        let stayID = try #require(trip.livingAccommodation?.persistentModelID)
+        #expect(writer.model(for: tripID) === trip)
+
+        // Another context: loaded from the store, with what it refers to, and registered.
+        let reader = ModelContext(container)
+        #expect(reader.registeredModel(for: stayID) as LivingAccommodation? == nil)
+        let stay = try #require(reader.model(for: stayID) as? LivingAccommodation)
+        #expect(stay.placeName == "Casa")
+        #expect(stay.trip?.name == "Lisbon")
+        #expect((reader.registeredModel(for: stayID) as LivingAccommodation?) === stay)
+        #expect(reader.model(for: stayID) === stay)
+        #expect(reader.model(for: tripID) === stay.trip)
+        // Unsaved changes of a registered model are what it returns.
+        stay.placeName = "Casa Nova"
+        #expect((reader.model(for: stayID) as? LivingAccommodation)?.placeName == "Casa Nova")
+        #expect(reader.hasChanges)
+
+        // A model the store no longer holds: an instance with that identifier and no context.
+        writer.delete(trip)
+        try writer.save()
+        let late = ModelContext(container)
+        let gone = late.model(for: tripID)
+        #expect(gone is Trip)
+        #expect(gone.persistentModelID == tripID)
+        #expect(late.registeredModel(for: tripID) as Trip? == nil)
+        #expect(!late.hasChanges)
+        try fixture.close(container)
+    }
+
     @Test(
         "Temporary identifiers become permanent at save, and references among new models follow",
         arguments: StoreKind.allCases)

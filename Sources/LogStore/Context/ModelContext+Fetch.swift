@@ -143,6 +143,38 @@ extension ModelContext {
         }
     }
 
+    /// The model with this identifier, as SwiftData's `model(for:)`: the instance this context
+    /// holds (with its unsaved changes), else one filled from the store's saved values and
+    /// registered from then on, with the models it refers to. An identifier the store does not
+    /// hold — never saved, deleted since, another store's — gives an instance that holds no values
+    /// and belongs to no context, as SwiftData gives a fault that nothing backs: reading one of its
+    /// required properties traps naming the property. ``registeredModel(for:)`` and a fetch with
+    /// `#Predicate { $0.persistentModelID == id }` are the ways that can answer "none".
+    ///
+    /// A store that cannot be read (closed, failed) is treated as not holding the model.
+    public func model(for persistentModelID: PersistentIdentifier) -> any PersistentModel {
+        if let model = registered[persistentModelID] ?? deleted[persistentModelID] { return model }
+        guard let type = container.modelTypes[persistentModelID.entityName] else {
+            preconditionFailure(
+                "model(for: \(persistentModelID)): the container's schema has no entity "
+                    + "\(persistentModelID.entityName)")
+        }
+        if !persistentModelID.isTemporary, let model = try? storedModel(type, persistentModelID) { return model }
+        let placeholder = type.init()
+        placeholder.modelState.assign(persistentModelID)
+        placeholder.modelState.isUnbacked = true
+        return placeholder
+    }
+
+    /// The model of `identifier` from the store's saved values, registered; `nil` when the store
+    /// does not hold it.
+    private func storedModel<T: PersistentModel>(_ type: T.Type, _ identifier: PersistentIdentifier) throws -> T? {
+        let (fetched, related) = try container.store.snapshots(of: T.self, [identifier])
+        guard !fetched.isEmpty else { return nil }
+        let models: [T] = try materialize(fetched, related: related)
+        return models.first
+    }
+
     /// Instances for snapshots: registered ones are reused (keeping their unsaved changes); new
     /// ones are made first for every snapshot and then filled, so cycles need no recursion.
     func materialize<T: PersistentModel>(

@@ -78,7 +78,7 @@ extension PersistentModel {
 /// `@unchecked Sendable`: the fields are only changed by the owning context, which, like
 /// SwiftData's `ModelContext`, is used from one thread or actor at a time.
 public final class ModelState: @unchecked Sendable {
-    private var storedIdentifier: PersistentIdentifier?
+    private(set) var storedIdentifier: PersistentIdentifier?
     /// What an empty property slot of a `@Model` class reads while a fetch writes that property
     /// through its key path (ModelState+Storage.swift).
     var seedValue: (name: String, value: Any)?
@@ -86,6 +86,9 @@ public final class ModelState: @unchecked Sendable {
     var changedNames: Set<String> = []
     /// A fetch is filling the model: sets are not changes.
     var isFilling = false
+    /// ``ModelContext/model(for:)`` made the model for an identifier the store does not hold: it
+    /// has no values to read (an empty slot's trap says so).
+    var isUnbacked = false
     /// The context the model is registered in (a `ModelContext`; typed `AnyObject` here because
     /// the Model layer sits below the Context layer).
     weak var context: AnyObject?
