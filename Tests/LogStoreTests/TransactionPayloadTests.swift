@@ -225,4 +225,39 @@ import Testing
             try TransactionRecord.decode(bytes + [0], table: table, storeIdentifier: Self.store)
         }
     }
+
+    /// A run of headers decoded with one `RepeatedStrings` gives exactly what each decodes alone —
+    /// authors and process identifiers that repeat, change, vanish (`nil`) and are empty — and a
+    /// process identifier whose bytes are not UTF-8 is refused even right after a valid one of the
+    /// same length (the bytes are compared, never a decode skipped for them).
+    @Test(arguments: [1 as UInt8, 2])
+    func headersOfARunReuseRepeatedStringsAndAgreeWithSingleDecodes(payloadVersion: UInt8) throws {
+        let table = try Self.table()
+        let runs: [(String?, String)] = [
+            ("app", "1@host A"), ("app", "1@host A"), ("widget", "1@host A"), ("widget", "2@host B"),
+            (nil, "2@host B"), ("", "2@host B"), ("", "1@host A"), ("wídget", "1@host A"), ("app", "1@host A"),
+        ]
+        var strings = TransactionRecord.RepeatedStrings()
+        for (index, (author, process)) in runs.enumerated() {
+            let bytes = TransactionRecord(
+                schemaVersion: table.version, author: author, timestampMicroseconds: Int64(index),
+                processIdentifier: process, changes: [.delete(Self.identifier("Stay", UInt8(index)), tombstone: [:])]
+            ).encoded(table: table, payloadVersion: payloadVersion)
+            let alone = try TransactionRecord.decodeHeader(bytes, processIdentifier: true)
+            let inRun = try TransactionRecord.decodeHeader(bytes, processIdentifier: true, strings: &strings)
+            #expect(inRun.author == author && alone.author == author, "author of record \(index)")
+            #expect(inRun.processIdentifier == process && alone.processIdentifier == process, "process of \(index)")
+            #expect(inRun.timestampMicroseconds == Int64(index))
+        }
+        // "1@host A" was decoded last; the same length with a byte that is not UTF-8 is refused.
+        var damaged = TransactionRecord(
+            schemaVersion: table.version, author: "app", timestampMicroseconds: 9, processIdentifier: "1@host Z",
+            changes: []
+        ).encoded(table: table, payloadVersion: payloadVersion)
+        let at = try #require(damaged.indices.first { Array(damaged[$0..<min($0 + 8, damaged.count)]) == Array("1@host Z".utf8) })
+        damaged[at + 7] = 0xFF
+        #expect(throws: ByteReaderError.self) {
+            try TransactionRecord.decodeHeader(damaged, processIdentifier: true, strings: &strings)
+        }
+    }
 }

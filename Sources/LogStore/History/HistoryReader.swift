@@ -110,6 +110,9 @@ struct HistoryReader {
         let limit = descriptor.sortBy.isEmpty ? descriptor.fetchLimit.map { max(0, $0) } : nil
         var fetched = Fetched<Transaction>(transactions: [], recordsRead: 0)
         if limit == 0 { return fetched }
+        // Room for the limit (up to a bound a limit far past what a log holds cannot break): the
+        // array grows without copying the transactions already taken.
+        if let limit { fetched.transactions.reserveCapacity(min(limit, 65_536)) }
         var records = try iterator(from: startOffset(for: query))
         // An author test passes over most records: it reads them in place, and only a record it
         // may take (or cannot read: the loop then throws) is copied out. Without one, every
@@ -119,6 +122,7 @@ struct HistoryReader {
         // Whether the record accepted last is one whose author could not be read in place: the
         // copy is read again below, to throw; a record the in-place test accepted is not tested twice.
         var authorUnread = false
+        var strings = TransactionRecord.RepeatedStrings()
         let accepts = { (view: LogRecordView) -> Bool in
             authorUnread = false
             guard view.type == .transaction, !query.isPastUpperBound(view.offset) else { return true }
@@ -146,11 +150,15 @@ struct HistoryReader {
                 }
                 guard matches else { continue }
             }
-            let transaction = make(try decode(record))
-            if query.needsEvaluation, let predicate = descriptor.predicate, try !predicate.evaluate(transaction) {
+            // Appended where it is made and tested there (a local copy cost a retain and a release
+            // of each of its strings and its changes per transaction).
+            fetched.transactions.append(make(try decode(record, strings: &strings)))
+            if query.needsEvaluation, let predicate = descriptor.predicate,
+                try !predicate.evaluate(fetched.transactions[fetched.transactions.count - 1])
+            {
+                fetched.transactions.removeLast()
                 continue
             }
-            fetched.transactions.append(transaction)
             if let limit, fetched.transactions.count >= limit { break }
         }
         fetched.recordsRead = records.recordsRead
@@ -169,8 +177,19 @@ struct HistoryReader {
 
     /// The transaction a record holds: its header fields now, its changes when first asked for.
     func decode(_ record: LogRecord) throws(LogStoreError) -> DefaultHistoryTransaction {
+        var strings = TransactionRecord.RepeatedStrings()
+        return try decode(record, strings: &strings)
+    }
+
+    /// ``decode(_:)`` of one of a run of records (`strings`: the author and process identifier
+    /// strings decoded last, reused while records repeat them).
+    func decode(_ record: LogRecord, strings: inout TransactionRecord.RepeatedStrings) throws(LogStoreError)
+        -> DefaultHistoryTransaction
+    {
         let header: (schemaVersion: UInt32, author: String?, timestampMicroseconds: Int64, processIdentifier: String)
-        do { header = try TransactionRecord.decodeHeader(record.payload, processIdentifier: true) } catch {
+        do {
+            header = try TransactionRecord.decodeHeader(record.payload, processIdentifier: true, strings: &strings)
+        } catch {
             throw .corruptRecord(offset: record.offset, reason: "transaction record: \(error)")
         }
         guard header.schemaVersion <= table.version else {

@@ -235,12 +235,56 @@ struct TransactionRecord: Sendable, Equatable {
     static func decodeHeader(_ bytes: [UInt8], processIdentifier: Bool) throws(ByteReaderError)
         -> (schemaVersion: UInt32, author: String?, timestampMicroseconds: Int64, processIdentifier: String)
     {
+        var strings = RepeatedStrings()
+        return try decodeHeader(bytes, processIdentifier: processIdentifier, strings: &strings)
+    }
+
+    /// ``decodeHeader(_:processIdentifier:)`` for a run of records: `strings` keeps the author and
+    /// process identifier decoded last, so records repeating them (a run of one process's saves)
+    /// make no new strings — what a history fetch spent most of its header decoding on.
+    static func decodeHeader(_ bytes: [UInt8], processIdentifier: Bool, strings: inout RepeatedStrings)
+        throws(ByteReaderError)
+        -> (schemaVersion: UInt32, author: String?, timestampMicroseconds: Int64, processIdentifier: String)
+    {
         try ByteReader.withBytes(bytes) { bytes throws(ByteReaderError) in
             let header = try Header(bytes)
+            let author = try header.author.map { bytes throws(ByteReaderError) in try strings.author(bytes) }
             return (
-                header.schemaVersion, try header.author.map(ValueCodec.string), header.timestampMicroseconds,
-                processIdentifier ? try ValueCodec.string(header.processIdentifier) : ""
+                header.schemaVersion, author, header.timestampMicroseconds,
+                processIdentifier ? try strings.processIdentifier(header.processIdentifier) : ""
             )
+        }
+    }
+
+    /// The author and process identifier strings decoded last, with their bytes (see
+    /// ``decodeHeader(_:processIdentifier:strings:)``).
+    struct RepeatedStrings {
+        private var authorBytes: [UInt8] = []
+        private var lastAuthor = ""
+        private var processIdentifierBytes: [UInt8] = []
+        private var lastProcessIdentifier = ""
+
+        mutating func author(_ bytes: UnsafeRawBufferPointer) throws(ByteReaderError) -> String {
+            try Self.reuse(bytes, &authorBytes, &lastAuthor)
+        }
+
+        mutating func processIdentifier(_ bytes: UnsafeRawBufferPointer) throws(ByteReaderError) -> String {
+            try Self.reuse(bytes, &processIdentifierBytes, &lastProcessIdentifier)
+        }
+
+        private static func reuse(_ bytes: UnsafeRawBufferPointer, _ lastBytes: inout [UInt8], _ last: inout String)
+            throws(ByteReaderError) -> String
+        {
+            let same =
+                bytes.count == lastBytes.count
+                && lastBytes.withUnsafeBytes { lastBytes in
+                    bytes.isEmpty || memcmp(lastBytes.baseAddress!, bytes.baseAddress!, bytes.count) == 0
+                }
+            if same { return last }
+            // Decoded (and checked) before it is kept: bytes that are not UTF-8 are never reused.
+            last = try ValueCodec.string(bytes)
+            lastBytes = Array(bytes)
+            return last
         }
     }
 

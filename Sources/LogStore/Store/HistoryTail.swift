@@ -37,6 +37,8 @@ public struct HistoryTail: AsyncSequence, Sendable {
         let token: DefaultHistoryToken?
         /// The next transaction starts at or after this offset; `nil` until the first call.
         var position: UInt64?
+        /// The author and process identifier strings decoded last (reused while they repeat).
+        var strings = TransactionRecord.RepeatedStrings()
 
         init(store: LogStore, token: DefaultHistoryToken?) {
             self.store = store
@@ -80,7 +82,7 @@ public struct HistoryTail: AsyncSequence, Sendable {
                 }
                 while let record = try records.next() {
                     position = record.endOffset
-                    if record.type == RecordType.transaction { return try reader.decode(record) }
+                    if record.type == RecordType.transaction { return try reader.decode(record, strings: &strings) }
                 }
                 await store.tailSignal.wait(after: generation)
             }
