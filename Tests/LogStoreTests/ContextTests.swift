@@ -155,6 +155,27 @@ private func makeTrip(_ name: String, _ destination: String, _ start: Int) -> Tr
         #expect(gone.persistentModelID == tripID)
         #expect(late.registeredModel(for: tripID) as Trip? == nil)
         #expect(!late.hasChanges)
+        // Another store's identifier with a primary key this store holds names nothing here.
+        let other = ModelContext(container)
+        let porto = makeTrip("Porto", "Portugal", 2)
+        porto.livingAccommodation = LivingAccommodation(address: "Rua 2", placeName: "Casa Porto")
+        other.insert(porto)
+        try other.save()
+        let portoStayID = try #require(porto.livingAccommodation?.persistentModelID)
+        let foreign = try PersistentIdentifier.identifier(
+            for: UUID().uuidString, entityName: "LivingAccommodation", primaryKey: portoStayID.primaryKey)
+        let probe = ModelContext(container)
+        let unbacked = try #require(probe.model(for: foreign) as? LivingAccommodation)
+        #expect(unbacked.persistentModelID == foreign)
+        #expect(probe.registeredModel(for: foreign) as LivingAccommodation? == nil)
+        #expect(probe.registeredModel(for: portoStayID) as LivingAccommodation? == nil, "the local row was loaded")
+        // A save does not insert a model(for:) instance nothing backs: a reference to it fails.
+        let lisbon = makeTrip("Lisbon again", "Portugal", 3)
+        probe.insert(lisbon)
+        lisbon.livingAccommodation = unbacked
+        #expect(throws: (any Error).self) { try probe.save() }
+        #expect(try ModelContext(container).fetchCount(FetchDescriptor<LivingAccommodation>()) == 1)
+        #expect(try ModelContext(container).fetch(FetchDescriptor<Trip>()).map(\.name) == ["Porto"])
         try fixture.close(container)
     }
 

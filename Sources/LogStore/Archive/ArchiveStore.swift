@@ -187,7 +187,7 @@ public final class ArchiveStore: DataStore, Sendable {
     public func fetch<T: PersistentModel>(_ identifiers: [PersistentIdentifier], of type: T.Type) throws
         -> DataStoreFetchResult<T, DefaultSnapshot>
     {
-        try stateForFetch(of: T.entityName).fetchResult(identifiers, of: type)
+        try stateForFetch(of: T.entityName).fetchResult(identifiers, of: type, storeIdentifier: identifier)
     }
 
     /// Deletes the file. The store stays usable: it reads as empty, and the next save writes a

@@ -144,14 +144,19 @@ extension ModelContext {
     }
 
     /// The model with this identifier, as SwiftData's `model(for:)`: the instance this context
-    /// holds (with its unsaved changes), else one filled from the store's saved values and
-    /// registered from then on, with the models it refers to. An identifier the store does not
-    /// hold — never saved, deleted since, another store's — gives an instance that holds no values
-    /// and belongs to no context, as SwiftData gives a fault that nothing backs: reading one of its
-    /// required properties traps naming the property. ``registeredModel(for:)`` and a fetch with
-    /// `#Predicate { $0.persistentModelID == id }` are the ways that can answer "none".
+    /// holds (with its unsaved changes; a model deleted and not yet saved too), else one filled
+    /// from the store's saved values and registered from then on, with the models it refers to.
     ///
-    /// A store that cannot be read (closed, failed) is treated as not holding the model.
+    /// Otherwise — an identifier the store does not hold (never saved, deleted since, another
+    /// store's, a temporary one of another context) or a store that could not be read (closed,
+    /// failed; the call cannot throw) — the answer is a new instance with that identifier, no
+    /// stored values and no context, as SwiftData answers with a fault nothing backs: reading a
+    /// required property that has no initial value traps, naming the property and why; optional
+    /// properties read `nil` and properties with initial values read those. It is made anew on
+    /// each call, and a save never inserts it (a reference to it fails the save as a missing
+    /// reference). An identifier of an entity this container's schema lacks traps.
+    /// ``registeredModel(for:)`` and a fetch with `#Predicate { $0.persistentModelID == id }` are
+    /// the ways that can answer "none".
     public func model(for persistentModelID: PersistentIdentifier) -> any PersistentModel {
         if let model = registered[persistentModelID] ?? deleted[persistentModelID] { return model }
         guard let type = container.modelTypes[persistentModelID.entityName] else {
@@ -159,10 +164,22 @@ extension ModelContext {
                 "model(for: \(persistentModelID)): the container's schema has no entity "
                     + "\(persistentModelID.entityName)")
         }
-        if !persistentModelID.isTemporary, let model = try? storedModel(type, persistentModelID) { return model }
+        let reason: String
+        if persistentModelID.isTemporary {
+            reason = "a temporary identifier this context does not hold"
+        } else if persistentModelID.storeIdentifier != container.store.identifier {
+            reason = "an identifier of another store"
+        } else {
+            do {
+                if let model = try storedModel(type, persistentModelID) { return model }
+                reason = "the store holds no such model (never saved, or deleted)"
+            } catch {
+                reason = "the store could not be read: \(error)"
+            }
+        }
         let placeholder = type.init()
         placeholder.modelState.assign(persistentModelID)
-        placeholder.modelState.isUnbacked = true
+        placeholder.modelState.unbackedReason = reason
         return placeholder
     }
 

@@ -46,9 +46,11 @@ extension ModelContext {
             hasUntrackedModels ? Array(registered.values) : inserted + Array(changedModels.values)
         // Bounded by the number of reachable models: each is inserted at most once.
         while let model = worklist.popLast() {
+            // A model(for:) instance nothing backs is not inserted: the reference to it fails the
+            // save as a missing reference, where inserting it saved a model of default values.
             for related in relatedModels(of: model)
             where registered[related.persistentModelID] == nil
-                && deleted[related.persistentModelID] == nil
+                && deleted[related.persistentModelID] == nil && related.modelState.unbackedReason == nil
             {
                 insert(related)
                 worklist.append(related)

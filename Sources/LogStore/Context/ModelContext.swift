@@ -79,6 +79,10 @@ public final class ModelContext {
     /// Registers a new model; it is saved with the next ``save()-7kswr``. Related unsaved models are
     /// inserted with it at save time.
     public func insert<T: PersistentModel>(_ model: T) {
+        precondition(
+            model.modelState.unbackedReason == nil,
+            "insert(_:) of the instance model(for: \(model.persistentModelID)) made with no values: "
+                + (model.modelState.unbackedReason ?? ""))
         let identifier = model.persistentModelID
         if registered[identifier] != nil { return }
         if let restored = deleted.removeValue(forKey: identifier) {

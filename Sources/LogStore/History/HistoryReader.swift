@@ -112,7 +112,7 @@ struct HistoryReader {
         if limit == 0 { return fetched }
         // Room for the limit (up to a bound a limit far past what a log holds cannot break): the
         // array grows without copying the transactions already taken.
-        if let limit { fetched.transactions.reserveCapacity(min(limit, 65_536)) }
+        if let limit { fetched.transactions.reserveCapacity(min(limit, 4_096)) }
         var records = try iterator(from: startOffset(for: query))
         // An author test passes over most records: it reads them in place, and only a record it
         // may take (or cannot read: the loop then throws) is copied out. Without one, every

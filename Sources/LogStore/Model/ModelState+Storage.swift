@@ -55,11 +55,11 @@ extension ModelState {
     public func _missingValue<Value>(at name: String, of entityName: @autoclosure () -> String) -> Value {
         if let seed = seedValue, seed.name == name, let value = seed.value as? Value { return value }
         if let optional = Value.self as? any _OptionalValue.Type { return optional.nilValue as! Value }
-        if isUnbacked {
+        if let unbackedReason {
             preconditionFailure(
                 "\(entityName()).\(name) has no value: model(for: \(storedIdentifier.map { "\($0)" } ?? "?")) "
-                    + "found no such model in the store (never saved, or deleted). registeredModel(for:) or a fetch "
-                    + "can answer \"none\".")
+                    + "made a model with none — \(unbackedReason). registeredModel(for:) or a fetch can answer "
+                    + "\"none\".")
         }
         preconditionFailure("\(entityName()).\(name) has no value: it was not set by the initializer and not "
             + "stored (a required attribute added after the model was saved needs a default value).")

@@ -86,9 +86,9 @@ public final class ModelState: @unchecked Sendable {
     var changedNames: Set<String> = []
     /// A fetch is filling the model: sets are not changes.
     var isFilling = false
-    /// ``ModelContext/model(for:)`` made the model for an identifier the store does not hold: it
-    /// has no values to read (an empty slot's trap says so).
-    var isUnbacked = false
+    /// Why ``ModelContext/model(for:)`` made the model with no values (the store holds no such
+    /// model, or could not be read): an empty slot's trap says so, and a save does not insert it.
+    var unbackedReason: String?
     /// The context the model is registered in (a `ModelContext`; typed `AnyObject` here because
     /// the Model layer sits below the Context layer).
     weak var context: AnyObject?

@@ -151,13 +151,15 @@ extension FoldState {
         }
     }
 
-    /// The snapshots of these models (those in the state, in the given order) and of every model
-    /// they refer to (``DataStore/fetch(_:of:)``).
-    func fetchResult<T: PersistentModel>(_ identifiers: [PersistentIdentifier], of type: T.Type)
-        -> DataStoreFetchResult<T, DefaultSnapshot>
-    {
-        let fetched = identifiers.compactMap { identifier in
-            row(identifier).map { DefaultSnapshot(persistentIdentifier: identifier, values: $0.values.dictionary) }
+    /// The snapshots of these models (those of store `storeIdentifier` in the state, in the given
+    /// order) and of every model they refer to (``DataStore/fetch(_:of:)``). Another store's
+    /// identifier names no model here, whatever its primary key (`logstore import` keeps keys).
+    func fetchResult<T: PersistentModel>(
+        _ identifiers: [PersistentIdentifier], of type: T.Type, storeIdentifier: String
+    ) -> DataStoreFetchResult<T, DefaultSnapshot> {
+        let fetched = identifiers.compactMap { identifier -> DefaultSnapshot? in
+            guard identifier.storeIdentifier == storeIdentifier else { return nil }
+            return row(identifier).map { DefaultSnapshot(persistentIdentifier: identifier, values: $0.values.dictionary) }
         }
         return DataStoreFetchResult(
             descriptor: FetchDescriptor<T>(), fetchedSnapshots: fetched,

@@ -292,9 +292,15 @@ struct SaveResolver {
         inserted: [PersistentIdentifier: [String: AttributeValue]]
     ) throws(LogStoreError) -> [String: AttributeValue] {
         for (name, value) in values {
-            for reference in value.referencedIdentifiers where inserted[reference] == nil && !state.contains(reference)
-            {
-                throw .missingReference(entity: identifier.entityName, attribute: name, identifier: reference)
+            for reference in value.referencedIdentifiers {
+                // The state finds rows by entity and primary key: another store's identifier with
+                // a key this store holds would pass for one of this store's models.
+                if !reference.isTemporary, reference.storeIdentifier != storeIdentifier {
+                    throw .foreignIdentifier(reference)
+                }
+                if inserted[reference] == nil && !state.contains(reference) {
+                    throw .missingReference(entity: identifier.entityName, attribute: name, identifier: reference)
+                }
             }
         }
         return values

@@ -28,7 +28,7 @@ extension LogStore {
     public func fetch<T: PersistentModel>(_ identifiers: [PersistentIdentifier], of type: T.Type) throws
         -> DataStoreFetchResult<T, DefaultSnapshot>
     {
-        try publishedState(for: T.entityName).fetchResult(identifiers, of: type)
+        try publishedState(for: T.entityName).fetchResult(identifiers, of: type, storeIdentifier: identifier)
     }
 
     /// The published snapshot of one model, or `nil`.

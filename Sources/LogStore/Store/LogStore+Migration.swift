@@ -354,7 +354,7 @@ final class MigrationStagingStore: ModelStore {
     func snapshots<T: PersistentModel>(of type: T.Type, _ identifiers: [PersistentIdentifier]) throws
         -> (fetched: [DefaultSnapshot], related: [PersistentIdentifier: DefaultSnapshot])
     {
-        let result = state.fetchResult(identifiers, of: type)
+        let result = state.fetchResult(identifiers, of: type, storeIdentifier: identifier)
         return (result.fetchedSnapshots, result.relatedSnapshots)
     }
 

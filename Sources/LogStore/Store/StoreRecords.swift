@@ -47,12 +47,13 @@ extension LogStore {
         } catch {
             throw LogStoreError.log(error)
         }
+        var strings = TransactionRecord.RepeatedStrings()
         while let record = try records.next() {
             var decoded = StoreRecord(record: record)
             do {
                 switch record.type {
                 case .transaction:
-                    let header = try reader.decode(record)
+                    let header = try reader.decode(record, strings: &strings)
                     let resolved = try reader.decoder.decode(record.payload).changes
                     let changes = resolved.enumerated().map { index, change in
                         HistoryChange(change, transactionIdentifier: Int64(record.offset), index: index)
