@@ -786,8 +786,9 @@ def issue12_section(results):
                    f"durable and this process's watcher leaves it alone) saves {backlog:,.0f} one-Trip transactions; then "
                    "this process saves one Trip (`.none` too: no fdatasync in the timing) — its turn reads and checks "
                    "the backlog's records and folds them into the working state and unique index before resolving — "
-                   "and one more with nothing to fold. Per foreign transaction = (first save − second) ÷ backlog, "
-                   "median over the rounds.\n")
+                   "and one more with nothing to fold. Per foreign transaction = (first save − second) ÷ the records "
+                   "the turn folded (the backlog, less any this process read before the turn: "
+                   f"{(catchup.get('counters') or {}).get('partialRounds', 0):,.0f} such rounds), median over the rounds.\n")
         out.append("| | µs |")
         out.append("|:--|--:|")
         out.append(f"| catch-up per foreign transaction (median over {catchup['iterations']} rounds; p90 "
