@@ -543,7 +543,9 @@ def p5_p8_section(results):
             out.append("|:--|--:|")
             out.append(f"| first save after the open | {first / 1e3:,.2f} ms |")
             out.append(f"| second save | {second / 1e3:,.2f} ms |")
-            out.append(f"| a save while a fetch scans the Trips | {during / 1e3:,.2f} ms |")
+            out.append(f"| a save while a fetch scans the Trips (started while it scanned) | "
+                       f"{during / 1e3:,.2f} ms |" if during else "| a save while a fetch scans the Trips | – (the fetch "
+                       "had ended before every save began) |")
             out.append(f"| resident growth after the saves | {after_saves - baseline:,.0f} bytes "
                        f"({(after_saves - baseline) / max(entities, 1):,.1f} per Trip) |")
             out.append("")
@@ -788,7 +790,8 @@ def issue12_section(results):
                    "the backlog's records and folds them into the working state and unique index before resolving — "
                    "and one more with nothing to fold. Per foreign transaction = (first save − second) ÷ the records "
                    "the turn folded (the backlog, less any this process read before the turn: "
-                   f"{(catchup.get('counters') or {}).get('partialRounds', 0):,.0f} such rounds), median over the rounds.\n")
+                   f"{(catchup.get('counters') or {}).get('partialRounds', 0):,.0f} such rounds over the passes), median over the "
+                   "rounds of each pass, then over the passes.\n")
         out.append("| | µs |")
         out.append("|:--|--:|")
         out.append(f"| catch-up per foreign transaction (median over {catchup['iterations']} rounds; p90 "

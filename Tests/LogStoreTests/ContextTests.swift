@@ -169,6 +169,20 @@ private func makeTrip(_ name: String, _ destination: String, _ start: Int) -> Tr
         #expect(unbacked.persistentModelID == foreign)
         #expect(probe.registeredModel(for: foreign) as LivingAccommodation? == nil)
         #expect(probe.registeredModel(for: portoStayID) as LivingAccommodation? == nil, "the local row was loaded")
+        // Nor does the store answer it for a predicate or a snapshot (RELIABILITY bug 8).
+        let byForeign = try probe.fetch(
+            FetchDescriptor<Trip>(predicate: #Predicate { $0.livingAccommodation?.persistentModelID == foreign }))
+        #expect(byForeign.isEmpty)
+        let byLocal = try probe.fetch(
+            FetchDescriptor<Trip>(predicate: #Predicate { $0.livingAccommodation?.persistentModelID == portoStayID }))
+        #expect(byLocal.map(\.name) == ["Porto"])
+        let notForeign = try probe.fetchCount(
+            FetchDescriptor<Trip>(predicate: #Predicate { $0.livingAccommodation?.persistentModelID != foreign }))
+        #expect(notForeign == 1)
+        switch kind {
+        case .log: #expect(container.dataStore(as: LogStore.self)?.snapshot(for: foreign) == nil)
+        case .archive: #expect(try container.dataStore(as: ArchiveStore.self)?.snapshot(for: foreign) == nil)
+        }
         // A save does not insert a model(for:) instance nothing backs: a reference to it fails.
         let lisbon = makeTrip("Lisbon again", "Portugal", 3)
         probe.insert(lisbon)

@@ -303,7 +303,8 @@ public final class RemoteChangeLatencyWorkload: ProcessWorkload, @unchecked Send
 /// Trip — its turn catches up with the backlog (reads and checks the records) and folds them
 /// into its working state and unique index before resolving — and saves one more with nothing
 /// to fold. Both saves are `.none` here too (no fdatasync in the timing). The sample is
-/// (first save − second save) ÷ backlog: what one foreign transaction adds to a turn.
+/// (first save − second save) ÷ the records the turn folded (the backlog, less any this process
+/// read before the turn: such rounds are counted): what one foreign transaction adds to a turn.
 /// Operations are the folded transactions, the time the extra time they cost.
 public final class CatchUpWorkload: ProcessWorkload, @unchecked Sendable {
     // @unchecked: the harness drives it from one thread at a time.

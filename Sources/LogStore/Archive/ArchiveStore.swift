@@ -117,7 +117,8 @@ public final class ArchiveStore: DataStore, Sendable {
 
     /// The stored snapshot of one model, or `nil`.
     public func snapshot(for persistentIdentifier: PersistentIdentifier) throws -> DefaultSnapshot? {
-        try loadState().row(persistentIdentifier).map {
+        guard persistentIdentifier.storeIdentifier == identifier else { return nil }
+        return try loadState().row(persistentIdentifier).map {
             DefaultSnapshot(persistentIdentifier: persistentIdentifier, values: $0.values.dictionary)
         }
     }

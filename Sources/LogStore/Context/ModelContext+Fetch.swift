@@ -153,8 +153,11 @@ extension ModelContext {
     /// stored values and no context, as SwiftData answers with a fault nothing backs: reading a
     /// required property that has no initial value traps, naming the property and why; optional
     /// properties read `nil` and properties with initial values read those. It is made anew on
-    /// each call, and a save never inserts it (a reference to it fails the save as a missing
-    /// reference). An identifier of an entity this container's schema lacks traps.
+    /// each call, and a save never inserts it: a reference to it fails the save (a missing
+    /// reference, or another store's identifier) — unless the store holds the model after all (it
+    /// could not be read when the instance was made): then the reference is saved, and the
+    /// instance itself still has no values. An identifier of an entity this container's schema
+    /// lacks traps.
     /// ``registeredModel(for:)`` and a fetch with `#Predicate { $0.persistentModelID == id }` are
     /// the ways that can answer "none".
     public func model(for persistentModelID: PersistentIdentifier) -> any PersistentModel {

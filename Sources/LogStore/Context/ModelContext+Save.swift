@@ -47,7 +47,8 @@ extension ModelContext {
         // Bounded by the number of reachable models: each is inserted at most once.
         while let model = worklist.popLast() {
             // A model(for:) instance nothing backs is not inserted: the reference to it fails the
-            // save as a missing reference, where inserting it saved a model of default values.
+            // save (a missing reference, or another store's identifier), where inserting it saved a
+            // model of default values.
             for related in relatedModels(of: model)
             where registered[related.persistentModelID] == nil
                 && deleted[related.persistentModelID] == nil && related.modelState.unbackedReason == nil

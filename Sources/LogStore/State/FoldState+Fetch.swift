@@ -122,7 +122,7 @@ extension FoldState {
         }
         return DataStoreFetchResult(
             descriptor: request.descriptor, fetchedSnapshots: snapshots,
-            relatedSnapshots: relatedSnapshots(to: snapshots))
+            relatedSnapshots: relatedSnapshots(to: snapshots, storeIdentifier: storeIdentifier))
     }
 
     /// A store's `fetchCount` over this state (no sort needed to count).
@@ -163,17 +163,23 @@ extension FoldState {
         }
         return DataStoreFetchResult(
             descriptor: FetchDescriptor<T>(), fetchedSnapshots: fetched,
-            relatedSnapshots: relatedSnapshots(to: fetched))
+            relatedSnapshots: relatedSnapshots(to: fetched, storeIdentifier: storeIdentifier))
     }
 
     /// Snapshots of every model reachable from `snapshots` through references (relationships are
     /// loaded eagerly), bounded by the number of models in the state.
-    func relatedSnapshots(to snapshots: [DefaultSnapshot]) -> [PersistentIdentifier: DefaultSnapshot] {
+    /// Only references of store `storeIdentifier` are followed (an archive saved before a save
+    /// refused another store's references may hold one: it names no model here).
+    func relatedSnapshots(to snapshots: [DefaultSnapshot], storeIdentifier: String)
+        -> [PersistentIdentifier: DefaultSnapshot]
+    {
         var related: [PersistentIdentifier: DefaultSnapshot] = [:]
         var seen = Set(snapshots.map(\.persistentIdentifier))
         var worklist = snapshots.flatMap { $0.values.values.flatMap(\.referencedIdentifiers) }
         while let next = worklist.popLast() {
-            guard seen.insert(next).inserted, let row = row(next) else { continue }
+            guard next.storeIdentifier == storeIdentifier, seen.insert(next).inserted, let row = row(next) else {
+                continue
+            }
             related[next] = DefaultSnapshot(persistentIdentifier: next, values: row.values.dictionary)
             worklist += row.values.storedValues.flatMap(\.referencedIdentifiers)
         }

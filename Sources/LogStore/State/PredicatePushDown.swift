@@ -169,18 +169,22 @@ enum PredicatePushDown {
         }
         let entityName = target.entityName
         let primaryKey = target.primaryKey
+        let storeIdentifier = target.storeIdentifier
         return { row, bindings in
             guard case .reference(let identifier) = side(row, bindings) else { return false }
             return identifier.primaryKey == primaryKey && identifier.entityName == entityName
+                && identifier.storeIdentifier == storeIdentifier
         }
     }
 
-    /// Equality of two identifiers as stored: the same entity and key (a reference in this store's
-    /// rows and a fetched model's identifier name the same store).
+    /// Equality of two identifiers as `PersistentIdentifier`'s `==` has it: the same entity, key
+    /// and store (another store's identifier with a key this store holds — `logstore import` keeps
+    /// keys — names none of its models; RELIABILITY bug 8).
     static func sameIdentifier(_ a: AttributeValue, _ b: AttributeValue) -> Bool {
         switch (a, b) {
         case (.null, .null): true
-        case (.reference(let x), .reference(let y)): x.entityName == y.entityName && x.primaryKey == y.primaryKey
+        case (.reference(let x), .reference(let y)):
+            x.primaryKey == y.primaryKey && x.entityName == y.entityName && x.storeIdentifier == y.storeIdentifier
         default: false
         }
     }

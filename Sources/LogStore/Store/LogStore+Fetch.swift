@@ -39,6 +39,7 @@ extension LogStore {
     public func snapshot(for persistentIdentifier: PersistentIdentifier) -> DefaultSnapshot? {
         try? followOtherProcess()
         refreshAfterLogFailure()
+        guard persistentIdentifier.storeIdentifier == identifier else { return nil }
         return inner.withLock { $0.published.row(persistentIdentifier) }.map {
             DefaultSnapshot(persistentIdentifier: persistentIdentifier, values: $0.values.dictionary)
         }
