@@ -176,13 +176,8 @@ struct HistoryReader {
     }
 
     /// The transaction a record holds: its header fields now, its changes when first asked for.
-    func decode(_ record: LogRecord) throws(LogStoreError) -> DefaultHistoryTransaction {
-        var strings = TransactionRecord.RepeatedStrings()
-        return try decode(record, strings: &strings)
-    }
-
-    /// ``decode(_:)`` of one of a run of records (`strings`: the author and process identifier
-    /// strings decoded last, reused while records repeat them).
+    /// `strings` holds the author and process identifier strings decoded last, reused while the
+    /// records of a run repeat them.
     func decode(_ record: LogRecord, strings: inout TransactionRecord.RepeatedStrings) throws(LogStoreError)
         -> DefaultHistoryTransaction
     {

@@ -61,18 +61,15 @@ struct FoldState: Sendable {
         }
     }
 
-    /// A new model (an existing one with its key is replaced and moves to the end).
-    mutating func insert(entityName: String, primaryKey: UUID, values: [String: AttributeValue]) {
-        insert(entityName: entityName, primaryKey: primaryKey) { RowValues(values, layout: $0) }
-    }
-
     /// A new model whose row values another state made (the published state takes the working
     /// state's: one copy of a saved model's values, not two).
     mutating func insert(entityName: String, primaryKey: UUID, row values: RowValues) {
         insert(entityName: entityName, primaryKey: primaryKey) { _ in values }
     }
 
-    /// A new model whose values are (name, value) pairs (a later value of one name wins).
+    /// A new model (an existing one with its key is replaced and moves to the end) whose values
+    /// are (name, value) pairs — a dictionary, or a record's values — a later value of one name
+    /// winning.
     mutating func insert<Values: Sequence<(key: String, value: AttributeValue)>>(
         entityName: String, primaryKey: UUID, values: Values
     ) {

@@ -101,11 +101,6 @@ struct RowValues: Sendable, Hashable, Sequence, AttributeValuesByName, Expressib
         assert(slots.count == layout.count, "a row has \(slots.count) slots for \(layout.count) names")
     }
 
-    /// The values of a dictionary, in `layout` or a layout extended from it.
-    init(_ dictionary: [String: AttributeValue], layout: RowLayout) {
-        self.init(dictionary.lazy.map { (key: $0.key, value: $0.value) }, layout: layout)
-    }
-
     /// These values in a layout of their names (tests and one-off rows).
     init(dictionaryLiteral elements: (String, AttributeValue)...) {
         self.init(elements.lazy.map { (key: $0.0, value: $0.1) }, layout: .empty)
@@ -139,7 +134,7 @@ struct RowValues: Sendable, Hashable, Sequence, AttributeValuesByName, Expressib
     /// These values with `changes` applied (a change's value replaces the stored one).
     func merging(_ changes: [String: AttributeValue]) -> RowValues {
         var merged = self
-        merged.assign(changes.lazy.map { (key: $0.key, value: $0.value) })
+        merged.assign(changes)
         return merged
     }
 
