@@ -704,6 +704,55 @@ import Testing
     }
 }
 
+/// The token literals a history query validates, found by walking the expression tree through
+/// views of the common nodes (no reflection there), against a walk that reflects every node.
+@Suite struct HistoryTokenLiteralTests {
+    /// Every `DefaultHistoryToken` in the tree by reflection alone: the independent answer.
+    static func reflected(_ expression: Any) -> [DefaultHistoryToken] {
+        var found: [DefaultHistoryToken] = []
+        var worklist: [Any] = [expression]
+        while let next = worklist.popLast() {
+            if let token = next as? DefaultHistoryToken {
+                found.append(token)
+                continue
+            }
+            worklist += Mirror(reflecting: next).children.map(\.value)
+        }
+        return found
+    }
+
+    @Test func theWalkFindsWhatReflectionFindsInEveryShape() {
+        let store = UUID()
+        let (a, b, c) = (
+            DefaultHistoryToken(storeIdentifier: store, offset: 10, check: 1),
+            DefaultHistoryToken(storeIdentifier: store, offset: 20, check: 2),
+            DefaultHistoryToken(storeIdentifier: UUID(), offset: 30, check: 3)
+        )
+        let optional: DefaultHistoryToken? = b
+        let listed = [a, c]
+        let name = "widget"
+        let shapes: [(Predicate<DefaultHistoryTransaction>, [DefaultHistoryToken])] = [
+            (#Predicate { $0.token > a }, [a]),
+            (#Predicate { a < $0.token }, [a]),
+            (#Predicate { $0.token > a && $0.author == name }, [a]),
+            (#Predicate { $0.author == name && $0.token >= a && $0.token < b }, [a, b]),
+            (#Predicate { $0.token <= a || $0.token > c }, [a, c]),
+            (#Predicate { !($0.token > b) }, [b]),
+            (#Predicate { $0.token == a || $0.token != b }, [a, b]),
+            (#Predicate { (optional ?? c) == $0.token }, [b, c]),
+            (#Predicate { listed.contains($0.token) }, [a, c]),
+            (#Predicate { $0.author == nil && ($0.token > a ? $0.token < c : false) }, [a, c]),
+            (#Predicate { $0.author != name }, []),
+        ]
+        for (index, (predicate, expected)) in shapes.enumerated() {
+            let walked = HistoryQuery.tokenLiterals(in: predicate.expression)
+            #expect(walked == Self.reflected(predicate.expression), "shape \(index)")
+            #expect(Set(walked.map(\.offset)) == Set(expected.map(\.offset)), "shape \(index)")
+            #expect(HistoryQuery(predicate).tokenLiterals == walked, "shape \(index)")
+        }
+    }
+}
+
 /// History push-down against `Predicate.evaluate`: random authors (nil, mixed case, composed and
 /// decomposed "é"), a catalogue of predicate shapes with random token constants, limits.
 @Suite struct HistoryPushDownTests {

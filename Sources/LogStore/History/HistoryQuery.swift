@@ -190,9 +190,10 @@ struct HistoryQuery: Sendable {
         return nil
     }
 
-    /// Every `DefaultHistoryToken` value in the tree, found by reflection (a token may sit anywhere,
-    /// even in a term the store does not push down).
-    private static func tokenLiterals(in expression: Any) -> [DefaultHistoryToken] {
+    /// Every `DefaultHistoryToken` value in the tree (a token may sit anywhere, even in a term the
+    /// store does not push down). The expression kinds the store reads are walked through their
+    /// views below, anything else by reflection.
+    static func tokenLiterals(in expression: Any) -> [DefaultHistoryToken] {
         var found: [DefaultHistoryToken] = []
         var worklist: [Any] = [expression]
         var visited = 0
@@ -203,9 +204,29 @@ struct HistoryQuery: Sendable {
                 found.append(token)
                 continue
             }
+            // The common nodes without a mirror: reflecting them cost 6.5 % of P6's fetch of 1,000
+            // transactions (once per fetch, 2026-11-27). Children in declaration order, as a mirror
+            // lists them, so tokens are found (and checked) in the same order.
+            if let node = next as? any ExpressionWithOperands {
+                worklist.append(node.left)
+                worklist.append(node.right)
+                continue
+            }
+            if let value = next as? any ValueExpression {
+                worklist.append(value.anyValue)
+                continue
+            }
+            if let keyPath = next as? any KeyPathExpression {
+                worklist.append(keyPath.rootExpression)
+                continue
+            }
             // Leaves that hold no token: not reflected (a string's mirror copied it character by
             // character — 3 % of P6's fetch of 1,000 transactions, once per fetch).
-            if next is String || next is AnyKeyPath || next is any Numeric || next is Bool || next is Date { continue }
+            if next is any VariableExpression || next is any NilLiteralExpression || next is String
+                || next is AnyKeyPath || next is any Numeric || next is Bool || next is Date
+            {
+                continue
+            }
             worklist += Mirror(reflecting: next).children.map(\.value)
         }
         return found
@@ -245,7 +266,18 @@ protocol EqualityExpression {
 
 protocol KeyPathExpression {
     var anyKeyPath: AnyKeyPath { get }
+    /// The expression the key path is applied to (a variable, or an optional's unwrapped value).
+    var rootExpression: Any { get }
 }
+
+/// A node with two operands and nothing else that can hold a value (its operator aside).
+protocol ExpressionWithOperands {
+    var left: Any { get }
+    var right: Any { get }
+}
+
+/// A predicate's variable: an identifier, no value.
+protocol VariableExpression {}
 
 protocol ValueExpression {
     var anyValue: Any { get }
@@ -278,7 +310,18 @@ extension PredicateExpressions.NotEqual: EqualityExpression {
 
 extension PredicateExpressions.KeyPath: KeyPathExpression {
     var anyKeyPath: AnyKeyPath { keyPath }
+    var rootExpression: Any { root }
 }
+
+extension PredicateExpressions.Variable: VariableExpression {}
+extension PredicateExpressions.Conjunction: ExpressionWithOperands {}
+extension PredicateExpressions.Disjunction: ExpressionWithOperands {
+    var left: Any { lhs }
+    var right: Any { rhs }
+}
+extension PredicateExpressions.Comparison: ExpressionWithOperands {}
+extension PredicateExpressions.Equal: ExpressionWithOperands {}
+extension PredicateExpressions.NotEqual: ExpressionWithOperands {}
 
 extension PredicateExpressions.Value: ValueExpression {
     var anyValue: Any { value }

@@ -42,7 +42,10 @@ struct HistoryReader {
     /// Checks every token in the query as D6 says: another store's token, one past the visible
     /// end, a lower bound into deleted history, and a token whose check does not match the record
     /// at its offset each throw their own error — before anything is evaluated.
-    func validate(_ query: HistoryQuery) throws(LogStoreError) {
+    ///
+    /// `deferring`: a token whose record the caller reads itself, as the first record of its
+    /// iteration, and checks with ``check(_:against:)`` (``fetch(_:as:)``, ``deferredCheck(of:)``).
+    func validate(_ query: HistoryQuery, deferring deferred: DefaultHistoryToken? = nil) throws(LogStoreError) {
         let end = log.visibleEnd
         for token in query.tokenLiterals {
             guard token.storeIdentifier == log.storeID else {
@@ -51,7 +54,20 @@ struct HistoryReader {
             guard token.offset < end else { throw .historyTokenBeyondEnd(token, end: end) }
         }
         if let bound = query.tokenLowerBound { try checkNotExpired(bound.value, inclusive: bound.inclusive) }
-        for token in query.tokenLiterals { try verify(token) }
+        for token in query.tokenLiterals where token != deferred { try verify(token) }
+    }
+
+    /// The query's lower bound when ``verify(_:)`` would read its record and the iteration starts
+    /// right there (or just after it): the fetch reads that record once, as the token's check and
+    /// as where it starts, instead of seeking to it twice (3.5 % of P6's fetch of 1,000
+    /// transactions). Only when it is the query's one token literal, so every error is still
+    /// thrown in the order ``validate(_:deferring:)`` alone would throw it.
+    func deferredCheck(of query: HistoryQuery) -> DefaultHistoryToken? {
+        guard let bound = query.tokenLowerBound, query.tokenLiterals == [bound.value],
+            bound.value.storeIdentifier == log.storeID, bound.value.offset >= logStartOffset,
+            lowWaterMark.map({ bound.value.offset > $0.offset }) ?? true
+        else { return nil }
+        return bound.value
     }
 
     /// `token > s` needs s ≥ L; `token >= s` needs s > L (D6).
@@ -80,6 +96,12 @@ struct HistoryReader {
         guard token.offset >= logStartOffset, lowWaterMark.map({ token.offset > $0.offset }) ?? true else { return }
         let record: LogRecord?
         do throws(LogError) { record = try log.firstRecord(atOrAfter: token.offset) } catch { throw .log(error) }
+        try check(record, against: token)
+    }
+
+    /// `record`, the first record at or after `token`'s offset (marks skipped), is the transaction
+    /// the token names.
+    func check(_ record: LogRecord?, against token: DefaultHistoryToken) throws(LogStoreError) {
         guard let record, record.offset == token.offset, record.type == .transaction else {
             throw .historyTokenInvalid(token, reason: "no transaction starts at offset \(token.offset)")
         }
@@ -106,14 +128,28 @@ struct HistoryReader {
         _ descriptor: HistoryDescriptor<Transaction>, as make: (DefaultHistoryTransaction) -> Transaction
     ) throws -> Fetched<Transaction> {
         let query = HistoryQuery(descriptor.predicate)
-        try validate(query)
         let limit = descriptor.sortBy.isEmpty ? descriptor.fetchLimit.map { max(0, $0) } : nil
+        // A fetch that reads nothing still checks every token.
+        let deferred = limit == 0 ? nil : deferredCheck(of: query)
+        try validate(query, deferring: deferred)
         var fetched = Fetched<Transaction>(transactions: [], recordsRead: 0)
         if limit == 0 { return fetched }
         // Room for the limit (up to a bound a limit far past what a log holds cannot break): the
         // array grows without copying the transactions already taken.
         if let limit { fetched.transactions.reserveCapacity(min(limit, 4_096)) }
-        var records = try iterator(from: startOffset(for: query))
+        // The lower bound's record, read by the iteration (deferredCheck): checked first, before
+        // anything is evaluated; taken by the loop below when the bound includes it.
+        var carried: LogRecord?
+        var records: LogIterator
+        if let deferred {
+            records = try iterator(from: deferred.offset)
+            let first: LogRecord?
+            do throws(LogError) { first = try records.next() } catch { throw LogStoreError.log(error) }
+            try check(first, against: deferred)
+            if query.tokenLowerBound!.inclusive { carried = first }
+        } else {
+            records = try iterator(from: startOffset(for: query))
+        }
         // An author test passes over most records: it reads them in place, and only a record it
         // may take (or cannot read: the loop then throws) is copied out. Without one, every
         // record is taken, and reading it in place first was slower (the copy-out in a closure:
@@ -135,7 +171,19 @@ struct HistoryReader {
                 return true
             }
         }
-        while let record = try authorTests.isEmpty ? records.next() : records.next(where: accepts) {
+        // Bounded by the log's visible end: each pass takes the carried record or reads one.
+        while true {
+            let record: LogRecord
+            if let first = carried {
+                record = first
+                carried = nil
+                // Not tested in place: the test below reads the copy.
+                authorUnread = !authorTests.isEmpty
+            } else if let next = try authorTests.isEmpty ? records.next() : records.next(where: accepts) {
+                record = next
+            } else {
+                break
+            }
             if query.isPastUpperBound(record.offset) { break }
             guard record.type == .transaction else { continue }
             guard query.matchesTokenBounds(offset: record.offset) else { continue }
