@@ -126,6 +126,44 @@ import Testing
 
     /// `author != "x"` includes transactions without an author, as Swift says; `== nil` finds
     /// exactly those; the pushed-down answer equals `Predicate.evaluate` over all history.
+    /// A transaction is a value: setting a field of a copy changes that copy only, and keeps its
+    /// changes (decoded or not yet), its token and the fields not set.
+    @Test func settingAFieldOfAFetchedTransactionChangesThatCopyOnly() throws {
+        let (container, store) = try Self.open(SimulatedFileSystem())
+        try Self.saveTrip(container, 1, author: "app")
+        try Self.saveTrip(container, 2, author: "widget")
+        let fetched = try store.fetchHistory(HistoryDescriptor())
+        #expect(fetched.count == 2)
+        for (index, original) in fetched.enumerated() {
+            // The first copy is made before its changes are decoded, the second after.
+            if index == 1 { _ = original.changes }
+            var copy = original
+            copy.author = "edited"
+            copy.processIdentifier = "1@elsewhere"
+            let later = original.timestamp.addingTimeInterval(60)
+            copy.timestamp = later
+            copy.storeIdentifier = "another"
+            #expect(original.author == (index == 0 ? "app" : "widget"))
+            #expect(original.processIdentifier == LogStore.processIdentifier)
+            #expect(original.storeIdentifier == store.identifier)
+            #expect(copy.author == "edited" && copy.processIdentifier == "1@elsewhere")
+            #expect(copy.timestamp == later && copy.storeIdentifier == "another")
+            #expect(copy.token == original.token && copy.id == original.id)
+            #expect(copy.changes == original.changes && copy.changes.count == 1)
+            #expect(copy != original)
+            copy.author = original.author
+            copy.processIdentifier = original.processIdentifier
+            copy.timestamp = original.timestamp
+            copy.storeIdentifier = original.storeIdentifier
+            #expect(copy == original && copy.hashValue == original.hashValue)
+            // Typed by the container's models, the fields stay.
+            let typed = original.typed(by: ["Trip": Trip.self])
+            #expect(typed.author == original.author && typed.timestamp == original.timestamp)
+            #expect(typed.changes.count == 1)
+        }
+        try store.close()
+    }
+
     @Test func authorFiltersFollowSwiftSemantics() throws {
         let (container, store) = try Self.open(SimulatedFileSystem())
         let authors: [String?] = [nil, "app", "widget", nil, "widget", "Widget", "app", nil]

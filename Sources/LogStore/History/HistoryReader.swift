@@ -243,9 +243,11 @@ struct HistoryReader {
         }
         return DefaultHistoryTransaction(
             token: DefaultHistoryToken(storeIdentifier: storeID, offset: record.offset, check: record.payloadCRC),
-            author: header.author,
-            timestamp: Date(timeIntervalSince1970: Double(header.timestampMicroseconds) / 1_000_000),
-            storeIdentifier: storeIdentifier, processIdentifier: header.processIdentifier,
-            storage: HistoryChanges(payload: record.payload, decoder: decoder, offset: record.offset))
+            storage: HistoryChanges(
+                payload: record.payload, decoder: decoder, offset: record.offset,
+                header: HistoryChanges.Header(
+                    author: header.author,
+                    timestamp: Date(timeIntervalSince1970: Double(header.timestampMicroseconds) / 1_000_000),
+                    storeIdentifier: storeIdentifier, processIdentifier: header.processIdentifier)))
     }
 }
