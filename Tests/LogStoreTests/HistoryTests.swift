@@ -164,6 +164,59 @@ import Testing
         try store.close()
     }
 
+    /// A fetch copies the payloads it takes into shared chunks: transactions of every size —
+    /// empty, small, larger than a chunk — keep their bytes after the fetch, on any thread, and
+    /// spanning many chunks.
+    @Test func fetchedTransactionsKeepTheirChangesAcrossPayloadChunks() async throws {
+        let (container, store) = try Self.open(SimulatedFileSystem())
+        var names: [String] = []
+        for number in 0..<300 {
+            // Every 50th name is larger than a chunk (32 KiB): it gets a chunk of its own.
+            let name = number % 50 == 7 ? String(repeating: "n\(number % 10)", count: 20_000) : "trip \(number)"
+            names.append(name)
+            let context = ModelContext(container)
+            context.insert(Trip(name: name, destination: "place \(number)", startDate: day(number)))
+            try await context.save()
+        }
+        let fetched = try store.fetchHistory(HistoryDescriptor())
+        #expect(fetched.count == 300)
+        // Read on other threads, after the fetch returned: the changes decode from the chunks.
+        let decoded = await withTaskGroup(of: (Int, String?).self) { group in
+            for (index, transaction) in fetched.enumerated() {
+                group.addTask {
+                    guard case .insert(let insert) = transaction.changes.first else { return (index, nil) }
+                    guard case .string(let name)? = insert.values["name"] else { return (index, nil) }
+                    return (index, name)
+                }
+            }
+            var names = [String?](repeating: nil, count: fetched.count)
+            for await (index, name) in group { names[index] = name }
+            return names
+        }
+        #expect(decoded == names)
+        try store.close()
+    }
+
+    @Test func payloadChunksHoldEveryPayloadWhereTheySaidItIs() {
+        var chunks = PayloadChunks()
+        var random = CheckpointTests.Random(state: 42)
+        var kept: [(PayloadChunk, Range<Int>, [UInt8])] = []
+        var distinctChunks = Set<ObjectIdentifier>()
+        for index in 0..<2_000 {
+            let count = index % 97 == 0 ? 40_000 : index % 13 == 0 ? 0 : Int(random.next() % 600)
+            let bytes = (0..<count).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+            let (chunk, range) = bytes.withUnsafeBytes { chunks.store($0) }
+            #expect(range.count == count)
+            // A chunk of at most 32 KiB, or one made for a larger payload alone.
+            #expect(chunk.capacity <= PayloadChunks.byteCountMax || chunk.capacity == 40_000)
+            distinctChunks.insert(ObjectIdentifier(chunk))
+            kept.append((chunk, range, bytes))
+        }
+        for (chunk, range, bytes) in kept { #expect(Array(chunk.bytes(range)) == bytes) }
+        // 2,000 payloads of ~300 bytes in chunks of up to 32 KiB, plus one per large payload.
+        #expect(distinctChunks.count < 60)
+    }
+
     @Test func authorFiltersFollowSwiftSemantics() throws {
         let (container, store) = try Self.open(SimulatedFileSystem())
         let authors: [String?] = [nil, "app", "widget", nil, "widget", "Widget", "app", nil]

@@ -247,13 +247,21 @@ struct TransactionRecord: Sendable, Equatable {
         -> (schemaVersion: UInt32, author: String?, timestampMicroseconds: Int64, processIdentifier: String)
     {
         try ByteReader.withBytes(bytes) { bytes throws(ByteReaderError) in
-            let header = try Header(bytes)
-            let author = try header.author.map { bytes throws(ByteReaderError) in try strings.author(bytes) }
-            return (
-                header.schemaVersion, author, header.timestampMicroseconds,
-                processIdentifier ? try strings.processIdentifier(header.processIdentifier) : ""
-            )
+            try decodeHeader(bytes, processIdentifier: processIdentifier, strings: &strings)
         }
+    }
+
+    /// The same, over a payload read in place (``LogStoreEngine/LogRecordView``).
+    static func decodeHeader(_ bytes: UnsafeRawBufferPointer, processIdentifier: Bool, strings: inout RepeatedStrings)
+        throws(ByteReaderError)
+        -> (schemaVersion: UInt32, author: String?, timestampMicroseconds: Int64, processIdentifier: String)
+    {
+        let header = try Header(bytes)
+        let author = try header.author.map { bytes throws(ByteReaderError) in try strings.author(bytes) }
+        return (
+            header.schemaVersion, author, header.timestampMicroseconds,
+            processIdentifier ? try strings.processIdentifier(header.processIdentifier) : ""
+        )
     }
 
     /// The author and process identifier strings decoded last, with their bytes (see

@@ -42,12 +42,12 @@ extension LogStore: HistoryProviding {
         try followOtherProcess()
         refreshAfterLogFailure()
         do {
-            return try historyReader().fetch(descriptor) { $0 }
+            return try historyReader().fetch(descriptor)
         } catch let error as LogStoreError {
             // A compaction deleted the segments the fetch was about to read: ask again, which now
             // sees the new L (and throws historyTokenExpired if the token is older).
             guard error.code == .offsetOutOfRange else { throw error }
-            return try historyReader().fetch(descriptor) { $0 }
+            return try historyReader().fetch(descriptor)
         }
     }
 

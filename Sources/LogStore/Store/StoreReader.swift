@@ -247,7 +247,7 @@ extension LogStore {
     {
         let store = try StoreReader.openReadOnly(directory: directory, fileSystem: fileSystem)
         defer { try? store.log.close() }
-        return try store.historyReader().fetch(descriptor) { $0 }.transactions
+        return try store.historyReader().fetch(descriptor).transactions
     }
 
     /// The low-water mark L of the store in `directory`, read like ``fetchHistory(directory:fileSystem:_:)``
