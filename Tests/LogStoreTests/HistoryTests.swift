@@ -156,6 +156,14 @@ import Testing
             copy.timestamp = original.timestamp
             copy.storeIdentifier = original.storeIdentifier
             #expect(copy == original && copy.hashValue == original.hashValue)
+            // Set over and over before its changes are read: no chain of objects to read or free
+            // (review found one as deep as the number of sets).
+            var edited = try store.fetchHistory(HistoryDescriptor())[index]
+            for round in 0..<200_000 { edited.timestamp = Date(timeIntervalSince1970: Double(round)) }
+            #expect(edited.changes == original.changes && edited.timestamp.timeIntervalSince1970 == 199_999)
+            // Printed with its fields, as when each was stored.
+            let printed = String(describing: original)
+            #expect(printed.contains("author: Optional(\"\(original.author!)\")") && printed.contains("processIdentifier:"))
             // Typed by the container's models, the fields stay.
             let typed = original.typed(by: ["Trip": Trip.self])
             #expect(typed.author == original.author && typed.timestamp == original.timestamp)

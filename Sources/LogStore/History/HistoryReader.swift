@@ -44,7 +44,7 @@ struct HistoryReader {
     /// at its offset each throw their own error — before anything is evaluated.
     ///
     /// `deferring`: a token whose record the caller reads itself, as the first record of its
-    /// iteration, and checks with ``check(_:against:)`` (``fetch(_:as:)``, ``deferredCheck(of:)``).
+    /// iteration, and checks with ``check(_:against:)`` (``fetch(_:)``, ``deferredCheck(of:)``).
     func validate(_ query: HistoryQuery, deferring deferred: DefaultHistoryToken? = nil) throws(LogStoreError) {
         let end = log.visibleEnd
         for token in query.tokenLiterals {

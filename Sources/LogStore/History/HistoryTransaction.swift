@@ -62,9 +62,11 @@ public struct DefaultHistoryTransaction: HistoryTransaction {
     }
     /// The ``transactionIdentifier``.
     public var id: Int64 { transactionIdentifier }
-    /// Everything but the token, in one immutable object: a copy of a transaction (a fetch makes
-    /// two per transaction, into its result and through the caller's type) retains one reference
-    /// instead of one per string (the copies were 13 % of P6's fetch of 1,000 transactions).
+    /// Everything but the token, in one immutable object: a copy of a transaction retains one
+    /// reference instead of one per string (the copies were 13 % of P6's fetch of 1,000
+    /// transactions). Until its changes are first read, a transaction from `fetchHistory` holds
+    /// the chunk its payload was copied into, shared with the other transactions of the fetch (at
+    /// most 32 KiB): keep tokens, not transactions, across many fetches.
     private(set) var storage: HistoryChanges
 
     /// The save's resolved changes, in order.
@@ -106,6 +108,19 @@ public struct DefaultHistoryTransaction: HistoryTransaction {
     public func hash(into hasher: inout Hasher) {
         hasher.combine(token)
         hasher.combine(author)
+    }
+}
+
+extension DefaultHistoryTransaction: CustomReflectable {
+    /// Its fields, as `print` and `dump` showed them when each was stored (the changes are left
+    /// out: reflecting must not decode them).
+    public var customMirror: Mirror {
+        Mirror(
+            self,
+            children: [
+                "token": token, "author": author as Any, "timestamp": timestamp, "storeIdentifier": storeIdentifier,
+                "processIdentifier": processIdentifier,
+            ], displayStyle: .struct)
     }
 }
 
@@ -166,11 +181,20 @@ final class HistoryChanges: Sendable {
         HistoryChanges(header: header, state: .retyped(self), modelTypes: modelTypes)
     }
 
-    /// The same changes under a header `change` edits.
+    /// The same changes under a header `change` edits. Shares the changes decoded already, or the
+    /// object that decodes them — never another `.shared` one, so setting a field over and over
+    /// makes no chain (a chain of 200,000 was read, and freed, by recursion: found by review).
     func with(_ change: (inout Header) -> Void) -> HistoryChanges {
         var header = header
         change(&header)
-        return HistoryChanges(header: header, state: .shared(self), modelTypes: modelTypes)
+        let shared: State = state.withLock { state in
+            switch state {
+            case .decoded(let changes): .decoded(changes)
+            case .shared(let base): .shared(base)
+            case .encoded, .encodedInChunk, .retyped: .shared(self)
+            }
+        }
+        return HistoryChanges(header: header, state: shared, modelTypes: modelTypes)
     }
 
     var changes: [HistoryChange] {
@@ -549,7 +573,9 @@ final class PayloadChunk: @unchecked Sendable {
         return used..<(used + bytes.count)
     }
 
-    /// Bytes copied in earlier (a range ``append(_:)`` returned).
+    /// Bytes copied in earlier (a range ``append(_:)`` returned). Checked against the capacity,
+    /// not `used`: another thread decoding a transaction must not read what the filling fetch
+    /// writes (its ranges were written before they were handed out).
     func bytes(_ range: Range<Int>) -> UnsafeRawBufferPointer {
         precondition(range.lowerBound >= 0 && range.upperBound <= capacity)
         return UnsafeRawBufferPointer(start: base + range.lowerBound, count: range.count)
