@@ -171,7 +171,7 @@ struct HistoryReader {
             if visit.pastUpperBound { break }
             // Moved out and into the result, not copied.
             guard let transaction = visit.taken.take() else { continue }
-            fetched.transactions.append(transaction)
+            fetched.transactions.append(consume transaction)
             if query.needsEvaluation, let predicate = descriptor.predicate,
                 try !predicate.evaluate(fetched.transactions[fetched.transactions.count - 1])
             {
