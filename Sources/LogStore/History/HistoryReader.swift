@@ -248,7 +248,8 @@ struct HistoryReader {
 private struct Visit {
     let reader: HistoryReader
     let query: HistoryQuery
-    let authorTests: [HistoryQuery.AuthorTest]
+    /// The query's author tests, compiled for the stored bytes once.
+    let authorTests: [HistoryQuery.AuthorBytesTest]
     var strings = TransactionRecord.RepeatedStrings()
     var chunks = PayloadChunks()
     /// The transaction of the record visited last, when taken.
@@ -260,7 +261,7 @@ private struct Visit {
     init(reader: HistoryReader, query: HistoryQuery) {
         self.reader = reader
         self.query = query
-        authorTests = query.authorTests
+        authorTests = query.authorTests.map(HistoryQuery.AuthorBytesTest.init)
     }
 
     mutating func visit(_ view: LogRecordView) {
@@ -274,7 +275,7 @@ private struct Visit {
                 let matches: Bool
                 do {
                     matches = try TransactionRecord.authorMatches(view.payload) { author in
-                        authorTests.allSatisfy { $0.matches(authorBytes: author) }
+                        authorTests.allSatisfy { $0.matches(author) }
                     }
                 } catch {
                     throw LogStoreError.corruptRecord(offset: view.offset, reason: "transaction record: \(error)")
