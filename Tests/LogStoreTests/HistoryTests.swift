@@ -225,6 +225,37 @@ import Testing
         #expect(distinctChunks.count < 60)
     }
 
+    /// A record whose author is not UTF-8 (its CRC matching: a writer bug or a crafted file) is
+    /// refused by every fetch that reaches it, whatever its author test — not skipped quietly by
+    /// one filter and refused by another.
+    @Test func anAuthorThatIsNotUTF8IsCorruptionWhateverTheFilter() throws {
+        let (container, store) = try Self.open(SimulatedFileSystem())
+        let first = try Self.saveTrip(container, 0, author: "app")
+        let table = store.inner.withLock { $0.table }
+        let record = TransactionRecord(
+            schemaVersion: table.version, author: "\u{e9}MARK", timestampMicroseconds: 1,
+            processIdentifier: LogStore.processIdentifier, changes: [])
+        var payload = record.encoded(table: table)
+        // "é" is C3 A9 in UTF-8: C3 followed by "M" is not UTF-8.
+        let mark = Array("\u{e9}MARK".utf8)
+        let at = try #require(payload.indices.first { payload[$0...].starts(with: mark) })
+        payload[at + 1] = UInt8(ascii: "M")
+        payload[at + 2] = UInt8(ascii: "M")
+        _ = try store.log.write(payload, type: .transaction)
+        try store.log.sync()
+        let filters: [Predicate<DefaultHistoryTransaction>] = [
+            #Predicate { $0.author == "x" }, #Predicate { $0.author != "x" }, #Predicate { $0.author == nil },
+            #Predicate { $0.author != nil }, #Predicate { $0.author == "\u{e9}" }, #Predicate { $0.token > first },
+        ]
+        for (index, predicate) in filters.enumerated() {
+            #expect(throws: LogStoreError.self, "filter \(index)") {
+                try store.fetchHistory(HistoryDescriptor(predicate: predicate))
+            }
+        }
+        #expect(throws: LogStoreError.self) { try store.fetchHistory(HistoryDescriptor()) }
+        try store.close()
+    }
+
     @Test func authorFiltersFollowSwiftSemantics() throws {
         let (container, store) = try Self.open(SimulatedFileSystem())
         let authors: [String?] = [nil, "app", "widget", nil, "widget", "Widget", "app", nil]

@@ -14,9 +14,6 @@ struct HistoryQuery: Sendable {
             case .notEquals(let unexpected): author != unexpected
             }
         }
-
-        /// `matches` on the author's stored UTF-8 bytes (``AuthorBytesTest``, made once per fetch).
-        func matches(authorBytes: UnsafeRawBufferPointer?) -> Bool { AuthorBytesTest(self).matches(authorBytes) }
     }
 
     /// An ``AuthorTest`` on an author's stored UTF-8 bytes: equal bytes are equal strings, and two
@@ -45,7 +42,10 @@ struct HistoryQuery: Sendable {
             let isEqual: Bool
             switch (authorBytes, operand) {
             case (nil, nil): isEqual = true
-            case (nil, _), (_, nil): isEqual = false
+            case (nil, _): isEqual = false
+            case (let bytes?, nil):
+                guard Self.isUTF8(bytes) else { return true }
+                isEqual = false
             case (let bytes?, let expected?):
                 if bytes.count == expected.count
                     && expected.withUnsafeBytes({ expected in
@@ -55,11 +55,20 @@ struct HistoryQuery: Sendable {
                     isEqual = true
                 } else if operandIsASCII && bytes.allSatisfy({ $0 < 0x80 }) {
                     isEqual = false
+                } else if let author = String(validating: bytes, as: UTF8.self) {
+                    isEqual = author == operandString
                 } else {
-                    isEqual = String(decoding: bytes, as: UTF8.self) == operandString
+                    return true
                 }
             }
             return negated ? !isEqual : isEqual
+        }
+
+        /// An author that is not UTF-8 is taken whatever the test, so that decoding it refuses the
+        /// record (`corruptRecord`), as a fetch without the filter does — never skipped quietly by
+        /// one filter and refused by another (found by review).
+        private static func isUTF8(_ bytes: UnsafeRawBufferPointer) -> Bool {
+            bytes.allSatisfy { $0 < 0x80 } || String(validating: bytes, as: UTF8.self) != nil
         }
     }
 

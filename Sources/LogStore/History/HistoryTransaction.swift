@@ -177,8 +177,13 @@ final class HistoryChanges: Sendable {
         self.modelTypes = modelTypes
     }
 
+    /// The same changes typed by `modelTypes`: typed from the untyped object, never through
+    /// another typing (no chain, as ``with(_:)``).
     func typed(by modelTypes: [String: any PersistentModel.Type]) -> HistoryChanges {
-        HistoryChanges(header: header, state: .retyped(self), modelTypes: modelTypes)
+        let base: HistoryChanges = state.withLock { state in
+            if case .retyped(let untyped) = state { untyped } else { self }
+        }
+        return HistoryChanges(header: header, state: .retyped(base), modelTypes: modelTypes)
     }
 
     /// The same changes under a header `change` edits. Shares the changes decoded already, or the
