@@ -209,29 +209,9 @@ final class HistoryChanges: Sendable {
             case let .decoded(decoded):
                 return decoded
             case let .encodedInChunk(chunk, range, decoder, offset):
-                do {
-                    let resolved = try decoder.decode(chunk.bytes(range)).changes
-                    changes = resolved.enumerated().map { index, change in
-                        HistoryChange(change, modelTypes: modelTypes, transactionIdentifier: Int64(offset), index: index)
-                    }
-                } catch {
-                    preconditionFailure(
-                        "The transaction record at offset \(offset) passed its checksum but its "
-                            + "changes do not decode: \(error). Run `logstore verify`.")
-                }
+                changes = decodeChanges(chunk.bytes(range), decoder: decoder, offset: offset)
             case let .encoded(payload, decoder, offset):
-                do {
-                    let resolved = try decoder.decode(payload).changes
-                    changes = resolved.enumerated().map { index, change in
-                        HistoryChange(change, modelTypes: modelTypes, transactionIdentifier: Int64(offset), index: index)
-                    }
-                } catch {
-                    // Its CRC matched and its prefix decoded with this table: only a writer bug
-                    // gets here. Loud rather than a silently empty change list.
-                    preconditionFailure(
-                        "The transaction record at offset \(offset) passed its checksum but its "
-                            + "changes do not decode: \(error). Run `logstore verify`.")
-                }
+                changes = payload.withUnsafeBytes { decodeChanges($0, decoder: decoder, offset: offset) }
             case let .retyped(base):
                 changes = base.changes.map { $0.typed(by: modelTypes) }
             case let .shared(base):
@@ -239,6 +219,23 @@ final class HistoryChanges: Sendable {
             }
             state = .decoded(changes)
             return changes
+        }
+    }
+
+    /// The changes of a payload that passed its CRC and whose prefix decoded with this decoder's
+    /// table, typed by ``modelTypes``.
+    private func decodeChanges(_ payload: UnsafeRawBufferPointer, decoder: TransactionRecord.Decoder, offset: UInt64)
+        -> [HistoryChange]
+    {
+        do {
+            return try decoder.decode(payload).changes.enumerated().map { index, change in
+                HistoryChange(change, modelTypes: modelTypes, transactionIdentifier: Int64(offset), index: index)
+            }
+        } catch {
+            // Only a writer bug gets here. Loud rather than a silently empty change list.
+            preconditionFailure(
+                "The transaction record at offset \(offset) passed its checksum but its "
+                    + "changes do not decode: \(error). Run `logstore verify`.")
         }
     }
 }
