@@ -3,17 +3,11 @@ import Foundation
 /// What a history predicate says that the store can act on without `Predicate.evaluate`
 /// (DECISIONS.md D6, D9): its top-level `&&` terms on `token`, `author` and `timestamp`.
 struct HistoryQuery: Sendable {
+    /// `author == operand` or `author != operand`, with Swift's semantics (`author != "x"` holds
+    /// for a nil author): ``AuthorBytesTest`` tests it on the stored bytes.
     enum AuthorTest: Sendable, Equatable {
         case equals(String?)
         case notEquals(String?)
-
-        /// Swift semantics: `author != "x"` holds for a nil author.
-        func matches(_ author: String?) -> Bool {
-            switch self {
-            case .equals(let expected): author == expected
-            case .notEquals(let unexpected): author != unexpected
-            }
-        }
     }
 
     /// An ``AuthorTest`` on an author's stored UTF-8 bytes: equal bytes are equal strings, and two
@@ -98,18 +92,15 @@ struct HistoryQuery: Sendable {
         for term in Self.conjuncts(of: predicate.expression) { take(term, transaction: Transaction.self) }
     }
 
-    /// Whether a transaction passes the token bounds.
-    func matchesTokenBounds(offset: UInt64) -> Bool { matches(offset: offset, author: nil, testsAuthor: false) }
-
-    /// Whether a transaction passes the pushed-down tests (token bounds and author).
-    func matches(offset: UInt64, author: String?, testsAuthor: Bool = true) -> Bool {
+    /// Whether a transaction at `offset` passes the token bounds.
+    func matchesTokenBounds(offset: UInt64) -> Bool {
         if let bound = tokenLowerBound, bound.inclusive ? offset < bound.value.offset : offset <= bound.value.offset {
             return false
         }
         if let bound = tokenUpperBound, bound.inclusive ? offset > bound.value.offset : offset >= bound.value.offset {
             return false
         }
-        return !testsAuthor || authorTests.allSatisfy { $0.matches(author) }
+        return true
     }
 
     /// Whether a record at `offset` and every later one fail the token upper bound.

@@ -64,10 +64,15 @@ struct HistoryReader {
     /// thrown in the order ``validate(_:deferring:)`` alone would throw it.
     func deferredCheck(of query: HistoryQuery) -> DefaultHistoryToken? {
         guard let bound = query.tokenLowerBound, query.tokenLiterals == [bound.value],
-            bound.value.storeIdentifier == log.storeID, bound.value.offset >= logStartOffset,
-            lowWaterMark.map({ bound.value.offset > $0.offset }) ?? true
+            bound.value.storeIdentifier == log.storeID, isCheckedAgainstItsRecord(bound.value)
         else { return nil }
         return bound.value
+    }
+
+    /// Whether ``verify(_:)`` checks `token` against the record at its offset: one in the kept
+    /// log, past L (a token at L is checked against L).
+    private func isCheckedAgainstItsRecord(_ token: DefaultHistoryToken) -> Bool {
+        token.offset >= logStartOffset && lowWaterMark.map { token.offset > $0.offset } ?? true
     }
 
     /// `token > s` needs s ≥ L; `token >= s` needs s > L (D6).
@@ -93,15 +98,17 @@ struct HistoryReader {
             // Inside L's record (the records after it start at the log's start): no transaction.
             throw .historyTokenInvalid(token, reason: "no transaction starts at offset \(token.offset)")
         }
-        guard token.offset >= logStartOffset, lowWaterMark.map({ token.offset > $0.offset }) ?? true else { return }
+        guard isCheckedAgainstItsRecord(token) else { return }
         let record: LogRecord?
         do throws(LogError) { record = try log.firstRecord(atOrAfter: token.offset) } catch { throw .log(error) }
-        try check(record, against: token)
+        try check(record.map { ($0.offset, $0.type, $0.payloadCRC) }, against: token)
     }
 
-    /// `record`, the first record at or after `token`'s offset (marks skipped), is the transaction
-    /// the token names.
-    func check(_ record: LogRecord?, against token: DefaultHistoryToken) throws(LogStoreError) {
+    /// `record`, the first record at or after `token`'s offset (marks skipped; `nil` at the end),
+    /// is the transaction the token names.
+    func check(_ record: (offset: UInt64, type: RecordType, payloadCRC: UInt32)?, against token: DefaultHistoryToken)
+        throws(LogStoreError)
+    {
         guard let record, record.offset == token.offset, record.type == .transaction else {
             throw .historyTokenInvalid(token, reason: "no transaction starts at offset \(token.offset)")
         }
@@ -135,19 +142,9 @@ struct HistoryReader {
         // Room for the limit (up to a bound a limit far past what a log holds cannot break): the
         // array grows without copying the transactions already taken.
         if let limit { fetched.transactions.reserveCapacity(min(limit, 4_096)) }
-        // The lower bound's record, read by the iteration (deferredCheck): checked first, before
-        // anything is evaluated; taken by the loop below when the bound includes it.
-        var carried: LogRecord?
-        var records: LogIterator
-        if let deferred {
-            records = try iterator(from: deferred.offset)
-            let first: LogRecord?
-            do throws(LogError) { first = try records.next() } catch { throw LogStoreError.log(error) }
-            try check(first, against: deferred)
-            if query.tokenLowerBound!.inclusive { carried = first }
-        } else {
-            records = try iterator(from: startOffset(for: query))
-        }
+        // With a deferred check, reading starts at the lower bound's record, which the visit
+        // checks first, before anything is evaluated (and takes when the bound includes it).
+        var records = try iterator(from: deferred?.offset ?? startOffset(for: query))
         // Every record is read in place: tested (type, token bounds, author) where it lies, and
         // only a record taken is decoded, its payload copied into a chunk the fetch's transactions
         // share (an array per record, with its copy and free, was about a tenth of P6's fetch).
@@ -155,17 +152,25 @@ struct HistoryReader {
         // variables captured by a local function were boxed and checked for exclusive access on
         // every use (a tenth of the fetch).
         var visit = Visit(reader: self, query: query)
-        // Bounded by the log's visible end: each pass takes the carried record or reads one.
+        var unchecked = deferred
+        // Bounded by the log's visible end: each pass reads one record.
         while true {
-            if let first = carried {
-                carried = nil
-                first.withView { visit.visit($0) }
-            } else {
-                let read: Bool
-                do throws(LogError) { read = try records.next(inPlace: { visit.visit($0) }) } catch {
-                    throw LogStoreError.log(error)
+            let read: Bool
+            let checking = unchecked
+            unchecked = nil
+            do throws(LogError) {
+                if let token = checking {
+                    read = try records.next(inPlace: { visit.visit($0, checkingAgainst: token) })
+                } else {
+                    read = try records.next(inPlace: { visit.visit($0) })
                 }
-                guard read else { break }
+            } catch {
+                throw LogStoreError.log(error)
+            }
+            guard read else {
+                // Nothing at or after the token's offset: it names no transaction.
+                if let token = checking { try check(nil, against: token) }
+                break
             }
             if let failure = visit.failure { throw failure }
             if visit.pastUpperBound { break }
@@ -200,10 +205,9 @@ struct HistoryReader {
     func decode(_ record: LogRecord, strings: inout TransactionRecord.RepeatedStrings) throws(LogStoreError)
         -> DefaultHistoryTransaction
     {
-        let header = try record.payload.withUnsafeBytes { bytes -> Result<HistoryChanges.Header, LogStoreError> in
-            do throws(LogStoreError) { return .success(try self.header(of: bytes, at: record.offset, strings: &strings)) }
-            catch { return .failure(error) }
-        }.get()
+        let header = try header(at: record.offset) { () throws(ByteReaderError) in
+            try TransactionRecord.decodeHeader(record.payload, processIdentifier: true, strings: &strings)
+        }
         return DefaultHistoryTransaction(
             token: DefaultHistoryToken(storeIdentifier: storeID, offset: record.offset, check: record.payloadCRC),
             storage: HistoryChanges(payload: record.payload, decoder: decoder, offset: record.offset, header: header))
@@ -213,20 +217,26 @@ struct HistoryReader {
     func decode(
         _ view: LogRecordView, strings: inout TransactionRecord.RepeatedStrings, chunks: inout PayloadChunks
     ) throws(LogStoreError) -> DefaultHistoryTransaction {
-        let header = try header(of: view.payload, at: view.offset, strings: &strings)
+        let header = try header(at: view.offset) { () throws(ByteReaderError) in
+            try TransactionRecord.decodeHeader(view.payload, processIdentifier: true, strings: &strings)
+        }
         let (chunk, range) = chunks.store(view.payload)
         return DefaultHistoryTransaction(
             token: DefaultHistoryToken(storeIdentifier: storeID, offset: view.offset, check: view.payloadCRC),
             storage: HistoryChanges(chunk: chunk, range: range, decoder: decoder, offset: view.offset, header: header))
     }
 
-    /// A transaction record's header, checked to be of a schema table this reader knows.
+    /// The header `decode` reads from the transaction record at `offset`, checked to be of a
+    /// schema table this reader knows.
     private func header(
-        of payload: UnsafeRawBufferPointer, at offset: UInt64, strings: inout TransactionRecord.RepeatedStrings
+        at offset: UInt64,
+        _ decode: () throws(ByteReaderError) -> (
+            schemaVersion: UInt32, author: String?, timestampMicroseconds: Int64, processIdentifier: String
+        )
     ) throws(LogStoreError) -> HistoryChanges.Header {
         let header: (schemaVersion: UInt32, author: String?, timestampMicroseconds: Int64, processIdentifier: String)
         do {
-            header = try TransactionRecord.decodeHeader(payload, processIdentifier: true, strings: &strings)
+            header = try decode()
         } catch {
             throw .corruptRecord(offset: offset, reason: "transaction record: \(error)")
         }
@@ -262,6 +272,17 @@ private struct Visit {
         self.reader = reader
         self.query = query
         authorTests = query.authorTests.map(HistoryQuery.AuthorBytesTest.init)
+    }
+
+    /// ``visit(_:)`` of the first record of a fetch whose lower bound's check was deferred
+    /// (``HistoryReader/deferredCheck(of:)``): the record must be the token's, checked before
+    /// anything else is done with it.
+    mutating func visit(_ view: LogRecordView, checkingAgainst token: DefaultHistoryToken) {
+        do throws(LogStoreError) { try reader.check((view.offset, view.type, view.payloadCRC), against: token) } catch {
+            failure = error
+            return
+        }
+        visit(view)
     }
 
     mutating func visit(_ view: LogRecordView) {

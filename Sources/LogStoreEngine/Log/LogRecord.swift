@@ -41,18 +41,6 @@ package struct LogRecordView {
 }
 
 extension LogRecord {
-    /// The record as a view of its payload (valid only during `body`), for a reader that reads
-    /// every other record in place.
-    package func withView<T>(_ body: (LogRecordView) throws -> T) rethrows -> T {
-        try payload.withUnsafeBytes { payload in
-            try body(
-                LogRecordView(
-                    offset: offset, type: type, payload: payload, payloadCRC: payloadCRC,
-                    recordByteCount: recordByteCount, isCompressed: isCompressed, statedDurableEnd: statedDurableEnd,
-                    usesDictionary: usesDictionary))
-        }
-    }
-
     /// The record, its payload copied out of the view.
     package init(_ view: LogRecordView) {
         self.init(
