@@ -132,4 +132,63 @@ import Testing
         #expect(a != b)
         #expect(Array(a).map(\.0) == [keys[1], keys[2], keys[0]])
     }
+
+    /// A state's entities (an array of rows by position, the last entity touched remembered)
+    /// against a dictionary of references: changes interleaved over four entities, an entity
+    /// removed by a migration step in the middle, then changes to the others and to the removed
+    /// name again (it comes back empty, at the end).
+    @Test func foldStateKeepsEachEntitysRowsAcrossInterleavedChangesAndARemovedEntity() {
+        var state = FoldState()
+        var references: [String: Reference] = [:]
+        let names = ["Trip", "BucketListItem", "LivingAccommodation", "Note"]
+        var keys: [String: [UUID]] = [:]
+        var generator = SystemRandomNumberGenerator()
+        func check(_ step: Int) {
+            #expect(Set(state.entityNames) == Set(references.keys), "entities after step \(step)")
+            for (name, reference) in references {
+                let rows = state.rows(of: name)
+                #expect(Array(rows).map(\.0) == reference.rows.map(\.key), "\(name) order after step \(step)")
+                #expect(Array(rows).map(\.1.values) == reference.rows.map(\.row.values), "\(name) after step \(step)")
+                #expect(state.count(of: name) == reference.rows.count)
+                for (key, row) in reference.rows {
+                    #expect(state.row(entity: name, primaryKey: key)?.values == row.values)
+                }
+            }
+            #expect(state.totalCount == references.values.reduce(0) { $0 + $1.rows.count })
+        }
+        func step(_ step: Int, entity name: String) {
+            let existing = keys[name, default: []]
+            let choice = existing.isEmpty ? 0 : Int.random(in: 0..<4, using: &generator)
+            switch choice {
+            case 0:
+                let key = UUID()
+                let values: [String: AttributeValue] = ["name": .string("\(name) \(step)"), "step": .int(Int64(step))]
+                state.insert(entityName: name, primaryKey: key, values: values)
+                references[name, default: Reference()].append(key, FoldState.Row(sequence: 0, values: RowValues(values.lazy.map { $0 }, layout: .empty)))
+                keys[name, default: []].append(key)
+            case 1, 2:
+                let key = existing.randomElement(using: &generator)!  // not empty: choice 0 then
+                state.update(entityName: name, primaryKey: key, values: ["step": AttributeValue.int(Int64(step))])
+                references[name]?.update(key) { $0.values["step"] = .int(Int64(step)) }
+            default:
+                guard let key = existing.randomElement(using: &generator) else { return }
+                state.delete(entityName: name, primaryKey: key)
+                references[name]?.remove(key)
+                keys[name]?.removeAll { $0 == key }
+            }
+        }
+        for index in 0..<2_000 {
+            // Runs of one entity (the remembered one) and switches between them.
+            step(index, entity: names[(index / 3 + index % 2) % names.count])
+        }
+        check(2_000)
+        state.apply([.removeEntity(entity: "BucketListItem", entityID: 1)])
+        references["BucketListItem"] = nil
+        keys["BucketListItem"] = nil
+        check(2_001)
+        for index in 2_002..<3_000 {
+            step(index, entity: names[(index / 5) % names.count])
+        }
+        check(3_000)
+    }
 }

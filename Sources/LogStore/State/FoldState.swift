@@ -13,19 +13,66 @@ struct FoldState: Sendable {
         var values: RowValues
     }
 
-    /// entity name → rows in insertion order.
-    private(set) var entities: [String: EntityRows] = [:]
+    /// Each entity's rows in insertion order, at the position ``tableIndex`` gives its name: a
+    /// change mutates its entity's rows in place in an array, where a dictionary of rows by name
+    /// made every folded change a keyed modify that copied the optional rows out and back (~20 %
+    /// of a replay's fold, P5 profile).
+    private var tables: [EntityRows] = []
+    /// The entity names of ``tables``, in the same order.
+    private var tableNames: [String] = []
+    /// entity name → position in ``tables``.
+    private var tableIndex: [String: Int] = [:]
+    /// The position of the entity a fold touched last (its changes mostly follow one another):
+    /// one compare of names instead of a hash.
+    private var lastTable: (name: String, position: Int)?
     private var nextSequence: UInt64 = 0
 
     init() {}
 
+    /// entity name → rows in insertion order (made on request: checkpoints, migrations, tests).
+    var entities: [String: EntityRows] {
+        Dictionary(uniqueKeysWithValues: zip(tableNames, tables))
+    }
+
+    /// The names of the entities that have rows, or had (an entity's rows stay, maybe empty,
+    /// until a migration removes it).
+    var entityNames: [String] { tableNames }
+
+    /// The position in ``tables`` of `name`'s rows, or `nil` when it has none.
+    @inline(__always)
+    private func position(of name: String) -> Int? {
+        if let lastTable, lastTable.name == name { return lastTable.position }
+        return tableIndex[name]
+    }
+
+    /// The position of `name`'s rows, remembered for the next change (folds and saves).
+    @inline(__always)
+    private mutating func rememberedPosition(of name: String) -> Int? {
+        if let lastTable, lastTable.name == name { return lastTable.position }
+        guard let position = tableIndex[name] else { return nil }
+        lastTable = (name, position)
+        return position
+    }
+
+    /// The position of `name`'s rows, made empty when it has none.
+    private mutating func positionMade(for name: String) -> Int {
+        if let position = rememberedPosition(of: name) { return position }
+        let position = tables.count
+        tables.append(EntityRows())
+        tableNames.append(name)
+        tableIndex[name] = position
+        lastTable = (name, position)
+        return position
+    }
+
     func row(_ identifier: PersistentIdentifier) -> Row? {
-        entities[identifier.entityName]?[identifier.primaryKey]
+        row(entity: identifier.entityName, primaryKey: identifier.primaryKey)
     }
 
     /// The row of the model of `entity` with `primaryKey` (no identifier to make).
     func row(entity: String, primaryKey: UUID) -> Row? {
-        entities[entity]?[primaryKey]
+        guard let position = position(of: entity) else { return nil }
+        return tables[position][primaryKey]
     }
 
     func contains(_ identifier: PersistentIdentifier) -> Bool {
@@ -33,14 +80,14 @@ struct FoldState: Sendable {
     }
 
     func count(of entityName: String) -> Int {
-        entities[entityName]?.count ?? 0
+        position(of: entityName).map { tables[$0].count } ?? 0
     }
 
-    var totalCount: Int { entities.values.reduce(0) { $0 + $1.count } }
+    var totalCount: Int { tables.reduce(0) { $0 + $1.count } }
 
     /// The rows of an entity in insertion order (no sort: the slots are kept in that order).
     func rows(of entityName: String) -> EntityRows {
-        entities[entityName] ?? EntityRows()
+        position(of: entityName).map { tables[$0] } ?? EntityRows()
     }
 
     /// Applies one recorded change, returning the model's values after it (`nil` when it has no
@@ -83,7 +130,7 @@ struct FoldState: Sendable {
         -> RowValues
     {
         defer { nextSequence += 1 }
-        return entities[entityName, default: EntityRows()].append(primaryKey, sequence: nextSequence, values: values)
+        return tables[positionMade(for: entityName)].append(primaryKey, sequence: nextSequence, values: values)
     }
 
     /// Changed values of a model (nothing if it is missing); later values of one name win. A
@@ -93,11 +140,13 @@ struct FoldState: Sendable {
     mutating func update<Values: Sequence<(key: String, value: AttributeValue)>>(
         entityName: String, primaryKey: UUID, values: Values
     ) -> RowValues? {
-        entities[entityName]?.update(primaryKey) { row in row.values.assign(values) }
+        guard let position = rememberedPosition(of: entityName) else { return nil }
+        return tables[position].update(primaryKey) { row in row.values.assign(values) }
     }
 
     mutating func delete(entityName: String, primaryKey: UUID) {
-        entities[entityName]?.remove(primaryKey)
+        guard let position = rememberedPosition(of: entityName) else { return }
+        tables[position].remove(primaryKey)
     }
 
     var sequenceEnd: UInt64 { nextSequence }
@@ -109,19 +158,34 @@ struct FoldState: Sendable {
         for step in steps {
             switch step {
             case .removeEntity(let entity, _):
-                entities[entity] = nil
+                removeTable(entity)
             case .removeAttribute(let entity, _, _, let name):
-                entities[entity]?.updateEach { $0.values[name] = nil }
+                updateEach(of: entity) { $0.values[name] = nil }
             case .renameAttribute(let entity, _, _, let from, let to):
-                entities[entity]?.updateEach { row in
+                updateEach(of: entity) { row in
                     if let value = row.values.removeValue(forKey: from) { row.values[to] = value }
                 }
             case .fill(let entity, _, _, let name, let value):
-                entities[entity]?.updateEach { row in
+                updateEach(of: entity) { row in
                     if row.values[name]?.isNull ?? true { row.values[name] = value }
                 }
             }
         }
+    }
+
+    private mutating func updateEach(of entityName: String, _ body: (inout Row) -> Void) {
+        guard let position = rememberedPosition(of: entityName) else { return }
+        tables[position].updateEach(body)
+    }
+
+    /// Removes an entity's rows (a migration's removed entity); the others keep their order.
+    private mutating func removeTable(_ entityName: String) {
+        guard let position = tableIndex.removeValue(forKey: entityName) else { return }
+        tables.remove(at: position)
+        tableNames.remove(at: position)
+        for (index, name) in tableNames.enumerated().dropFirst(position) { tableIndex[name] = index }
+        lastTable = nil
+        assert(tables.count == tableNames.count && tableIndex.count == tables.count, "entity tables out of step")
     }
 
     /// A state loaded from a checkpoint: its rows and its sequence counter, which may be past
@@ -133,7 +197,7 @@ struct FoldState: Sendable {
             for (primaryKey, row) in rows.sorted(by: { $0.value.sequence < $1.value.sequence }) {
                 ordered.append(primaryKey, row)
             }
-            self.entities[name] = ordered
+            tables[positionMade(for: name)] = ordered
         }
         self.nextSequence = sequenceEnd
     }
@@ -154,7 +218,17 @@ struct EntityRows: Sendable, Sequence, Equatable {
     private var keys: [UUID] = []
     private var rows: [FoldState.Row] = []
     private var isLive: [Bool] = []
-    private var index: [UUID: Int] = [:]
+    private var index: [Key: Int] = [:]
+
+    /// A primary key as the index keeps it: its 16 bytes as two words, hashed and compared as
+    /// such (``Foundation/UUID/combineWords(into:)``; a lookup is made for every folded change).
+    struct Key: Hashable {
+        let high: UInt64
+        let low: UInt64
+
+        @inline(__always)
+        init(_ primaryKey: UUID) { (high, low) = primaryKey.words }
+    }
 
     init() {}
 
@@ -169,7 +243,7 @@ struct EntityRows: Sendable, Sequence, Equatable {
     }
 
     subscript(primaryKey: UUID) -> FoldState.Row? {
-        index[primaryKey].map { rows[$0] }
+        index[Key(primaryKey)].map { rows[$0] }
     }
 
     /// Adds a row at the end (a row with the same key is removed first, so it moves to the end),
@@ -183,7 +257,7 @@ struct EntityRows: Sendable, Sequence, Equatable {
         rows.append(FoldState.Row(sequence: sequence, values: values))
         isLive.append(true)
         // One lookup of the key: a replaced row's slot becomes a hole after the new one is in.
-        if let replaced = index.updateValue(position, forKey: primaryKey) {
+        if let replaced = index.updateValue(position, forKey: Key(primaryKey)) {
             assert(isLive[replaced] && keys[replaced] == primaryKey, "the index named a hole or another row")
             makeHole(at: replaced)
         }
@@ -198,13 +272,13 @@ struct EntityRows: Sendable, Sequence, Equatable {
     /// Changes the row of `primaryKey` in place, returning its values after (`nil`: no such row).
     @discardableResult
     mutating func update(_ primaryKey: UUID, _ body: (inout FoldState.Row) -> Void) -> RowValues? {
-        guard let position = index[primaryKey] else { return nil }
+        guard let position = index[Key(primaryKey)] else { return nil }
         body(&rows[position])
         return rows[position].values
     }
 
     mutating func remove(_ primaryKey: UUID) {
-        guard let position = index.removeValue(forKey: primaryKey) else { return }
+        guard let position = index.removeValue(forKey: Key(primaryKey)) else { return }
         assert(isLive[position] && keys[position] == primaryKey, "the index names a hole or another row")
         makeHole(at: position)
     }
@@ -239,7 +313,7 @@ struct EntityRows: Sendable, Sequence, Equatable {
                 keys[kept] = keys[position]
                 rows[kept] = rows[position]
                 isLive[kept] = true
-                index[keys[kept]] = kept
+                index[Key(keys[kept])] = kept
             }
             kept += 1
         }
