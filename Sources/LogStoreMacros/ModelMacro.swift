@@ -29,7 +29,8 @@ public struct ModelMacro: MemberMacro, MemberAttributeMacro, ExtensionMacro {
         let typeName = model.typeName
 
         let properties = model.persisted.map { property in
-            "    ._persisted(\(property.name.literal), \\\(typeName).\(property.name)\(property.arguments)),"
+            "    ._persisted(\(property.name.literal), \\\(typeName).\(property.name)\(property.arguments), "
+                + "slot: { $0._\(property.name).value }),"
         }.joined(separator: "\n")
         var members: [DeclSyntax] = [
             """

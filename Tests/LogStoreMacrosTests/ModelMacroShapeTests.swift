@@ -169,10 +169,18 @@ final class ModelMacroShapeTests: XCTestCase {
                 init(name: String) { self.name = name; start = .now; code = name }
 
                 static let schemaProperties: [ModelProperty<Trip>] = [
-                    ._persisted("name", \\Trip.name),
-                    ._persisted("start", \\Trip.start),
-                    ._persisted("code", \\Trip.code, options: [.unique]),
-                    ._persisted("items", \\Trip.items, deleteRule: .cascade, inverse: \\Item.trip, defaultValue: []),
+                    ._persisted("name", \\Trip.name, slot: {
+                            $0._name.value
+                        }),
+                    ._persisted("start", \\Trip.start, slot: {
+                            $0._start.value
+                        }),
+                    ._persisted("code", \\Trip.code, options: [.unique], slot: {
+                            $0._code.value
+                        }),
+                    ._persisted("items", \\Trip.items, deleteRule: .cascade, inverse: \\Item.trip, defaultValue: [], slot: {
+                            $0._items.value
+                        }),
                 ]
             """ + tail("Trip", unique: #"[["name", "start"], ["code"]]"#, emptyInit: """
                     _name = _PersistedSlot()
@@ -230,7 +238,9 @@ final class ModelMacroShapeTests: XCTestCase {
                 init() { name = "" }
 
                 static let schemaProperties: [ModelProperty<Trip>] = [
-                    ._persisted("name", \\Trip.name),
+                    ._persisted("name", \\Trip.name, slot: {
+                            $0._name.value
+                        }),
                 ]
             """ + tail("Trip", emptyInit: nil),
             diagnostics: [

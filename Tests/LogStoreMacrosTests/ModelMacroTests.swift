@@ -62,8 +62,12 @@ final class ModelMacroTests: XCTestCase {
                 private var _count: _PersistedSlot<Int>
 
                 static let schemaProperties: [ModelProperty<Item>] = [
-                    ._persisted("title", \\Item.title),
-                    ._persisted("count", \\Item.count, defaultValue: 0),
+                    ._persisted("title", \\Item.title, slot: {
+                            $0._title.value
+                        }),
+                    ._persisted("count", \\Item.count, defaultValue: 0, slot: {
+                            $0._count.value
+                        }),
                 ]
 
                 static let uniquenessConstraints: [[String]] = []
@@ -167,9 +171,15 @@ final class ModelMacroTests: XCTestCase {
                 init() { name = ""; startDate = .now }
 
                 public static let schemaProperties: [ModelProperty<Trip>] = [
-                    ._persisted("name", \\Trip.name, options: [.preserveValueOnDeletion], originalName: "title"),
-                    ._persisted("startDate", \\Trip.startDate),
-                    ._persisted("stay", \\Trip.stay, deleteRule: .cascade, inverse: \\Stay.trip),
+                    ._persisted("name", \\Trip.name, options: [.preserveValueOnDeletion], originalName: "title", slot: {
+                            $0._name.value
+                        }),
+                    ._persisted("startDate", \\Trip.startDate, slot: {
+                            $0._startDate.value
+                        }),
+                    ._persisted("stay", \\Trip.stay, deleteRule: .cascade, inverse: \\Stay.trip, slot: {
+                            $0._stay.value
+                        }),
                 ]
 
                 public static let uniquenessConstraints: [[String]] = [["name", "startDate"]]
@@ -223,7 +233,9 @@ final class ModelMacroTests: XCTestCase {
                 init() { name = "" }
 
                 static let schemaProperties: [ModelProperty<Trip>] = [
-                    ._persisted("name", \\Trip.name),
+                    ._persisted("name", \\Trip.name, slot: {
+                            $0._name.value
+                        }),
                 ]
 
                 static let uniquenessConstraints: [[String]] = []
@@ -281,7 +293,9 @@ final class ModelMacroTests: XCTestCase {
                 init() { text = nil }
 
                 static let schemaProperties: [ModelProperty<Note>] = [
-                    ._persisted("text", \\Note.text),
+                    ._persisted("text", \\Note.text, slot: {
+                            $0._text.value
+                        }),
                 ]
 
                 static let uniquenessConstraints: [[String]] = []
@@ -340,7 +354,9 @@ final class ModelMacroTests: XCTestCase {
                 init() {}
 
                 static let schemaProperties: [ModelProperty<Counter>] = [
-                    ._persisted("count", \\Counter.count, defaultValue: 0),
+                    ._persisted("count", \\Counter.count, defaultValue: 0, slot: {
+                            $0._count.value
+                        }),
                 ]
 
                 static let uniquenessConstraints: [[String]] = []

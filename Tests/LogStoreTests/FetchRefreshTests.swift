@@ -102,6 +102,27 @@ import Testing
         #expect(trip.destination == "Galápagos")
     }
 
+    /// A save reads every property of the models it writes from their slots, not through their
+    /// getters: saving inside an observation scope (a view's body) observes none of them, so a
+    /// later change does not call the scope back.
+    @Test func aSaveObservesNoPropertyItReads() throws {
+        let container = try Self.container()
+        let app = ModelContext(container)
+        let trip = SampleTrips.Trip(name: "Quito", destination: "Ecuador", startDate: Self.start, endDate: Self.start)
+        app.insert(trip)
+        let changed = Mutex(false)
+        let saved: Result<Void, any Error> = withObservationTracking { Result { try app.save() } } onChange: {
+            changed.withLock { $0 = true }
+        }
+        try saved.get()
+        trip.destination = "Galápagos"
+        trip.name = "Quito again"
+        #expect(!changed.withLock { $0 })
+        try app.save()
+        let fetched = try #require(try ModelContext(container).fetch(FetchDescriptor<SampleTrips.Trip>()).first)
+        #expect(fetched.destination == "Galápagos" && fetched.name == "Quito again")
+    }
+
     /// Hand-written models have no change tracking: what differs from the values the context last
     /// saw is pending.
     @Test func aHandWrittenModelKeepsWhatDiffersFromWhatTheContextSaw() throws {

@@ -14,9 +14,10 @@ extension ModelProperty {
     /// An enum (or other `RawRepresentable`) attribute of a `@Model` class, stored as its raw value.
     public static func _persisted<Value: RawRepresentable & SendableMetatype>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Value> & Sendable,
-        options: Schema.Attribute.Options = [], originalName: String? = nil, defaultValue: Value? = nil
+        options: Schema.Attribute.Options = [], originalName: String? = nil, defaultValue: Value? = nil,
+        slot: (@Sendable (Model) -> Value?)? = nil
     ) -> ModelProperty where Value.RawValue: AttributeConvertible {
-        converted(name, keyPath, options: options, valueType: Value.RawValue.valueType, isOptional: false,
+        converted(name, keyPath, slot: slot, options: options, valueType: Value.RawValue.valueType, isOptional: false,
                   encode: { $0.rawValue.attributeValue },
                   decode: { Value.RawValue(attributeValue: $0).flatMap(Value.init(rawValue:)) }).renamed(from: originalName)
             .defaulting(to: defaultValue.map { $0.rawValue.attributeValue })
@@ -25,9 +26,10 @@ extension ModelProperty {
     /// An optional enum (or other `RawRepresentable`) attribute of a `@Model` class.
     public static func _persisted<Value: RawRepresentable & SendableMetatype>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Value?> & Sendable,
-        options: Schema.Attribute.Options = [], originalName: String? = nil, defaultValue: Value?? = nil
+        options: Schema.Attribute.Options = [], originalName: String? = nil, defaultValue: Value?? = nil,
+        slot: (@Sendable (Model) -> Value??)? = nil
     ) -> ModelProperty where Value.RawValue: AttributeConvertible {
-        converted(name, keyPath, options: options, valueType: Value.RawValue.valueType, isOptional: true,
+        converted(name, keyPath, slot: slot, options: options, valueType: Value.RawValue.valueType, isOptional: true,
                   encode: { $0?.rawValue.attributeValue ?? .null },
                   decode: { value -> Value?? in
                       if value.isNull { return .some(nil) }
@@ -41,9 +43,10 @@ extension ModelProperty {
     @_disfavoredOverload
     public static func _persisted<Value: Codable & SendableMetatype>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Value> & Sendable,
-        options: Schema.Attribute.Options = [], originalName: String? = nil, defaultValue: Value? = nil
+        options: Schema.Attribute.Options = [], originalName: String? = nil, defaultValue: Value? = nil,
+        slot: (@Sendable (Model) -> Value?)? = nil
     ) -> ModelProperty {
-        converted(name, keyPath, options: options, valueType: .data, isOptional: false,
+        converted(name, keyPath, slot: slot, options: options, valueType: .data, isOptional: false,
                   encode: { .data(CodableAttribute.encode($0, entity: Model.entityName, property: name)) },
                   decode: { value in
                       guard case let .data(data) = value else { return nil }
@@ -56,9 +59,10 @@ extension ModelProperty {
     @_disfavoredOverload
     public static func _persisted<Value: Codable & SendableMetatype>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Value?> & Sendable,
-        options: Schema.Attribute.Options = [], originalName: String? = nil, defaultValue: Value?? = nil
+        options: Schema.Attribute.Options = [], originalName: String? = nil, defaultValue: Value?? = nil,
+        slot: (@Sendable (Model) -> Value??)? = nil
     ) -> ModelProperty {
-        converted(name, keyPath, options: options, valueType: .data, isOptional: true,
+        converted(name, keyPath, slot: slot, options: options, valueType: .data, isOptional: true,
                   encode: { $0.map { .data(CodableAttribute.encode($0, entity: Model.entityName, property: name)) } ?? .null },
                   decode: { value -> Value?? in
                       if value.isNull { return .some(nil) }
@@ -74,14 +78,16 @@ extension ModelProperty {
     /// `encode` and `decode` (`nil`: the stored value does not fit).
     static func converted<Value>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Value> & Sendable,
+        slot: (@Sendable (Model) -> Value?)? = nil,
         options: Schema.Attribute.Options, valueType: ValueType, isOptional: Bool,
         encode: @escaping @Sendable (Value) -> AttributeValue, decode: @escaping @Sendable (AttributeValue) -> Value?
     ) -> ModelProperty {
-        ModelProperty(
+        let value = reader(keyPath, slot: slot)
+        return ModelProperty(
             name: name, keyPath: keyPath,
             attribute: Schema.Attribute(name, valueType, isOptional: isOptional, options: options),
             relationship: nil,
-            read: { encode($0[keyPath: keyPath]) },
+            read: { encode(value($0)) },
             write: { model, value, _ in
                 guard let converted = decode(value) else {
                     throw ModelError.valueTypeMismatch(entity: Model.entityName, property: name, value: value)

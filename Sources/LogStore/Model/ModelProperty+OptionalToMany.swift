@@ -10,13 +10,14 @@ extension ModelProperty {
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, [Destination]?> & Sendable,
         options: Schema.Attribute.Options = [], deleteRule: Schema.Relationship.DeleteRule = .nullify,
         inverse: (any PartialKeyPath<Destination> & _RelationshipKeyPath & Sendable)? = nil, originalName: String? = nil,
-        defaultValue: [Destination]?? = nil
+        defaultValue: [Destination]?? = nil, slot: (@Sendable (Model) -> [Destination]??)? = nil
     ) -> ModelProperty {
+        let value = reader(keyPath, slot: slot)
         var property = ModelProperty(
             name: name, keyPath: keyPath, attribute: nil,
             relationship: Schema.Relationship(name, destination: Destination.entityName, isToMany: true,
                                               deleteRule: deleteRule, options: options),
-            read: { model in .array((model[keyPath: keyPath] ?? []).map { .reference($0.persistentModelID) }) },
+            read: { model in .array((value(model) ?? []).map { .reference($0.persistentModelID) }) },
             write: { model, value, resolve in
                 let targets: [Destination]
                 switch value {
@@ -33,7 +34,7 @@ extension ModelProperty {
                 }
                 Self.set(model, name, keyPath, Optional(targets))
             },
-            related: { model in model[keyPath: keyPath] ?? [] }, destinationType: Destination.self)
+            related: { model in value(model) ?? [] }, destinationType: Destination.self)
         property.inverseKeyPath = inverse
         property.inverseMaintainer = { inverse in
             RelationshipInverses<Model>.optionalToMany(inverse: inverse, destination: Destination.self)

@@ -6,13 +6,18 @@ import Foundation
 // type-check at the property, naming the overloads. `defaultValue` is the property's initial
 // value as declared (`var rating: Int = 0`): what stored models without a value get when the
 // attribute is added or made required (a relationship's is not used: to-many default to empty).
+// `slot` reads the property's stored value where the instance keeps it (nil: no value yet): a
+// save reads every property of every model it writes, and a key path read through the getter
+// cost a generic projection and a metadata lookup each (~6 % of P4-ctx's CPU), and registered
+// an observation access no view asked for.
 extension ModelProperty {
     /// An attribute of a `@Model` class (`@Attribute(options, originalName:)`).
     public static func _persisted<Value: AttributeConvertible>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Value> & Sendable,
-        options: Schema.Attribute.Options = [], originalName: String? = nil, defaultValue: Value? = nil
+        options: Schema.Attribute.Options = [], originalName: String? = nil, defaultValue: Value? = nil,
+        slot: (@Sendable (Model) -> Value?)? = nil
     ) -> ModelProperty {
-        .attribute(name, keyPath, options: options, defaultValue: defaultValue).renamed(from: originalName)
+        .attribute(name, keyPath, options: options, defaultValue: defaultValue, slot: slot).renamed(from: originalName)
     }
 
     /// A to-one relationship of a `@Model` class (`@Relationship(deleteRule:inverse:)`).
@@ -20,9 +25,9 @@ extension ModelProperty {
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Destination?> & Sendable,
         options: Schema.Attribute.Options = [], deleteRule: Schema.Relationship.DeleteRule = .nullify,
         inverse: (any PartialKeyPath<Destination> & _RelationshipKeyPath & Sendable)? = nil, originalName: String? = nil,
-        defaultValue: Destination?? = nil
+        defaultValue: Destination?? = nil, slot: (@Sendable (Model) -> Destination??)? = nil
     ) -> ModelProperty {
-        var property = ModelProperty.toOne(name, keyPath, deleteRule: deleteRule, options: options)
+        var property = ModelProperty.toOne(name, keyPath, deleteRule: deleteRule, options: options, slot: slot)
         property.inverseKeyPath = inverse
         property.inverseMaintainer = { inverse in
             RelationshipInverses<Model>.toOne(keyPath, inverse: inverse, destination: Destination.self)
@@ -35,9 +40,9 @@ extension ModelProperty {
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, [Destination]> & Sendable,
         options: Schema.Attribute.Options = [], deleteRule: Schema.Relationship.DeleteRule = .nullify,
         inverse: (any PartialKeyPath<Destination> & _RelationshipKeyPath & Sendable)? = nil, originalName: String? = nil,
-        defaultValue: [Destination]? = nil
+        defaultValue: [Destination]? = nil, slot: (@Sendable (Model) -> [Destination]?)? = nil
     ) -> ModelProperty {
-        var property = ModelProperty.toMany(name, keyPath, deleteRule: deleteRule, options: options)
+        var property = ModelProperty.toMany(name, keyPath, deleteRule: deleteRule, options: options, slot: slot)
         property.inverseKeyPath = inverse
         property.inverseMaintainer = { inverse in
             RelationshipInverses<Model>.toMany(keyPath, inverse: inverse, destination: Destination.self)

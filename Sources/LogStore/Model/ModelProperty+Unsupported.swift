@@ -32,7 +32,8 @@ extension ModelProperty {
         """)
     public static func _persisted<Value>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Value> & Sendable,
-        options: Schema.Attribute.Options = [], originalName: String? = nil, defaultValue: Value? = nil
+        options: Schema.Attribute.Options = [], originalName: String? = nil, defaultValue: Value? = nil,
+        slot: (@Sendable (Model) -> Value?)? = nil
     ) -> ModelProperty {
         fatalError("unavailable")
     }
@@ -45,7 +46,8 @@ extension ModelProperty {
     public static func _persisted<Value>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Value> & Sendable,
         options: Schema.Attribute.Options = [], deleteRule: Schema.Relationship.DeleteRule,
-        inverse: AnyKeyPath? = nil, originalName: String? = nil, defaultValue: Value? = nil
+        inverse: AnyKeyPath? = nil, originalName: String? = nil, defaultValue: Value? = nil,
+        slot: (@Sendable (Model) -> Value?)? = nil
     ) -> ModelProperty {
         fatalError("unavailable")
     }
@@ -60,7 +62,8 @@ extension ModelProperty {
     public static func _persisted<Value>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Value> & Sendable,
         options: Schema.Attribute.Options = [], deleteRule: Schema.Relationship.DeleteRule = .nullify,
-        inverse: AnyKeyPath, originalName: String? = nil, defaultValue: Value? = nil
+        inverse: AnyKeyPath, originalName: String? = nil, defaultValue: Value? = nil,
+        slot: (@Sendable (Model) -> Value?)? = nil
     ) -> ModelProperty {
         fatalError("unavailable")
     }

@@ -111,15 +111,16 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
     /// or when a migration makes an optional attribute required.
     public static func attribute<Value: AttributeConvertible>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Value> & Sendable,
-        options: Schema.Attribute.Options = [], defaultValue: Value? = nil
+        options: Schema.Attribute.Options = [], defaultValue: Value? = nil, slot: (@Sendable (Model) -> Value?)? = nil
     ) -> ModelProperty {
-        ModelProperty(
+        let value = Self.reader(keyPath, slot: slot)
+        return ModelProperty(
             name: name, keyPath: keyPath,
             attribute: Schema.Attribute(
                 name, Value.valueType, isOptional: Value.isOptional, options: options,
                 defaultValue: defaultValue?.attributeValue),
             relationship: nil,
-            read: { $0[keyPath: keyPath].attributeValue },
+            read: { value($0).attributeValue },
             write: { model, value, _ in
                 guard let converted = Value(attributeValue: value) else {
                     throw ModelError.valueTypeMismatch(entity: Model.entityName, property: name, value: value)
@@ -147,6 +148,16 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
         return property
     }
 
+    /// How a save reads the property: from the instance's slot when `@Model` gave one and it holds
+    /// a value (``_persisted(_:_:options:originalName:defaultValue:slot:)``), else through the
+    /// key path — the getter, which answers an empty slot as it always does.
+    static func reader<Value>(
+        _ keyPath: any ReferenceWritableKeyPath<Model, Value> & Sendable, slot: (@Sendable (Model) -> Value?)?
+    ) -> @Sendable (Model) -> Value {
+        guard let slot else { return { $0[keyPath: keyPath] } }
+        return { model in slot(model) ?? model[keyPath: keyPath] }
+    }
+
     /// Writes `value` through the property's key path (a fetch filling the model, a rollback). A
     /// key-path write reads the property first (get, then set), and a `@Model` instance that a
     /// fetch just made has no value yet to read: its empty slot reads `value` meanwhile.
@@ -163,13 +174,15 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
     /// A to-one relationship to another model.
     public static func toOne<Destination: PersistentModel>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Destination?> & Sendable,
-        deleteRule: Schema.Relationship.DeleteRule = .nullify, options: Schema.Attribute.Options = []
+        deleteRule: Schema.Relationship.DeleteRule = .nullify, options: Schema.Attribute.Options = [],
+        slot: (@Sendable (Model) -> Destination??)? = nil
     ) -> ModelProperty {
-        ModelProperty(
+        let value = Self.reader(keyPath, slot: slot)
+        return ModelProperty(
             name: name, keyPath: keyPath, attribute: nil,
             relationship: Schema.Relationship(
                 name, destination: Destination.entityName, deleteRule: deleteRule, options: options),
-            read: { model in model[keyPath: keyPath].map { .reference($0.persistentModelID) } ?? .null },
+            read: { model in value(model).map { .reference($0.persistentModelID) } ?? .null },
             write: { model, value, resolve in
                 switch value {
                 case .null:
@@ -183,20 +196,22 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
                 default: throw ModelError.valueTypeMismatch(entity: Model.entityName, property: name, value: value)
                 }
             },
-            related: { model in model[keyPath: keyPath].map { [$0] } ?? [] }, destinationType: Destination.self)
+            related: { model in value(model).map { [$0] } ?? [] }, destinationType: Destination.self)
     }
 
     /// A to-many relationship to other models.
     public static func toMany<Destination: PersistentModel>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, [Destination]> & Sendable,
-        deleteRule: Schema.Relationship.DeleteRule = .nullify, options: Schema.Attribute.Options = []
+        deleteRule: Schema.Relationship.DeleteRule = .nullify, options: Schema.Attribute.Options = [],
+        slot: (@Sendable (Model) -> [Destination]?)? = nil
     ) -> ModelProperty {
-        ModelProperty(
+        let value = Self.reader(keyPath, slot: slot)
+        return ModelProperty(
             name: name, keyPath: keyPath, attribute: nil,
             relationship: Schema.Relationship(
                 name, destination: Destination.entityName, isToMany: true,
                 deleteRule: deleteRule, options: options),
-            read: { model in .array(model[keyPath: keyPath].map { .reference($0.persistentModelID) }) },
+            read: { model in .array(value(model).map { .reference($0.persistentModelID) }) },
             write: { model, value, resolve in
                 guard case .array(let values) = value else {
                     throw ModelError.valueTypeMismatch(entity: Model.entityName, property: name, value: value)
@@ -211,7 +226,7 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
                 }
                 Self.set(model, name, keyPath, targets)
             },
-            related: { model in model[keyPath: keyPath] }, destinationType: Destination.self)
+            related: { model in value(model) }, destinationType: Destination.self)
     }
 }
 
