@@ -122,22 +122,38 @@ struct UniqueIndex: Sendable {
         var newestFirst: some Sequence<UUID> { order.reversed().lazy.compactMap { $0 } }
     }
 
-    private var owners: [String: [Slot: Owners]] = [:]
-    let constraints: [String: [[String]]]
+    /// One constrained entity: its constraints and the keys filed under them. The tables sit in
+    /// an array (``tables``, found by ``tablePositions``) and are mutated in place: a dictionary of
+    /// them by entity name hashed the name and copied the table's reference out and back for each
+    /// key filed (P4-ctx profile).
+    private struct Table {
+        let constraints: [[String]]
+        var owners: [Slot: Owners] = [:]
+    }
+
+    private var tables: [Table] = []
+    /// entity name → position in ``tables`` (constrained entities only).
+    private let tablePositions: [String: Int]
     /// ``Key/digest(of:)``; tests pass a worse one, so that different keys share slots.
     private let digest: @Sendable ([AttributeValue]) -> Int
 
     init(schema: Schema, digest: @escaping @Sendable ([AttributeValue]) -> Int = Key.digest(of:)) {
         self.digest = digest
-        var constraints: [String: [[String]]] = [:]
+        var positions: [String: Int] = [:]
         for entity in schema.entities where !entity.allUniquenessConstraints.isEmpty {
-            constraints[entity.name] = entity.allUniquenessConstraints
+            positions[entity.name] = tables.count
+            tables.append(Table(constraints: entity.allUniquenessConstraints))
         }
-        self.constraints = constraints
+        tablePositions = positions
     }
 
     func keys(entity: String, values: some AttributeValuesByName) -> [Key] {
-        (constraints[entity] ?? []).enumerated().compactMap { index, constraint in
+        guard let position = tablePositions[entity] else { return [] }
+        return keys(constraints: tables[position].constraints, values: values)
+    }
+
+    private func keys(constraints: [[String]], values: some AttributeValuesByName) -> [Key] {
+        constraints.enumerated().compactMap { index, constraint in
             let keyValues = constraint.map { values[$0] ?? .null }
             return keyValues.contains(where: \.isNull)
                 ? nil : Key(constraintIndex: index, values: keyValues, digest: digest(keyValues))
@@ -145,24 +161,24 @@ struct UniqueIndex: Sendable {
     }
 
     /// Whether `entity` has uniqueness constraints (models of others are never filed).
-    func constrains(_ entity: String) -> Bool { constraints[entity] != nil }
+    func constrains(_ entity: String) -> Bool { tablePositions[entity] != nil }
 
     /// The property names of the constraint a key of `entity` is for.
     func constraint(of key: Key, entity: String) -> [String] {
-        constraints[entity]![Int(key.constraintIndex)]
+        tables[tablePositions[entity]!].constraints[Int(key.constraintIndex)]
     }
 
     /// Room for `count` keys of `entity` (building the index at open grows it once, not 20 times).
     mutating func reserveCapacity(_ count: Int, entity: String) {
-        guard let constraints = constraints[entity] else { return }
-        owners[entity, default: [:]].reserveCapacity(count * constraints.count)
+        guard let position = tablePositions[entity] else { return }
+        tables[position].owners.reserveCapacity(count * tables[position].constraints.count)
     }
 
     /// The model holding `key` in `state` — the state this index describes (every model it names
     /// is there, with the values it was filed under). Of several, the one filed last.
     func owner(entity: String, key: Key, in state: FoldState, storeIdentifier: String) -> PersistentIdentifier? {
-        guard let filed = owners[entity]?[Slot(key)] else { return nil }
-        let constraint = constraints[entity]![Int(key.constraintIndex)]
+        guard let position = tablePositions[entity], let filed = tables[position].owners[Slot(key)] else { return nil }
+        let constraint = tables[position].constraints[Int(key.constraintIndex)]
         func holds(_ primaryKey: UUID) -> Bool {
             guard let row = state.row(entity: entity, primaryKey: primaryKey) else {
                 assertionFailure("the unique index names a model of \(entity) the state does not hold")
@@ -182,23 +198,22 @@ struct UniqueIndex: Sendable {
     mutating func replace(
         _ identifier: PersistentIdentifier, old: RowValues?, new: RowValues?
     ) {
-        let entity = identifier.entityName
-        guard constraints[entity] != nil else { return }
+        guard let position = tablePositions[identifier.entityName] else { return }
         let primaryKey = identifier.primaryKey
+        let constraints = tables[position].constraints
         if let old {
-            for key in keys(entity: entity, values: old) {
-                // Mutated where it is (optional chaining writes through): no copy of a crowd.
-                if owners[entity]?[Slot(key)]?.remove(primaryKey) == false { owners[entity]?[Slot(key)] = nil }
+            for key in keys(constraints: constraints, values: old) {
+                // Mutated where it is (through the table's values): no copy of a crowd.
+                guard let filed = tables[position].owners.index(forKey: Slot(key)) else { continue }
+                if !tables[position].owners.values[filed].remove(primaryKey) {
+                    tables[position].owners.remove(at: filed)
+                }
             }
         }
         if let new {
-            for key in keys(entity: entity, values: new) {
-                let slot = Slot(key)
-                if owners[entity]?[slot] == nil {
-                    owners[entity, default: [:]][slot] = .one(primaryKey)
-                } else {
-                    owners[entity]?[slot]?.file(primaryKey)
-                }
+            for key in keys(constraints: constraints, values: new) {
+                // One lookup: a new slot holds `.one(primaryKey)`, which filing it again leaves.
+                tables[position].owners[Slot(key), default: .one(primaryKey)].file(primaryKey)
             }
         }
     }
@@ -209,7 +224,7 @@ extension UniqueIndex {
     /// save, and after a failed sync put the working state back).
     init(schema: Schema, state: FoldState, storeIdentifier: String) {
         self.init(schema: schema)
-        for entity in schema.entities where constraints[entity.name] != nil {
+        for entity in schema.entities where constrains(entity.name) {
             reserveCapacity(state.count(of: entity.name), entity: entity.name)
             state.rows(of: entity.name).scan { primaryKey, row in
                 replace(
