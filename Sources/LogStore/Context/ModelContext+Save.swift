@@ -112,8 +112,18 @@ extension ModelContext {
         let cascaded = cascadedDeletes(of: request.deleted.map(\.persistentIdentifier))
         // Only what the request carried is saved: `save() async` suspends, and code on the same
         // actor may insert, delete or change models meanwhile — those stay pending.
-        let requestedInserts = Set(request.inserted.map(\.persistentIdentifier))
-        let savedInserts = inserted.filter { requestedInserts.contains($0.persistentModelID) }
+        // Mostly nothing was inserted meanwhile: the pending inserts are the request's, in order
+        // (compared one by one; no set of identifiers to hash).
+        let insertedAllRequested =
+            inserted.count == request.inserted.count
+            && zip(inserted, request.inserted).allSatisfy { $0.persistentModelID == $1.persistentIdentifier }
+        let savedInserts: [any PersistentModel]
+        if insertedAllRequested {
+            savedInserts = inserted
+        } else {
+            let requestedInserts = Set(request.inserted.map(\.persistentIdentifier))
+            savedInserts = inserted.filter { requestedInserts.contains($0.persistentModelID) }
+        }
         for model in savedInserts {
             let temporary = model.persistentModelID
             guard let permanent = result.remappedIdentifiers[temporary] else { continue }
@@ -136,8 +146,12 @@ extension ModelContext {
         } else {
             for model in savedInserts { savedValues[model.persistentModelID] = encode(model) }
         }
-        let savedObjects = Set(savedInserts.map { ObjectIdentifier($0) })
-        inserted.removeAll { savedObjects.contains(ObjectIdentifier($0)) }
+        if insertedAllRequested {
+            inserted.removeAll()
+        } else {
+            let savedObjects = Set(savedInserts.map { ObjectIdentifier($0) })
+            inserted.removeAll { savedObjects.contains(ObjectIdentifier($0)) }
+        }
         for snapshot in request.deleted {
             savedValues[snapshot.persistentIdentifier] = nil
             deleted.removeValue(forKey: snapshot.persistentIdentifier)?.modelState.context = nil
