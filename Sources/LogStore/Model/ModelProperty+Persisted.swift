@@ -9,25 +9,45 @@ import Foundation
 // `slot` reads the property's stored value where the instance keeps it (nil: no value yet): a
 // save reads every property of every model it writes, and a key path read through the getter
 // cost a generic projection and a metadata lookup each (~6 % of P4-ctx's CPU), and registered
-// an observation access no view asked for.
+// an observation access no view asked for. These overloads are inlinable so that the readers made
+// of `slot` are compiled where the model's types are known: made here, generic over `Value`, each
+// read looked up the metadata of `Value?` (another ~8 % of P4-ctx's CPU).
 extension ModelProperty {
     /// An attribute of a `@Model` class (`@Attribute(options, originalName:)`).
+    @inlinable
     public static func _persisted<Value: AttributeConvertible>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Value> & Sendable,
         options: Schema.Attribute.Options = [], originalName: String? = nil, defaultValue: Value? = nil,
         slot: (@Sendable (Model) -> Value?)? = nil
     ) -> ModelProperty {
-        .attribute(name, keyPath, options: options, defaultValue: defaultValue, slot: slot).renamed(from: originalName)
+        let property = attribute(name, keyPath, options: options, defaultValue: defaultValue).renamed(from: originalName)
+        guard let slot else { return property }
+        return property._reading({ model in (slot(model) ?? model[keyPath: keyPath]).attributeValue }, related: nil)
     }
 
     /// A to-one relationship of a `@Model` class (`@Relationship(deleteRule:inverse:)`).
+    @inlinable
     public static func _persisted<Destination: PersistentModel>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Destination?> & Sendable,
         options: Schema.Attribute.Options = [], deleteRule: Schema.Relationship.DeleteRule = .nullify,
         inverse: (any PartialKeyPath<Destination> & _RelationshipKeyPath & Sendable)? = nil, originalName: String? = nil,
         defaultValue: Destination?? = nil, slot: (@Sendable (Model) -> Destination??)? = nil
     ) -> ModelProperty {
-        var property = ModelProperty.toOne(name, keyPath, deleteRule: deleteRule, options: options, slot: slot)
+        let property = toOnePersisted(
+            name, keyPath, options: options, deleteRule: deleteRule, inverse: inverse, originalName: originalName)
+        guard let slot else { return property }
+        return property._reading(
+            { model in (slot(model) ?? model[keyPath: keyPath]).map { .reference($0.persistentModelID) } ?? .null },
+            related: { model in (slot(model) ?? model[keyPath: keyPath]).map { [$0] } ?? [] })
+    }
+
+    @usableFromInline
+    static func toOnePersisted<Destination: PersistentModel>(
+        _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Destination?> & Sendable,
+        options: Schema.Attribute.Options, deleteRule: Schema.Relationship.DeleteRule,
+        inverse: (any PartialKeyPath<Destination> & _RelationshipKeyPath & Sendable)?, originalName: String?
+    ) -> ModelProperty {
+        var property = ModelProperty.toOne(name, keyPath, deleteRule: deleteRule, options: options)
         property.inverseKeyPath = inverse
         property.inverseMaintainer = { inverse in
             RelationshipInverses<Model>.toOne(keyPath, inverse: inverse, destination: Destination.self)
@@ -36,13 +56,28 @@ extension ModelProperty {
     }
 
     /// A to-many relationship of a `@Model` class (`@Relationship(deleteRule:inverse:)`).
+    @inlinable
     public static func _persisted<Destination: PersistentModel>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, [Destination]> & Sendable,
         options: Schema.Attribute.Options = [], deleteRule: Schema.Relationship.DeleteRule = .nullify,
         inverse: (any PartialKeyPath<Destination> & _RelationshipKeyPath & Sendable)? = nil, originalName: String? = nil,
         defaultValue: [Destination]? = nil, slot: (@Sendable (Model) -> [Destination]?)? = nil
     ) -> ModelProperty {
-        var property = ModelProperty.toMany(name, keyPath, deleteRule: deleteRule, options: options, slot: slot)
+        let property = toManyPersisted(
+            name, keyPath, options: options, deleteRule: deleteRule, inverse: inverse, originalName: originalName)
+        guard let slot else { return property }
+        return property._reading(
+            { model in .array((slot(model) ?? model[keyPath: keyPath]).map { .reference($0.persistentModelID) }) },
+            related: { model in slot(model) ?? model[keyPath: keyPath] })
+    }
+
+    @usableFromInline
+    static func toManyPersisted<Destination: PersistentModel>(
+        _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, [Destination]> & Sendable,
+        options: Schema.Attribute.Options, deleteRule: Schema.Relationship.DeleteRule,
+        inverse: (any PartialKeyPath<Destination> & _RelationshipKeyPath & Sendable)?, originalName: String?
+    ) -> ModelProperty {
+        var property = ModelProperty.toMany(name, keyPath, deleteRule: deleteRule, options: options)
         property.inverseKeyPath = inverse
         property.inverseMaintainer = { inverse in
             RelationshipInverses<Model>.toMany(keyPath, inverse: inverse, destination: Destination.self)

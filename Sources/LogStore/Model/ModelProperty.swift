@@ -10,9 +10,9 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
         let keyPath: PartialKeyPath<Model> & Sendable
         var attribute: Schema.Attribute?
         var relationship: Schema.Relationship?
-        let read: @Sendable (Model) -> AttributeValue
+        var read: @Sendable (Model) -> AttributeValue
         let write: @Sendable (Model, AttributeValue, (PersistentIdentifier) throws -> (any PersistentModel)?) throws -> Void
-        let related: @Sendable (Model) -> [any PersistentModel]
+        var related: @Sendable (Model) -> [any PersistentModel]
         let destinationType: (any PersistentModel.Type)?
         var inverseKeyPath: (AnyKeyPath & Sendable)?
         var inverseMaintainer: (@Sendable (AnyKeyPath) -> RelationshipInverses<Model>.Maintainer?)?
@@ -111,16 +111,15 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
     /// or when a migration makes an optional attribute required.
     public static func attribute<Value: AttributeConvertible>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Value> & Sendable,
-        options: Schema.Attribute.Options = [], defaultValue: Value? = nil, slot: (@Sendable (Model) -> Value?)? = nil
+        options: Schema.Attribute.Options = [], defaultValue: Value? = nil
     ) -> ModelProperty {
-        let value = Self.reader(keyPath, slot: slot)
-        return ModelProperty(
+        ModelProperty(
             name: name, keyPath: keyPath,
             attribute: Schema.Attribute(
                 name, Value.valueType, isOptional: Value.isOptional, options: options,
                 defaultValue: defaultValue?.attributeValue),
             relationship: nil,
-            read: { value($0).attributeValue },
+            read: { $0[keyPath: keyPath].attributeValue },
             write: { model, value, _ in
                 guard let converted = Value(attributeValue: value) else {
                     throw ModelError.valueTypeMismatch(entity: Model.entityName, property: name, value: value)
@@ -148,9 +147,23 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
         return property
     }
 
-    /// How a save reads the property: from the instance's slot when `@Model` gave one and it holds
-    /// a value (``_persisted(_:_:options:originalName:defaultValue:slot:)``), else through the
-    /// key path — the getter, which answers an empty slot as it always does.
+    /// The property read by `read` (and, for a relationship, its related models by `related`)
+    /// instead of through its key path: what `@Model`'s slot readers become, built where the
+    /// model's types are known (``_persisted(_:_:options:originalName:defaultValue:slot:)``).
+    @usableFromInline
+    func _reading(
+        _ read: @escaping @Sendable (Model) -> AttributeValue, related: (@Sendable (Model) -> [any PersistentModel])?
+    ) -> ModelProperty {
+        var property = self
+        property.mutableStorage.read = read
+        if let related { property.mutableStorage.related = related }
+        return property
+    }
+
+    /// How a property is read from the instance's slot when `@Model` gave one and it holds a
+    /// value, else through the key path — the getter, which answers an empty slot as it always
+    /// does. (Generic: each read looks up the metadata of `Value?`; the common overloads of
+    /// `_persisted` build their readers inline instead.)
     static func reader<Value>(
         _ keyPath: any ReferenceWritableKeyPath<Model, Value> & Sendable, slot: (@Sendable (Model) -> Value?)?
     ) -> @Sendable (Model) -> Value {
@@ -174,15 +187,13 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
     /// A to-one relationship to another model.
     public static func toOne<Destination: PersistentModel>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Destination?> & Sendable,
-        deleteRule: Schema.Relationship.DeleteRule = .nullify, options: Schema.Attribute.Options = [],
-        slot: (@Sendable (Model) -> Destination??)? = nil
+        deleteRule: Schema.Relationship.DeleteRule = .nullify, options: Schema.Attribute.Options = []
     ) -> ModelProperty {
-        let value = Self.reader(keyPath, slot: slot)
-        return ModelProperty(
+        ModelProperty(
             name: name, keyPath: keyPath, attribute: nil,
             relationship: Schema.Relationship(
                 name, destination: Destination.entityName, deleteRule: deleteRule, options: options),
-            read: { model in value(model).map { .reference($0.persistentModelID) } ?? .null },
+            read: { model in model[keyPath: keyPath].map { .reference($0.persistentModelID) } ?? .null },
             write: { model, value, resolve in
                 switch value {
                 case .null:
@@ -196,22 +207,20 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
                 default: throw ModelError.valueTypeMismatch(entity: Model.entityName, property: name, value: value)
                 }
             },
-            related: { model in value(model).map { [$0] } ?? [] }, destinationType: Destination.self)
+            related: { model in model[keyPath: keyPath].map { [$0] } ?? [] }, destinationType: Destination.self)
     }
 
     /// A to-many relationship to other models.
     public static func toMany<Destination: PersistentModel>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, [Destination]> & Sendable,
-        deleteRule: Schema.Relationship.DeleteRule = .nullify, options: Schema.Attribute.Options = [],
-        slot: (@Sendable (Model) -> [Destination]?)? = nil
+        deleteRule: Schema.Relationship.DeleteRule = .nullify, options: Schema.Attribute.Options = []
     ) -> ModelProperty {
-        let value = Self.reader(keyPath, slot: slot)
-        return ModelProperty(
+        ModelProperty(
             name: name, keyPath: keyPath, attribute: nil,
             relationship: Schema.Relationship(
                 name, destination: Destination.entityName, isToMany: true,
                 deleteRule: deleteRule, options: options),
-            read: { model in .array(value(model).map { .reference($0.persistentModelID) }) },
+            read: { model in .array(model[keyPath: keyPath].map { .reference($0.persistentModelID) }) },
             write: { model, value, resolve in
                 guard case .array(let values) = value else {
                     throw ModelError.valueTypeMismatch(entity: Model.entityName, property: name, value: value)
@@ -226,7 +235,7 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
                 }
                 Self.set(model, name, keyPath, targets)
             },
-            related: { model in value(model) }, destinationType: Destination.self)
+            related: { model in model[keyPath: keyPath] }, destinationType: Destination.self)
     }
 }
 
