@@ -135,6 +135,7 @@ extension ModelContext {
         // The saved values of an inserted model are what the request carried, with the permanent
         // identifiers of this save's inserts in its references (encoding each model again cost as
         // much as the rest of this function). `inserted` and `request.inserted` are in one order.
+        savedValues.reserveCapacity(savedValues.count + savedInserts.count)
         if savedInserts.count == request.inserted.count {
             for (model, snapshot) in zip(savedInserts, request.inserted) {
                 var values = snapshot.values
