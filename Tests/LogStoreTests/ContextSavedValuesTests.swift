@@ -69,3 +69,42 @@ import Testing
     #expect(trips.map(\.name) == ["First", "Second"])
     #expect(trips.first?.destination == "D")
 }
+
+/// An insert deleted and inserted again while an async save is suspended moves to the end of the
+/// pending inserts: each saved model must get its own saved values (matched by position, the two
+/// swapped theirs, and a later change of one to the other's value was taken for no change and
+/// never saved).
+@MainActor @Test func insertsReorderedWhileAnAsyncSaveIsSuspendedKeepTheirOwnSavedValues() async throws {
+    let fileSystem = SimulatedFileSystem()
+    let container = try ModelContainer(
+        for: sampleTripsModels,
+        configuration: LogStoreConfiguration(
+            directory: "/reordered", checkpointIntervalByteCount: 0, fileSystem: fileSystem))
+    let context = ModelContext(container)
+    let a = Trip(
+        name: "A", destination: "Alpha", startDate: Date(timeIntervalSince1970: 0),
+        endDate: Date(timeIntervalSince1970: 1))
+    let b = Trip(
+        name: "B", destination: "Beta", startDate: Date(timeIntervalSince1970: 2),
+        endDate: Date(timeIntervalSince1970: 3))
+    context.insert(a)
+    context.insert(b)
+    fileSystem.holdSyncs()
+    let saving = Task { @MainActor in try await context.save() }
+    // Bounded: the save reaches its held fdatasync within the deadline or the test fails.
+    let deadline = Date().addingTimeInterval(10)
+    while fileSystem.heldSyncCount == 0 && Date() < deadline { try await Task.sleep(for: .milliseconds(1)) }
+    #expect(fileSystem.heldSyncCount > 0)
+    // Meanwhile: A leaves the pending inserts and comes back after B.
+    context.delete(a)
+    context.insert(a)
+    fileSystem.releaseSyncs()
+    try await saving.value
+    // B takes A's destination: a change from B's saved values, which must be saved.
+    b.destination = "Alpha"
+    #expect(context.hasChanges)
+    try await context.save()
+    let trips = try ModelContext(container).fetch(FetchDescriptor<Trip>(sortBy: [SortDescriptor(\.name)]))
+    #expect(trips.map(\.name) == ["A", "B"])
+    #expect(trips.map(\.destination) == ["Alpha", "Alpha"])
+}

@@ -124,6 +124,8 @@ extension ModelContext {
             let requestedInserts = Set(request.inserted.map(\.persistentIdentifier))
             savedInserts = inserted.filter { requestedInserts.contains($0.persistentModelID) }
         }
+        // The identifiers the request knew the saved inserts by (the loop below replaces them).
+        let temporaries = insertedAllRequested ? [] : savedInserts.map(\.persistentModelID)
         for model in savedInserts {
             let temporary = model.persistentModelID
             guard let permanent = result.remappedIdentifiers[temporary] else { continue }
@@ -134,21 +136,29 @@ extension ModelContext {
         }
         // The saved values of an inserted model are what the request carried, with the permanent
         // identifiers of this save's inserts in its references (encoding each model again cost as
-        // much as the rest of this function). `inserted` and `request.inserted` are in one order.
+        // much as the rest of this function, and would take values changed while an async save was
+        // suspended as saved).
+        func saved(_ values: [String: AttributeValue]) -> [String: AttributeValue] {
+            guard values.values.contains(where: { !$0.referencedIdentifiers.isEmpty }) else { return values }
+            return values.mapValues { $0.mapReferences { result.remappedIdentifiers[$0] ?? $0 } }
+        }
         savedValues.reserveCapacity(savedValues.count + savedInserts.count)
-        if savedInserts.count == request.inserted.count {
+        if insertedAllRequested {
+            // `inserted` and `request.inserted` are the same models in one order.
             for (model, snapshot) in zip(savedInserts, request.inserted) {
-                var values = snapshot.values
-                if values.values.contains(where: { !$0.referencedIdentifiers.isEmpty }) {
-                    values = values.mapValues { $0.mapReferences { result.remappedIdentifiers[$0] ?? $0 } }
-                }
-                savedValues[model.persistentModelID] = values
+                savedValues[model.persistentModelID] = saved(snapshot.values)
             }
         } else {
-            for model in savedInserts { savedValues[model.persistentModelID] = encode(model) }
+            // Matched by the identifier the request carried: an insert deleted and inserted again
+            // meanwhile changes the order (matching by position gave one model another's values).
+            let requested = Dictionary(
+                request.inserted.map { ($0.persistentIdentifier, $0.values) }, uniquingKeysWith: { $1 })
+            for (model, temporary) in zip(savedInserts, temporaries) {
+                savedValues[model.persistentModelID] = requested[temporary].map(saved) ?? encode(model)
+            }
         }
         if insertedAllRequested {
-            inserted.removeAll()
+            inserted.removeAll(keepingCapacity: true)
         } else {
             let savedObjects = Set(savedInserts.map { ObjectIdentifier($0) })
             inserted.removeAll { savedObjects.contains(ObjectIdentifier($0)) }

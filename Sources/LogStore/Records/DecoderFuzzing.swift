@@ -107,8 +107,9 @@ public enum _DecoderFuzzing {
     /// than `==` for 0.0 and -0.0, which is right here: both sides read the same bytes.
     static func identical(_ lhs: FoldState, _ rhs: FoldState) -> Bool {
         guard lhs.sequenceEnd == rhs.sequenceEnd, lhs.entities.count == rhs.entities.count else { return false }
+        let others = rhs.entities
         for (name, rows) in lhs.entities {
-            guard let other = rhs.entities[name], rows.count == other.count else { return false }
+            guard let other = others[name], rows.count == other.count else { return false }
             for ((leftKey, left), (rightKey, right)) in zip(rows, other) {
                 guard leftKey == rightKey, left.sequence == right.sequence, left.values.count == right.values.count
                 else { return false }

@@ -107,8 +107,9 @@ struct SaveResolver {
                 insertedValues[permanent] = values
             }
             if !keys.isEmpty, keysOfThisSave[entity.name] == nil {
-                // Room for the keys of every insert (grown one by one, it rehashed ~7 times per 100).
-                keysOfThisSave[entity.name] = Dictionary(minimumCapacity: request.inserted.count * keys.count)
+                // Room for the keys of the save's inserts, bounded: grown one by one it rehashed ~7
+                // times per 100; a save of many inserts of other entities must not reserve for them.
+                keysOfThisSave[entity.name] = Dictionary(minimumCapacity: min(request.inserted.count, 1_024) * keys.count)
             }
             for key in keys { keysOfThisSave[entity.name, default: [:]][key] = permanent }
         }

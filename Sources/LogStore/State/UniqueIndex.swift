@@ -11,8 +11,8 @@ struct UniqueIndex: Sendable {
     /// A combination of values of one constraint, as a save's models have it.
     struct Key: Hashable, Sendable {
         let values: [AttributeValue]
-        /// Which of its entity's constraints (an index into ``UniqueIndex/constraints``): the
-        /// names are found there when an error needs them.
+        /// Which of its entity's constraints (an index into its table's constraints,
+        /// ``UniqueIndex/constraint(of:entity:)``): the names are found there when an error needs them.
         let constraintIndex: UInt32
         /// The values' hash, computed once: where the index files the key, and what tells most
         /// keys apart in one compare (comparing value arrays was most of a save's unique check,

@@ -267,7 +267,6 @@ extension LogStore.Inner {
     /// second copy of each new model's values.
     mutating func foldWritten(_ changes: [ResolvedChange], at position: LogPosition) {
         var insertedRows: [RowValues] = []
-        insertedRows.reserveCapacity(changes.count)
         for change in changes {
             let old = uniqueIndex.constrains(change.identifier.entityName) ? working.row(change.identifier)?.values : nil
             let new = working.apply(change)
