@@ -142,7 +142,8 @@ extension ModelContext {
             guard values.values.contains(where: { !$0.referencedIdentifiers.isEmpty }) else { return values }
             return values.mapValues { $0.mapReferences { result.remappedIdentifiers[$0] ?? $0 } }
         }
-        savedValues.reserveCapacity(savedValues.count + savedInserts.count)
+        // (Generic, a metadata lookup: only where it spares rehashing.)
+        if savedInserts.count > 16 { savedValues.reserveCapacity(savedValues.count + savedInserts.count) }
         if insertedAllRequested {
             // `inserted` and `request.inserted` are the same models in one order.
             for (model, snapshot) in zip(savedInserts, request.inserted) {

@@ -30,8 +30,9 @@ struct SaveResolver {
     func resolve(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) throws(LogStoreError) -> Resolution {
         var resolution = Resolution()
         // Room for every insert's identifiers: these dictionaries grew (and rehashed) a dozen
-        // times in a save of 100 inserts.
-        resolution.remapped.reserveCapacity(request.inserted.count)
+        // times in a save of 100 inserts. (Made with the capacity, which is specialized here;
+        // `reserveCapacity` ran generic, a metadata lookup per call — 2.3 % of a one-Trip save.)
+        resolution.remapped = Dictionary(minimumCapacity: request.inserted.count)
         var lastChecked: Schema.Entity?
         for snapshots in [request.inserted, request.updated, request.deleted] {
             for snapshot in snapshots {
@@ -58,8 +59,8 @@ struct SaveResolver {
         }
         let deleted = try deletions(requestedDeletes, resolution: &resolution)
         // Inserts: mint identifiers, or upsert into the model already holding a unique key.
-        var insertedValues: [PersistentIdentifier: [String: AttributeValue]] = [:]
-        insertedValues.reserveCapacity(request.inserted.count)
+        var insertedValues = [PersistentIdentifier: [String: AttributeValue]](
+            minimumCapacity: request.inserted.count)
         var keysOfThisSave: [String: [UniqueIndex.Key: PersistentIdentifier]] = [:]
         var upserts: Set<PersistentIdentifier> = []
         // The properties of the entity inserted last (a save's inserts are mostly of one entity):
@@ -125,8 +126,7 @@ struct SaveResolver {
                 }
         }
         // Insert (and upsert) changes, in request order.
-        var emitted: Set<PersistentIdentifier> = []
-        emitted.reserveCapacity(request.inserted.count)
+        var emitted = Set<PersistentIdentifier>(minimumCapacity: request.inserted.count)
         for snapshot in request.inserted {
             let permanent = resolution.remapped[snapshot.persistentIdentifier]!
             guard !emitted.contains(permanent) else { continue }
