@@ -37,27 +37,15 @@ import Testing
 /// the same actor meanwhile are not part of that save and must stay pending, not be dropped.
 @MainActor @Test func changesMadeWhileAnAsyncSaveIsSuspendedStayPending() async throws {
     let fileSystem = SimulatedFileSystem()
-    let container = try ModelContainer(
-        for: sampleTripsModels,
-        configuration: LogStoreConfiguration(
-            directory: "/suspended", checkpointIntervalByteCount: 0, fileSystem: fileSystem))
+    let container = try containerWithoutCheckpoints("/suspended", fileSystem)
     let context = ModelContext(container)
-    let first = Trip(
-        name: "First", destination: "A", startDate: Date(timeIntervalSince1970: 0),
-        endDate: Date(timeIntervalSince1970: 1))
+    let first = datedTrip("First", "A", startingAt: 0)
     context.insert(first)
     try await context.save()
     first.destination = "B"
-    fileSystem.holdSyncs()
-    let saving = Task { @MainActor in try await context.save() }
-    // Bounded: the save reaches its held fdatasync within the deadline or the test fails.
-    let deadline = Date().addingTimeInterval(10)
-    while fileSystem.heldSyncCount == 0 && Date() < deadline { try await Task.sleep(for: .milliseconds(1)) }
-    #expect(fileSystem.heldSyncCount > 0)
+    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
     // Meanwhile, on the same actor:
-    let second = Trip(
-        name: "Second", destination: "C", startDate: Date(timeIntervalSince1970: 2),
-        endDate: Date(timeIntervalSince1970: 3))
+    let second = datedTrip("Second", "C", startingAt: 2)
     context.insert(second)
     first.destination = "D"
     fileSystem.releaseSyncs()
@@ -76,25 +64,13 @@ import Testing
 /// never saved).
 @MainActor @Test func insertsReorderedWhileAnAsyncSaveIsSuspendedKeepTheirOwnSavedValues() async throws {
     let fileSystem = SimulatedFileSystem()
-    let container = try ModelContainer(
-        for: sampleTripsModels,
-        configuration: LogStoreConfiguration(
-            directory: "/reordered", checkpointIntervalByteCount: 0, fileSystem: fileSystem))
+    let container = try containerWithoutCheckpoints("/reordered", fileSystem)
     let context = ModelContext(container)
-    let a = Trip(
-        name: "A", destination: "Alpha", startDate: Date(timeIntervalSince1970: 0),
-        endDate: Date(timeIntervalSince1970: 1))
-    let b = Trip(
-        name: "B", destination: "Beta", startDate: Date(timeIntervalSince1970: 2),
-        endDate: Date(timeIntervalSince1970: 3))
+    let a = datedTrip("A", "Alpha", startingAt: 0)
+    let b = datedTrip("B", "Beta", startingAt: 2)
     context.insert(a)
     context.insert(b)
-    fileSystem.holdSyncs()
-    let saving = Task { @MainActor in try await context.save() }
-    // Bounded: the save reaches its held fdatasync within the deadline or the test fails.
-    let deadline = Date().addingTimeInterval(10)
-    while fileSystem.heldSyncCount == 0 && Date() < deadline { try await Task.sleep(for: .milliseconds(1)) }
-    #expect(fileSystem.heldSyncCount > 0)
+    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
     // Meanwhile: A leaves the pending inserts and comes back after B.
     context.delete(a)
     context.insert(a)
@@ -107,4 +83,32 @@ import Testing
     let trips = try ModelContext(container).fetch(FetchDescriptor<Trip>(sortBy: [SortDescriptor(\.name)]))
     #expect(trips.map(\.name) == ["A", "B"])
     #expect(trips.map(\.destination) == ["Alpha", "Alpha"])
+}
+
+private func containerWithoutCheckpoints(_ directory: String, _ fileSystem: SimulatedFileSystem) throws -> ModelContainer {
+    try ModelContainer(
+        for: sampleTripsModels,
+        configuration: LogStoreConfiguration(
+            directory: directory, checkpointIntervalByteCount: 0, fileSystem: fileSystem))
+}
+
+/// Starts `context.save()` on the main actor with the file system's syncs held, and returns once
+/// the save waits in its fdatasync (suspended): what the caller does next happens meanwhile.
+/// Bounded: the save reaches its held sync within 10 s or the test fails.
+@MainActor private func asyncSaveHeldAtItsSync(
+    _ context: ModelContext, _ fileSystem: SimulatedFileSystem
+) async throws -> Task<Void, any Error> {
+    fileSystem.holdSyncs()
+    let saving = Task { @MainActor in try await context.save() }
+    let deadline = Date().addingTimeInterval(10)
+    while fileSystem.heldSyncCount == 0 && Date() < deadline { try await Task.sleep(for: .milliseconds(1)) }
+    #expect(fileSystem.heldSyncCount > 0)
+    return saving
+}
+
+/// A trip starting `start` seconds after 1970 and ending a second later.
+private func datedTrip(_ name: String, _ destination: String, startingAt start: Int) -> Trip {
+    Trip(
+        name: name, destination: destination, startDate: Date(timeIntervalSince1970: Double(start)),
+        endDate: Date(timeIntervalSince1970: Double(start + 1)))
 }
