@@ -15,6 +15,8 @@ struct SaveResolver {
     /// gone — another process deleted it since this process read it — is dropped and reported in
     /// ``Resolution/droppedChanges`` (never resurrected), instead of failing the save.
     var dropsChangesToDeletedModels = false
+    /// Saves of more inserts than this make their per-save maps with room for all of them.
+    static let reservedInsertCountMin = 16
     /// Bound on cascaded deletes in one save (a named limit on the worklist).
     static let cascadeCountMax = 1_000_000
 
@@ -29,10 +31,12 @@ struct SaveResolver {
 
     func resolve(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) throws(LogStoreError) -> Resolution {
         var resolution = Resolution()
-        // Room for every insert's identifiers: these dictionaries grew (and rehashed) a dozen
-        // times in a save of 100 inserts. (Made with the capacity, which is specialized here;
-        // `reserveCapacity` ran generic, a metadata lookup per call — 2.3 % of a one-Trip save.)
-        resolution.remapped = Dictionary(minimumCapacity: request.inserted.count)
+        // Room for every insert's identifiers in a save of many: these dictionaries grew (and
+        // rehashed) a dozen times in a save of 100 inserts. Not in a small save: making a
+        // dictionary with a capacity runs generic here, a metadata lookup per call (~1 % of a
+        // one-Trip save; `reserveCapacity` 2.3 %).
+        let reserved = request.inserted.count > Self.reservedInsertCountMin ? request.inserted.count : 0
+        if reserved > 0 { resolution.remapped = Dictionary(minimumCapacity: reserved) }
         var lastChecked: Schema.Entity?
         for snapshots in [request.inserted, request.updated, request.deleted] {
             for snapshot in snapshots {
@@ -59,8 +63,8 @@ struct SaveResolver {
         }
         let deleted = try deletions(requestedDeletes, resolution: &resolution)
         // Inserts: mint identifiers, or upsert into the model already holding a unique key.
-        var insertedValues = [PersistentIdentifier: [String: AttributeValue]](
-            minimumCapacity: request.inserted.count)
+        var insertedValues: [PersistentIdentifier: [String: AttributeValue]] =
+            reserved > 0 ? Dictionary(minimumCapacity: reserved) : [:]
         var keysOfThisSave: [String: [UniqueIndex.Key: PersistentIdentifier]] = [:]
         var upserts: Set<PersistentIdentifier> = []
         // The properties of the entity inserted last (a save's inserts are mostly of one entity):
@@ -107,10 +111,10 @@ struct SaveResolver {
             } else {
                 insertedValues[permanent] = values
             }
-            if !keys.isEmpty, keysOfThisSave[entity.name] == nil {
+            if reserved > 0, !keys.isEmpty, keysOfThisSave[entity.name] == nil {
                 // Room for the keys of the save's inserts, bounded: grown one by one it rehashed ~7
                 // times per 100; a save of many inserts of other entities must not reserve for them.
-                keysOfThisSave[entity.name] = Dictionary(minimumCapacity: min(request.inserted.count, 1_024) * keys.count)
+                keysOfThisSave[entity.name] = Dictionary(minimumCapacity: min(reserved, 1_024) * keys.count)
             }
             for key in keys { keysOfThisSave[entity.name, default: [:]][key] = permanent }
         }
@@ -126,7 +130,7 @@ struct SaveResolver {
                 }
         }
         // Insert (and upsert) changes, in request order.
-        var emitted = Set<PersistentIdentifier>(minimumCapacity: request.inserted.count)
+        var emitted: Set<PersistentIdentifier> = reserved > 0 ? Set(minimumCapacity: reserved) : []
         for snapshot in request.inserted {
             let permanent = resolution.remapped[snapshot.persistentIdentifier]!
             guard !emitted.contains(permanent) else { continue }
