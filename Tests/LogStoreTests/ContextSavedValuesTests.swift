@@ -85,6 +85,50 @@ import Testing
     #expect(trips.map(\.destination) == ["Alpha", "Alpha"])
 }
 
+/// Two inserts of one save with one unique key become one model, the later one's values winning
+/// (an upsert within the save); an insert deleted and inserted again while the save is suspended
+/// moves to the end of the pending inserts, and must not make the context take the earlier one's
+/// values as saved.
+@MainActor @Test func mergedInsertsReorderedWhileAnAsyncSaveIsSuspendedKeepTheStoresValues() async throws {
+    let fileSystem = SimulatedFileSystem()
+    let container = try containerWithoutCheckpoints("/merged", fileSystem)
+    let context = ModelContext(container)
+    // Same name, start and end: one unique key.
+    let a = datedTrip("X", "Alpha", startingAt: 0)
+    let b = datedTrip("X", "Beta", startingAt: 0)
+    context.insert(a)
+    context.insert(b)
+    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
+    context.delete(a)
+    context.insert(a)
+    fileSystem.releaseSyncs()
+    try await saving.value
+    let stored = try ModelContext(container).fetch(FetchDescriptor<Trip>())
+    #expect(stored.map(\.destination) == ["Beta"])
+    // The model registered for the stored one has its values, and nothing is pending.
+    let registered: Trip? = context.registeredModel(for: stored[0].persistentModelID)
+    #expect(registered?.destination == "Beta")
+    #expect(!context.hasChanges)
+}
+
+/// A property of a pending insert set while an async save of it is suspended is a change for
+/// the next save (it was lost: the insert was untracked while temporary, and never tracked after).
+@MainActor @Test func aChangeToAnInsertWhileItsAsyncSaveIsSuspendedIsSavedNext() async throws {
+    let fileSystem = SimulatedFileSystem()
+    let container = try containerWithoutCheckpoints("/insert-changed", fileSystem)
+    let context = ModelContext(container)
+    let trip = datedTrip("A", "Alpha", startingAt: 0)
+    context.insert(trip)
+    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
+    trip.destination = "Zeta"
+    fileSystem.releaseSyncs()
+    try await saving.value
+    #expect(context.hasChanges)
+    try await context.save()
+    let stored = try ModelContext(container).fetch(FetchDescriptor<Trip>())
+    #expect(stored.map(\.destination) == ["Zeta"])
+}
+
 private func containerWithoutCheckpoints(_ directory: String, _ fileSystem: SimulatedFileSystem) throws -> ModelContainer {
     try ModelContainer(
         for: sampleTripsModels,

@@ -61,6 +61,9 @@ extension ModelContext {
         request.inserted = inserted.map {
             DefaultSnapshot(persistentIdentifier: $0.persistentModelID, values: encode($0))
         }
+        // An insert is sent whole: what is set on it from here on (while an async save is
+        // suspended) is a change for the next save (`apply` tracks it once it is permanent).
+        for model in inserted { model.modelState.changedNames.removeAll() }
         var taken: TakenChanges = []
         for model in changedModels.values {
             let values = changedValues(of: model)
@@ -121,8 +124,12 @@ extension ModelContext {
         if insertedAllRequested {
             savedInserts = inserted
         } else {
-            let requestedInserts = Set(request.inserted.map(\.persistentIdentifier))
-            savedInserts = inserted.filter { requestedInserts.contains($0.persistentModelID) }
+            // In request order: two inserts the store merged into one model (a unique key they
+            // share) leave the later one's values, and the later one registered (an insert deleted
+            // and inserted again meanwhile moved to the end of `inserted`).
+            let pending = Dictionary(
+                inserted.map { ($0.persistentModelID, $0) }, uniquingKeysWith: { first, _ in first })
+            savedInserts = request.inserted.compactMap { pending[$0.persistentIdentifier] }
         }
         // The identifiers the request knew the saved inserts by (the loop below replaces them).
         let temporaries = insertedAllRequested ? [] : savedInserts.map(\.persistentModelID)
@@ -133,6 +140,8 @@ extension ModelContext {
             model.modelState.assign(permanent)
             // An upsert maps onto an existing model: the instance just saved becomes the registered one.
             registered[permanent] = model
+            // Set while the save was suspended: tracked now that it has a permanent identifier.
+            if !model.modelState.changedNames.isEmpty { changedModels[ObjectIdentifier(model)] = model }
         }
         // The saved values of an inserted model are what the request carried, with the permanent
         // identifiers of this save's inserts in its references (encoding each model again cost as
@@ -155,7 +164,8 @@ extension ModelContext {
             let requested = Dictionary(
                 request.inserted.map { ($0.persistentIdentifier, $0.values) }, uniquingKeysWith: { $1 })
             for (model, temporary) in zip(savedInserts, temporaries) {
-                savedValues[model.persistentModelID] = requested[temporary].map(saved) ?? encode(model)
+                // `savedInserts` holds requested models only.
+                savedValues[model.persistentModelID] = saved(requested[temporary]!)
             }
         }
         if insertedAllRequested {
