@@ -169,7 +169,8 @@ extension ModelContext {
             }
         }
         if insertedAllRequested {
-            inserted.removeAll(keepingCapacity: true)
+            // Capacity kept for the next batch of a usual size, not a huge one's (40 bytes a model).
+            inserted.removeAll(keepingCapacity: inserted.count <= 1_024)
         } else {
             let savedObjects = Set(savedInserts.map { ObjectIdentifier($0) })
             inserted.removeAll { savedObjects.contains(ObjectIdentifier($0)) }

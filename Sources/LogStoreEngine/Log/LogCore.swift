@@ -265,7 +265,9 @@ struct DictionarySamples {
             append(UnsafeRawBufferPointer($0), keeping: byteCount)
             return true
         }
-        if appended == nil { Array(payload).withUnsafeBytes { append($0, keeping: byteCount) } }
+        if appended == nil {
+            Array(payload.prefix(max(1, byteCount / 4))).withUnsafeBytes { append($0, keeping: byteCount) }
+        }
     }
 
     /// The newest `byteCount` bytes (fewer if fewer were appended).
