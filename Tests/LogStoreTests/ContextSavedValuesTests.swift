@@ -36,9 +36,7 @@ import Testing
 /// `save() async` suspends while the record becomes durable; inserts, changes and deletes made on
 /// the same actor meanwhile are not part of that save and must stay pending, not be dropped.
 @MainActor @Test func changesMadeWhileAnAsyncSaveIsSuspendedStayPending() async throws {
-    let fileSystem = SimulatedFileSystem()
-    let container = try containerWithoutCheckpoints("/suspended", fileSystem)
-    let context = ModelContext(container)
+    let (fileSystem, container, context) = try contextWithoutCheckpoints("/suspended")
     let first = datedTrip("First", "A", startingAt: 0)
     context.insert(first)
     try await context.save()
@@ -63,19 +61,9 @@ import Testing
 /// swapped theirs, and a later change of one to the other's value was taken for no change and
 /// never saved).
 @MainActor @Test func insertsReorderedWhileAnAsyncSaveIsSuspendedKeepTheirOwnSavedValues() async throws {
-    let fileSystem = SimulatedFileSystem()
-    let container = try containerWithoutCheckpoints("/reordered", fileSystem)
-    let context = ModelContext(container)
-    let a = datedTrip("A", "Alpha", startingAt: 0)
     let b = datedTrip("B", "Beta", startingAt: 2)
-    context.insert(a)
-    context.insert(b)
-    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
-    // Meanwhile: A leaves the pending inserts and comes back after B.
-    context.delete(a)
-    context.insert(a)
-    fileSystem.releaseSyncs()
-    try await saving.value
+    let (context, container) = try await asyncSaveMovingTheFirstInsertLast(
+        datedTrip("A", "Alpha", startingAt: 0), b, directory: "/reordered")
     // B takes A's destination: a change from B's saved values, which must be saved.
     b.destination = "Alpha"
     #expect(context.hasChanges)
@@ -90,19 +78,9 @@ import Testing
 /// moves to the end of the pending inserts, and must not make the context take the earlier one's
 /// values as saved.
 @MainActor @Test func mergedInsertsReorderedWhileAnAsyncSaveIsSuspendedKeepTheStoresValues() async throws {
-    let fileSystem = SimulatedFileSystem()
-    let container = try containerWithoutCheckpoints("/merged", fileSystem)
-    let context = ModelContext(container)
     // Same name, start and end: one unique key.
-    let a = datedTrip("X", "Alpha", startingAt: 0)
-    let b = datedTrip("X", "Beta", startingAt: 0)
-    context.insert(a)
-    context.insert(b)
-    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
-    context.delete(a)
-    context.insert(a)
-    fileSystem.releaseSyncs()
-    try await saving.value
+    let (context, container) = try await asyncSaveMovingTheFirstInsertLast(
+        datedTrip("X", "Alpha", startingAt: 0), datedTrip("X", "Beta", startingAt: 0), directory: "/merged")
     let stored = try ModelContext(container).fetch(FetchDescriptor<Trip>())
     #expect(stored.map(\.destination) == ["Beta"])
     // The model registered for the stored one has its values, and nothing is pending.
@@ -114,9 +92,7 @@ import Testing
 /// A property of a pending insert set while an async save of it is suspended is a change for
 /// the next save (it was lost: the insert was untracked while temporary, and never tracked after).
 @MainActor @Test func aChangeToAnInsertWhileItsAsyncSaveIsSuspendedIsSavedNext() async throws {
-    let fileSystem = SimulatedFileSystem()
-    let container = try containerWithoutCheckpoints("/insert-changed", fileSystem)
-    let context = ModelContext(container)
+    let (fileSystem, container, context) = try contextWithoutCheckpoints("/insert-changed")
     let trip = datedTrip("A", "Alpha", startingAt: 0)
     context.insert(trip)
     let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
@@ -129,11 +105,33 @@ import Testing
     #expect(stored.map(\.destination) == ["Zeta"])
 }
 
-private func containerWithoutCheckpoints(_ directory: String, _ fileSystem: SimulatedFileSystem) throws -> ModelContainer {
-    try ModelContainer(
+/// Inserts `first` and `second` in a new store, saves them with `save() async`, and while that save
+/// is suspended deletes `first` and inserts it again (it moves after `second` in the pending
+/// inserts); returns once the save is done.
+@MainActor private func asyncSaveMovingTheFirstInsertLast(
+    _ first: Trip, _ second: Trip, directory: String
+) async throws -> (ModelContext, ModelContainer) {
+    let (fileSystem, container, context) = try contextWithoutCheckpoints(directory)
+    context.insert(first)
+    context.insert(second)
+    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
+    context.delete(first)
+    context.insert(first)
+    fileSystem.releaseSyncs()
+    try await saving.value
+    return (context, container)
+}
+
+/// A context on a new store in a simulated file system, with no automatic checkpoints.
+@MainActor private func contextWithoutCheckpoints(_ directory: String) throws -> (
+    SimulatedFileSystem, ModelContainer, ModelContext
+) {
+    let fileSystem = SimulatedFileSystem()
+    let container = try ModelContainer(
         for: sampleTripsModels,
         configuration: LogStoreConfiguration(
             directory: directory, checkpointIntervalByteCount: 0, fileSystem: fileSystem))
+    return (fileSystem, container, ModelContext(container))
 }
 
 /// Starts `context.save()` on the main actor with the file system's syncs held, and returns once
