@@ -173,7 +173,8 @@ public final class ModelContext {
     }
 
     private func encodeTyped<M: PersistentModel>(_ model: M) -> [String: AttributeValue] {
-        var values: [String: AttributeValue] = [:]
+        // Room for every property at once: grown one by one, a Trip's values rehashed three times.
+        var values = [String: AttributeValue](minimumCapacity: M.schemaProperties.count)
         for property in M.schemaProperties { values[property.name] = property.read(model) }
         return values
     }
