@@ -26,7 +26,7 @@ struct CheckpointEncoder {
         try emit(.checkpointHeader, header.encoded())
         let table = header.table
         let entityIDs = Dictionary(uniqueKeysWithValues: table.entities.map { ($0.name, $0.id) })
-        for name in state.entities.keys where table.entity(named: name) == nil && state.count(of: name) > 0 {
+        for name in state.entityNames where table.entity(named: name) == nil && state.count(of: name) > 0 {
             throw Failure(description: "the state holds rows of \(name), which the schema table does not name")
         }
         var trailer = CheckpointTrailer(entityCount: 0, rowCount: 0, chunkCount: 0)

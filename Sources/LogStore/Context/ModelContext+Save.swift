@@ -115,64 +115,46 @@ extension ModelContext {
         let cascaded = cascadedDeletes(of: request.deleted.map(\.persistentIdentifier))
         // Only what the request carried is saved: `save() async` suspends, and code on the same
         // actor may insert, delete or change models meanwhile — those stay pending.
-        // Mostly nothing was inserted meanwhile: the pending inserts are the request's, in order
-        // (compared one by one; no set of identifiers to hash).
-        let insertedAllRequested =
-            inserted.count == request.inserted.count
-            && zip(inserted, request.inserted).allSatisfy { $0.persistentModelID == $1.persistentIdentifier }
-        let savedInserts: [any PersistentModel]
-        if insertedAllRequested {
-            savedInserts = inserted
-        } else {
-            // In request order: two inserts the store merged into one model (a unique key they
-            // share) leave the later one's values, and the later one registered (an insert deleted
-            // and inserted again meanwhile moved to the end of `inserted`).
-            let pending = Dictionary(
-                inserted.map { ($0.persistentModelID, $0) }, uniquingKeysWith: { first, _ in first })
-            savedInserts = request.inserted.compactMap { pending[$0.persistentIdentifier] }
-        }
-        // The identifiers the request knew the saved inserts by (the loop below replaces them).
-        let temporaries = insertedAllRequested ? [] : savedInserts.map(\.persistentModelID)
-        for model in savedInserts {
-            let temporary = model.persistentModelID
-            guard let permanent = result.remappedIdentifiers[temporary] else { continue }
-            registered[temporary] = nil
-            model.modelState.assign(permanent)
-            // An upsert maps onto an existing model: the instance just saved becomes the registered one.
-            registered[permanent] = model
-            // Set while the save was suspended: tracked now that it has a permanent identifier.
-            if !model.modelState.changedNames.isEmpty { changedModels[ObjectIdentifier(model)] = model }
-        }
-        // The saved values of an inserted model are what the request carried, with the permanent
-        // identifiers of this save's inserts in its references (encoding each model again cost as
-        // much as the rest of this function, and would take values changed while an async save was
-        // suspended as saved).
-        func saved(_ values: [String: AttributeValue]) -> [String: AttributeValue] {
-            guard values.values.contains(where: { !$0.referencedIdentifiers.isEmpty }) else { return values }
-            return values.mapValues { $0.mapReferences { result.remappedIdentifiers[$0] ?? $0 } }
+        // Each saved insert takes its permanent identifier, and as saved values what its request
+        // carried, with the permanent identifiers of this save's inserts in its references
+        // (encoding the model again cost as much as the rest of this function, and would take
+        // values set while an async save was suspended as saved; those are tracked as changes).
+        func take(_ model: any PersistentModel, savedAs snapshot: DefaultSnapshot) {
+            if let permanent = result.remappedIdentifiers[snapshot.persistentIdentifier] {
+                registered[snapshot.persistentIdentifier] = nil
+                model.modelState.assign(permanent)
+                // An upsert maps onto an existing model: the instance just saved becomes the registered one.
+                registered[permanent] = model
+                if !model.modelState.changedNames.isEmpty { changedModels[ObjectIdentifier(model)] = model }
+            }
+            var values = snapshot.values
+            if values.values.contains(where: { !$0.referencedIdentifiers.isEmpty }) {
+                values = values.mapValues { $0.mapReferences { result.remappedIdentifiers[$0] ?? $0 } }
+            }
+            savedValues[model.persistentModelID] = values
         }
         // (Generic, a metadata lookup: only where it spares rehashing.)
-        if savedInserts.count > 16 { savedValues.reserveCapacity(savedValues.count + savedInserts.count) }
-        if insertedAllRequested {
-            // `inserted` and `request.inserted` are the same models in one order.
-            for (model, snapshot) in zip(savedInserts, request.inserted) {
-                savedValues[model.persistentModelID] = saved(snapshot.values)
-            }
-        } else {
-            // Matched by the identifier the request carried: an insert deleted and inserted again
-            // meanwhile changes the order (matching by position gave one model another's values).
-            let requested = Dictionary(
-                request.inserted.map { ($0.persistentIdentifier, $0.values) }, uniquingKeysWith: { $1 })
-            for (model, temporary) in zip(savedInserts, temporaries) {
-                // `savedInserts` holds requested models only.
-                savedValues[model.persistentModelID] = saved(requested[temporary]!)
-            }
-        }
-        if insertedAllRequested {
+        if request.inserted.count > 16 { savedValues.reserveCapacity(savedValues.count + request.inserted.count) }
+        // Mostly nothing was inserted meanwhile: the pending inserts are the request's, in order
+        // (compared one by one; no dictionary of identifiers to hash).
+        if inserted.count == request.inserted.count
+            && zip(inserted, request.inserted).allSatisfy({ $0.persistentModelID == $1.persistentIdentifier })
+        {
+            for (model, snapshot) in zip(inserted, request.inserted) { take(model, savedAs: snapshot) }
             // Capacity kept for the next batch of a usual size, not a huge one's (40 bytes a model).
             inserted.removeAll(keepingCapacity: inserted.count <= 1_024)
         } else {
-            let savedObjects = Set(savedInserts.map { ObjectIdentifier($0) })
+            // Matched by identifier, in request order: an insert deleted and inserted again meanwhile
+            // moved to the end of `inserted`, and of two inserts the store merged by a unique key
+            // the later one's values and instance are the saved ones.
+            let pending = Dictionary(
+                inserted.map { ($0.persistentModelID, $0) }, uniquingKeysWith: { first, _ in first })
+            var savedObjects: Set<ObjectIdentifier> = []
+            for snapshot in request.inserted {
+                guard let model = pending[snapshot.persistentIdentifier] else { continue }
+                take(model, savedAs: snapshot)
+                savedObjects.insert(ObjectIdentifier(model))
+            }
             inserted.removeAll { savedObjects.contains(ObjectIdentifier($0)) }
         }
         for snapshot in request.deleted {

@@ -21,8 +21,9 @@ extension ModelProperty {
         slot: (@Sendable (Model) -> Value?)? = nil
     ) -> ModelProperty {
         let property = attribute(name, keyPath, options: options, defaultValue: defaultValue).renamed(from: originalName)
-        guard let slot else { return property }
-        return property._reading({ model in (slot(model) ?? model[keyPath: keyPath]).attributeValue }, related: nil)
+        guard slot != nil else { return property }
+        let value = reader(keyPath, slot: slot)
+        return property._reading({ value($0).attributeValue }, related: nil)
     }
 
     /// A to-one relationship of a `@Model` class (`@Relationship(deleteRule:inverse:)`).
@@ -35,10 +36,9 @@ extension ModelProperty {
     ) -> ModelProperty {
         let property = toOnePersisted(
             name, keyPath, options: options, deleteRule: deleteRule, inverse: inverse, originalName: originalName)
-        guard let slot else { return property }
-        return property._reading(
-            { model in (slot(model) ?? model[keyPath: keyPath]).map { .reference($0.persistentModelID) } ?? .null },
-            related: { model in (slot(model) ?? model[keyPath: keyPath]).map { [$0] } ?? [] })
+        guard slot != nil else { return property }
+        let readers = toOneReaders(reader(keyPath, slot: slot))
+        return property._reading(readers.read, related: readers.related)
     }
 
     @usableFromInline
@@ -65,10 +65,9 @@ extension ModelProperty {
     ) -> ModelProperty {
         let property = toManyPersisted(
             name, keyPath, options: options, deleteRule: deleteRule, inverse: inverse, originalName: originalName)
-        guard let slot else { return property }
-        return property._reading(
-            { model in .array((slot(model) ?? model[keyPath: keyPath]).map { .reference($0.persistentModelID) }) },
-            related: { model in slot(model) ?? model[keyPath: keyPath] })
+        guard slot != nil else { return property }
+        let readers = toManyReaders(reader(keyPath, slot: slot))
+        return property._reading(readers.read, related: readers.related)
     }
 
     @usableFromInline

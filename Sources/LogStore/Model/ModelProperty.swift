@@ -162,8 +162,10 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
 
     /// How a property is read from the instance's slot when `@Model` gave one and it holds a
     /// value, else through the key path — the getter, which answers an empty slot as it always
-    /// does. (Generic: each read looks up the metadata of `Value?`; the common overloads of
-    /// `_persisted` build their readers inline instead.)
+    /// does. Inlinable: made where the model's types are known (the common `_persisted`
+    /// overloads), a read is a direct call; made in generic code, each read looks up the
+    /// metadata of `Value?`.
+    @inlinable
     static func reader<Value>(
         _ keyPath: any ReferenceWritableKeyPath<Model, Value> & Sendable, slot: (@Sendable (Model) -> Value?)?
     ) -> @Sendable (Model) -> Value {
@@ -184,16 +186,33 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
         model.modelState.seeding(value, at: name) { model[keyPath: keyPath] = value }
     }
 
+    /// A to-one relationship's `read` (its model's identifier) and `related` (its model) through `value`.
+    @inlinable
+    static func toOneReaders<Destination: PersistentModel>(_ value: @escaping @Sendable (Model) -> Destination?)
+        -> (read: @Sendable (Model) -> AttributeValue, related: @Sendable (Model) -> [any PersistentModel])
+    {
+        ({ value($0).map { .reference($0.persistentModelID) } ?? .null }, { value($0).map { [$0] } ?? [] })
+    }
+
+    /// A to-many relationship's `read` (its models' identifiers) and `related` through `value`.
+    @inlinable
+    static func toManyReaders<Destination: PersistentModel>(_ value: @escaping @Sendable (Model) -> [Destination])
+        -> (read: @Sendable (Model) -> AttributeValue, related: @Sendable (Model) -> [any PersistentModel])
+    {
+        ({ .array(value($0).map { .reference($0.persistentModelID) }) }, { value($0) })
+    }
+
     /// A to-one relationship to another model.
     public static func toOne<Destination: PersistentModel>(
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, Destination?> & Sendable,
         deleteRule: Schema.Relationship.DeleteRule = .nullify, options: Schema.Attribute.Options = []
     ) -> ModelProperty {
-        ModelProperty(
+        let readers = toOneReaders { $0[keyPath: keyPath] }
+        return ModelProperty(
             name: name, keyPath: keyPath, attribute: nil,
             relationship: Schema.Relationship(
                 name, destination: Destination.entityName, deleteRule: deleteRule, options: options),
-            read: { model in model[keyPath: keyPath].map { .reference($0.persistentModelID) } ?? .null },
+            read: readers.read,
             write: { model, value, resolve in
                 switch value {
                 case .null:
@@ -207,7 +226,7 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
                 default: throw ModelError.valueTypeMismatch(entity: Model.entityName, property: name, value: value)
                 }
             },
-            related: { model in model[keyPath: keyPath].map { [$0] } ?? [] }, destinationType: Destination.self)
+            related: readers.related, destinationType: Destination.self)
     }
 
     /// A to-many relationship to other models.
@@ -215,12 +234,13 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
         _ name: String, _ keyPath: any ReferenceWritableKeyPath<Model, [Destination]> & Sendable,
         deleteRule: Schema.Relationship.DeleteRule = .nullify, options: Schema.Attribute.Options = []
     ) -> ModelProperty {
-        ModelProperty(
+        let readers = toManyReaders { $0[keyPath: keyPath] }
+        return ModelProperty(
             name: name, keyPath: keyPath, attribute: nil,
             relationship: Schema.Relationship(
                 name, destination: Destination.entityName, isToMany: true,
                 deleteRule: deleteRule, options: options),
-            read: { model in .array(model[keyPath: keyPath].map { .reference($0.persistentModelID) }) },
+            read: readers.read,
             write: { model, value, resolve in
                 guard case .array(let values) = value else {
                     throw ModelError.valueTypeMismatch(entity: Model.entityName, property: name, value: value)
@@ -235,7 +255,7 @@ public struct ModelProperty<Model: PersistentModel>: Sendable {
                 }
                 Self.set(model, name, keyPath, targets)
             },
-            related: { model in model[keyPath: keyPath] }, destinationType: Destination.self)
+            related: readers.related, destinationType: Destination.self)
     }
 }
 

@@ -48,8 +48,7 @@ struct FoldState: Sendable {
     /// The position of `name`'s rows, remembered for the next change (folds and saves).
     @inline(__always)
     private mutating func rememberedPosition(of name: String) -> Int? {
-        if let lastTable, lastTable.name == name { return lastTable.position }
-        guard let position = tableIndex[name] else { return nil }
+        guard let position = position(of: name) else { return nil }
         lastTable = (name, position)
         return position
     }
