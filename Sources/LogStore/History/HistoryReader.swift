@@ -19,8 +19,16 @@ struct HistoryReader {
     /// The table's lookups, built once per reader (not per record).
     let decoder: TransactionRecord.Decoder
 
-    init(log: Log, table: SchemaTable, lowWaterMark: DefaultHistoryToken?, logStartOffset: UInt64) {
+    /// The open store's author index (D6), read and extended by fetches with an author filter;
+    /// `nil` reads every record (a reader made for one pass, such as `logstore history`).
+    let authorIndex: HistoryAuthorIndex?
+
+    init(
+        log: Log, table: SchemaTable, lowWaterMark: DefaultHistoryToken?, logStartOffset: UInt64,
+        authorIndex: HistoryAuthorIndex? = nil
+    ) {
         self.log = log
+        self.authorIndex = authorIndex
         self.table = table
         self.lowWaterMark = lowWaterMark
         self.logStartOffset = logStartOffset
@@ -144,7 +152,8 @@ struct HistoryReader {
         if let limit { fetched.transactions.reserveCapacity(min(limit, 4_096)) }
         // With a deferred check, reading starts at the lower bound's record, which the visit
         // checks first, before anything is evaluated (and takes when the bound includes it).
-        var records = try iterator(from: deferred?.offset ?? startOffset(for: query))
+        let from = min(deferred?.offset ?? startOffset(for: query), log.visibleEnd)
+        var records = try iterator(from: from)
         // Every record is read in place: tested (type, token bounds, author) where it lies, and
         // only a record taken is decoded, its payload copied into a chunk the fetch's transactions
         // share (an array per record, with its copy and free, was about a tenth of P6's fetch).
@@ -152,9 +161,15 @@ struct HistoryReader {
         // variables captured by a local function were boxed and checked for exclusive access on
         // every use (a tenth of the fetch).
         var visit = Visit(reader: self, query: query)
+        // An author filter goes through the author index where it covers the log, and files the
+        // authors of the records it reads elsewhere.
+        if let authorIndex, !visit.authorTests.isEmpty {
+            visit.indexing = AuthorIndexing(authorIndex.snapshot(), from: from, tests: visit.authorTests)
+        }
         var unchecked = deferred
         // Bounded by the log's visible end: each pass reads one record.
         while true {
+            if visit.indexing.isOn && unchecked == nil { visit.indexing.advance(&records) }
             let read: Bool
             let checking = unchecked
             unchecked = nil
@@ -174,6 +189,7 @@ struct HistoryReader {
             }
             if let failure = visit.failure { throw failure }
             if visit.pastUpperBound { break }
+            if visit.indexing.isOn { visit.indexing.read(to: records.offset) }
             // Moved out and into the result, not copied.
             guard let transaction = visit.taken.take() else { continue }
             fetched.transactions.append(consume transaction)
@@ -186,6 +202,12 @@ struct HistoryReader {
             if let limit, fetched.transactions.count >= limit { break }
         }
         fetched.recordsRead = records.recordsRead
+        if let authorIndex, visit.indexing.isOn {
+            visit.indexing.stop(at: visit.pastUpperBound ? visit.pastUpperBoundOffset : records.offset)
+            authorIndex.file(
+                visit.indexing.runs, names: visit.indexing.names, snapshotNameCount: visit.indexing.snapshotNameCount,
+                logStart: logStartOffset, durableEnd: log.durableEnd)
+        }
         if !descriptor.sortBy.isEmpty {
             fetched.transactions.sort(using: descriptor.sortBy)
             if let limit = descriptor.fetchLimit {
@@ -266,7 +288,11 @@ private struct Visit {
     var taken: DefaultHistoryTransaction?
     /// The record visited last is past the token upper bound, and so is every later one.
     var pastUpperBound = false
+    /// That record's offset.
+    var pastUpperBoundOffset: UInt64 = 0
     var failure: LogStoreError?
+    /// The author index's part in the fetch (off unless the fetch has an author filter).
+    var indexing = AuthorIndexing()
 
     init(reader: HistoryReader, query: HistoryQuery) {
         self.reader = reader
@@ -288,6 +314,11 @@ private struct Visit {
     mutating func visit(_ view: LogRecordView) {
         if query.isPastUpperBound(view.offset) {
             pastUpperBound = true
+            pastUpperBoundOffset = view.offset
+            return
+        }
+        if indexing.isOn {
+            visitIndexing(view)
             return
         }
         guard view.type == .transaction, query.matchesTokenBounds(offset: view.offset) else { return }
@@ -307,6 +338,156 @@ private struct Visit {
         } catch {
             failure = error
         }
+    }
+
+    /// ``visit(_:)`` of a fetch with an author filter and the author index: a record read in
+    /// order is filed (its author as a position in the index's names); one reached through the
+    /// index must have the author it was filed with. The tests run once per author, not per record.
+    private mutating func visitIndexing(_ view: LogRecordView) {
+        guard view.type == .transaction else {
+            if indexing.expectedAuthor != nil {
+                failure = indexing.disagreement(at: view.offset, "a record of type \(view.type)")
+            }
+            return
+        }
+        do throws(LogStoreError) {
+            let author: UnsafeRawBufferPointer?
+            do {
+                author = try TransactionRecord.Header.Prefix(view.payload).author
+            } catch {
+                throw LogStoreError.corruptRecord(offset: view.offset, reason: "transaction record: \(error)")
+            }
+            let position: UInt32
+            if let expected = indexing.expectedAuthor {
+                guard HistoryAuthorIndex.Names.equal(indexing.names[expected], author) else {
+                    throw indexing.disagreement(at: view.offset, "another author")
+                }
+                position = expected
+            } else {
+                position = indexing.file(view.offset, author: author)
+            }
+            guard query.matchesTokenBounds(offset: view.offset), indexing.passes(position) else { return }
+            taken = try reader.decode(view, strings: &strings, chunks: &chunks)
+        } catch {
+            failure = error
+        }
+    }
+}
+
+/// A fetch's use of the author index (``HistoryAuthorIndex``): where the index's stretch covers
+/// the position, the fetch skips to the next record whose author passes; elsewhere it reads every
+/// record and files it in a run of its own, which the index takes in when the fetch ends.
+private struct AuthorIndexing {
+    let isOn: Bool
+    /// The index's stretch when the fetch began.
+    private let kept: HistoryAuthorIndex.Stretch
+    /// The index's names, with the authors this fetch met first appended.
+    private(set) var names: HistoryAuthorIndex.Names
+    let snapshotNameCount: Int
+    /// Where the fetch starts: records before it are not handed to the visit, so a run never
+    /// starts before it.
+    private let from: UInt64
+    /// Per name position, whether the fetch's author tests pass: 0 not worked out yet, 1 yes, 2 no.
+    private var verdicts: [UInt8] = []
+    /// Runs read whole, in order.
+    private(set) var runs: [HistoryAuthorIndex.Stretch] = []
+    /// The run being read, record by record (`nil` while reading through the index).
+    private var run: HistoryAuthorIndex.Stretch?
+    /// In `kept`: the next entry to look at (`nil` until the fetch first reaches the stretch).
+    private var cursor: Int?
+    /// The author the record about to be read was filed with, when reached through the index.
+    private(set) var expectedAuthor: UInt32?
+
+    /// The fetch's author tests, compiled for the stored bytes.
+    private let tests: [HistoryQuery.AuthorBytesTest]
+
+    init() {
+        isOn = false
+        tests = []
+        kept = HistoryAuthorIndex.Stretch()
+        names = HistoryAuthorIndex.Names()
+        snapshotNameCount = 0
+        from = 0
+    }
+
+    init(_ snapshot: HistoryAuthorIndex.State, from: UInt64, tests: [HistoryQuery.AuthorBytesTest]) {
+        isOn = true
+        self.tests = tests
+        kept = snapshot.stretch
+        names = snapshot.names
+        snapshotNameCount = snapshot.names.count
+        self.from = from
+    }
+
+    /// Before reading the next record: through the index when its stretch covers the position
+    /// (skipping to the next record whose author passes, or past the stretch when none does);
+    /// otherwise a run is read from here.
+    mutating func advance(_ records: inout LogIterator) {
+        expectedAuthor = nil
+        let position = max(records.offset, from)
+        guard kept.covers(position), position < records.endOffset else {
+            if run == nil { run = HistoryAuthorIndex.Stretch(start: position, end: position) }
+            return
+        }
+        // Reading reached the stretch (or starts in it): the run read so far ends here.
+        stop(at: position)
+        var entry = cursor ?? kept.firstEntry(atOrAfter: position)
+        let end = min(kept.end, records.endOffset)
+        while entry < kept.offsets.count && kept.offsets[entry] < end {
+            if passes(kept.authors[entry]) {
+                cursor = entry + 1
+                expectedAuthor = kept.authors[entry]
+                records.skip(to: kept.offsets[entry])
+                return
+            }
+            entry += 1
+        }
+        cursor = entry
+        records.skip(to: end)
+        // Past the stretch: the next call starts a run there.
+    }
+
+    /// After a record read in order: the run reaches `offset`.
+    mutating func read(to offset: UInt64) {
+        if run != nil { run!.end = offset }
+    }
+
+    /// The run read so far ends at `offset` (where reading stopped or reached the stretch).
+    mutating func stop(at offset: UInt64) {
+        guard var finished = run else { return }
+        run = nil
+        finished.end = max(finished.start, offset)
+        if !finished.isEmpty { runs.append(finished) }
+    }
+
+    /// Files a record read in order in the current run; its author's position.
+    mutating func file(_ offset: UInt64, author: UnsafeRawBufferPointer?) -> UInt32 {
+        let position = names.position(of: author)
+        if run == nil { run = HistoryAuthorIndex.Stretch(start: offset, end: offset) }
+        run!.offsets.append(offset)
+        run!.authors.append(position)
+        return position
+    }
+
+    /// Whether the author at `position` passes every test (worked out once per author).
+    mutating func passes(_ position: UInt32) -> Bool {
+        let index = Int(position)
+        if index >= verdicts.count { verdicts.append(contentsOf: repeatElement(0, count: index + 1 - verdicts.count)) }
+        if verdicts[index] == 0 {
+            let author = names[position]
+            let passes =
+                author.map { bytes in bytes.withUnsafeBytes { raw in tests.allSatisfy { $0.matches(raw) } } }
+                ?? tests.allSatisfy { $0.matches(nil) }
+            verdicts[index] = passes ? 1 : 2
+        }
+        return verdicts[index] == 1
+    }
+
+    func disagreement(at offset: UInt64, _ found: String) -> LogStoreError {
+        .corruptRecord(
+            offset: offset,
+            reason: "the history's author index filed a transaction at this offset, and the record read here is "
+                + "\(found): the log changed under the open store")
     }
 }
 

@@ -54,7 +54,9 @@ extension LogStore: HistoryProviding {
     func historyReader() -> HistoryReader {
         let start = log.startOffset  // before L: see HistoryReader.logStartOffset
         return inner.withLock {
-            HistoryReader(log: log, table: $0.table, lowWaterMark: $0.lowWaterMark, logStartOffset: start)
+            HistoryReader(
+                log: log, table: $0.table, lowWaterMark: $0.lowWaterMark, logStartOffset: start,
+                authorIndex: historyAuthorIndex)
         }
     }
 

@@ -50,6 +50,9 @@ public final class LogStore: DataStore, @unchecked Sendable {
     let retentionSchedule = RetentionSchedule()
     /// Wakes live history tails after saves (History/HistoryTail.swift).
     let tailSignal = TailSignal()
+    /// Which author wrote each transaction of the stretch of log history fetches with an author
+    /// filter read (D6): later ones read only the records they take.
+    let historyAuthorIndex = HistoryAuthorIndex()
     /// Opened read-only (`allowsSave: false`): no lock, no writes; it follows the process that
     /// writes the store (Store/LogStore+Processes.swift).
     public let isReadOnly: Bool

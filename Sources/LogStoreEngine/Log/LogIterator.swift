@@ -93,6 +93,35 @@ public struct LogIterator: Sendable {
         return found
     }
 
+    /// Moves forward to `offset` without reading the records before it: for a caller that knows
+    /// `offset` is a record start because this log handed it that record before (an index of its
+    /// own, such as the history's author index). The record there is checked when it is read, as
+    /// every record is — a header that does not name `offset` is corruption — so a wrong offset
+    /// throws rather than reads garbage. `offset` at or past the end leaves nothing to read.
+    package mutating func skip(to offset: UInt64) {
+        precondition(offset >= scanner.offset, "skip(to: \(offset)) goes back from \(scanner.offset)")
+        if offset == scanner.offset { return }
+        guard offset < endOffset else {
+            // Nothing is read past the end: park the scanner there (atRecord stops).
+            segmentIndex = segments.count - 1
+            let last = segments[segmentIndex]
+            scanner = SegmentScanner(
+                segment: last,
+                position: SegmentScanner.filePosition(logicalOffset: max(endOffset, last.baseOffset), baseOffset: last.baseOffset))
+            return
+        }
+        var index = segmentIndex
+        while index + 1 < segments.count && segments[index + 1].baseOffset <= offset { index += 1 }
+        let position = SegmentScanner.filePosition(logicalOffset: offset, baseOffset: segments[index].baseOffset)
+        if index == segmentIndex {
+            // The scanner keeps its buffer: a skip within it reads nothing.
+            scanner.seek(toFilePosition: position)
+        } else {
+            segmentIndex = index
+            scanner = SegmentScanner(segment: segments[index], position: position)
+        }
+    }
+
     /// Whether the scanner is at a record below the end, moving it to the next segment at the
     /// end of a sealed one (a sealed segment ends exactly where the next begins: checked on open).
     private mutating func atRecord() -> Bool {
