@@ -154,3 +154,74 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
         name: name, destination: destination, startDate: Date(timeIntervalSince1970: Double(start)),
         endDate: Date(timeIntervalSince1970: Double(start + 1)))
 }
+
+/// An insert deleted while its async save is suspended: the save still writes it (it was sent),
+/// and the delete is pending afterwards — the next save deletes it. (It stayed in the store, and
+/// the context forgot it: the delete never reached the store.)
+@MainActor @Test func anInsertDeletedWhileItsAsyncSaveIsSuspendedIsDeletedByTheNextSave() async throws {
+    let (fileSystem, container, context) = try contextWithoutCheckpoints("/deleted-meanwhile")
+    let first = datedTrip("First", "A", startingAt: 0)
+    let second = datedTrip("Second", "B", startingAt: 2)
+    context.insert(first)
+    context.insert(second)
+    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
+    context.delete(first)
+    fileSystem.releaseSyncs()
+    try await saving.value
+    #expect(!first.persistentModelID.isTemporary)
+    #expect(context.hasChanges)
+    try await context.save()
+    #expect(!context.hasChanges)
+    let stored = try ModelContext(container).fetch(FetchDescriptor<Trip>())
+    #expect(stored.map(\.name) == ["Second"])
+}
+
+/// `rollback()` while an async save is suspended discards what is pending, not what that save
+/// sent: the inserts it carries are saved and stay registered in the context with their
+/// permanent identifiers (they were left in the store with no model in the context).
+@MainActor @Test func rollbackWhileAnAsyncSaveIsSuspendedKeepsWhatItSent() async throws {
+    let (fileSystem, container, context) = try contextWithoutCheckpoints("/rollback-meanwhile")
+    let first = datedTrip("First", "A", startingAt: 0)
+    context.insert(first)
+    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
+    let pending = datedTrip("Pending", "P", startingAt: 4)
+    context.insert(pending)
+    context.rollback()
+    fileSystem.releaseSyncs()
+    try await saving.value
+    #expect(!first.persistentModelID.isTemporary)
+    let registered: Trip? = context.registeredModel(for: first.persistentModelID)
+    #expect(registered === first)
+    #expect(!context.hasChanges)
+    first.destination = "B"
+    try await context.save()
+    let stored = try ModelContext(container).fetch(FetchDescriptor<Trip>())
+    #expect(stored.map(\.name) == ["First"])
+    #expect(stored.map(\.destination) == ["B"])
+}
+
+/// A second `save() async` started while the first is suspended writes only what is pending
+/// beyond the first one's request: the first one's inserts and deletes are not sent twice (an
+/// insert sent twice was stored twice).
+@MainActor @Test func overlappingAsyncSavesSendEachChangeOnce() async throws {
+    let (fileSystem, container, context) = try contextWithoutCheckpoints("/overlapping")
+    let kept = datedTrip("Kept", "K", startingAt: 10)
+    let doomed = datedTrip("Doomed", "D", startingAt: 12)
+    context.insert(kept)
+    context.insert(doomed)
+    try await context.save()
+    let first = datedTrip("First", "A", startingAt: 0)
+    context.insert(first)
+    context.delete(doomed)
+    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
+    let second = datedTrip("Second", "B", startingAt: 2)
+    context.insert(second)
+    let savingAgain = Task { @MainActor in try await context.save() }
+    try await Task.sleep(for: .milliseconds(20))
+    fileSystem.releaseSyncs()
+    try await saving.value
+    try await savingAgain.value
+    #expect(!context.hasChanges)
+    let stored = try ModelContext(container).fetch(FetchDescriptor<Trip>(sortBy: [SortDescriptor(\.name)]))
+    #expect(stored.map(\.name) == ["First", "Kept", "Second"])
+}

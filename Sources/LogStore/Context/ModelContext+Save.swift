@@ -5,8 +5,8 @@ extension ModelContext {
     /// identifiers into the inserted instances.
     public func save() throws {
         guard let (request, changed) = makeSaveRequest() else { return }
-        markBeingSaved(changed)
-        defer { unmarkBeingSaved(changed) }
+        markBeingSaved(changed, request)
+        defer { unmarkBeingSaved(changed, request) }
         do {
             let result = try container.store.save(request)
             apply(result, request: request)
@@ -19,8 +19,8 @@ extension ModelContext {
     /// `save()` that suspends, instead of blocking a thread, while the store waits for durability.
     public nonisolated(nonsending) func save() async throws {
         guard let (request, changed) = makeSaveRequest() else { return }
-        markBeingSaved(changed)
-        defer { unmarkBeingSaved(changed) }
+        markBeingSaved(changed, request)
+        defer { unmarkBeingSaved(changed, request) }
         do {
             let result = try await container.store.save(request)
             apply(result, request: request)
@@ -32,8 +32,11 @@ extension ModelContext {
 
     /// The tracked changes a request carries, by model: taken from the models when the request is
     /// made (changes made while an async save is suspended are the next save's), given back if
-    /// the save fails.
-    typealias TakenChanges = [(model: any PersistentModel, names: Set<String>)]
+    /// the save fails; and the inserts it carries.
+    struct TakenChanges {
+        var changes: [(model: any PersistentModel, names: Set<String>)] = []
+        var inserts: [any PersistentModel] = []
+    }
 
     /// The request for the pending changes, or `nil` when there are none. Unsaved models that
     /// registered models refer to are inserted too (as SwiftData does).
@@ -58,16 +61,19 @@ extension ModelContext {
             }
         }
         var request = DataStoreSaveChangesRequest<DefaultSnapshot>(editingState: EditingState(author: author))
-        request.inserted = inserted.map {
+        var taken = TakenChanges()
+        // What a save in flight carries is that save's (a save started while another is
+        // suspended sends only what is pending beyond it).
+        taken.inserts = insertsBeingSaved.isEmpty ? inserted : inserted.filter { !insertsBeingSaved.contains(ObjectIdentifier($0)) }
+        request.inserted = taken.inserts.map {
             DefaultSnapshot(persistentIdentifier: $0.persistentModelID, values: encode($0))
         }
         // An insert is sent whole: what is set on it from here on (while an async save is
         // suspended) is a change for the next save (`apply` tracks it once it is permanent).
-        for model in inserted { model.modelState.changedNames.removeAll() }
-        var taken: TakenChanges = []
+        for model in taken.inserts { model.modelState.changedNames.removeAll() }
         for model in changedModels.values {
             let values = changedValues(of: model)
-            taken.append((model, model.modelState.changedNames))
+            taken.changes.append((model, model.modelState.changedNames))
             model.modelState.changedNames.removeAll()
             guard !values.isEmpty else { continue }
             // Whole models, as SwiftData's contract has it: a store may replace its copy with
@@ -86,24 +92,36 @@ extension ModelContext {
                 request.changedAttributeNames[identifier] = Set(values.keys.filter { saved[$0] != values[$0] })
             }
         }
-        request.deleted = deleted.map { DefaultSnapshot(persistentIdentifier: $0.key, values: [:]) }
+        request.deleted = deleted.compactMap {
+            deletesBeingSaved.contains($0.key) ? nil : DefaultSnapshot(persistentIdentifier: $0.key, values: [:])
+        }
         if request.inserted.isEmpty && request.updated.isEmpty && request.deleted.isEmpty { return nil }
         return (request, taken)
     }
 
     /// The changes a save in flight carries count as pending for a fetch's refresh: an async save
     /// suspends, and a fetch meanwhile must not set those properties to another save's values.
-    private func markBeingSaved(_ taken: TakenChanges) {
-        for (model, names) in taken { namesBeingSaved[ObjectIdentifier(model), default: []].formUnion(names) }
+    /// So are its inserts and deletes, for a save started meanwhile and for `rollback()`.
+    private func markBeingSaved(_ taken: TakenChanges, _ request: DataStoreSaveChangesRequest<DefaultSnapshot>) {
+        for (model, names) in taken.changes { namesBeingSaved[ObjectIdentifier(model), default: []].formUnion(names) }
+        for model in taken.inserts { insertsBeingSaved.insert(ObjectIdentifier(model)) }
+        for snapshot in request.deleted { deletesBeingSaved.insert(snapshot.persistentIdentifier) }
     }
 
-    private func unmarkBeingSaved(_ taken: TakenChanges) {
-        for (model, _) in taken { namesBeingSaved[ObjectIdentifier(model)] = nil }
+    /// After the save returned or threw (a failed save's inserts and deletes are pending again;
+    /// an insert deleted meanwhile is then simply dropped, as a delete of an unsaved insert is).
+    private func unmarkBeingSaved(_ taken: TakenChanges, _ request: DataStoreSaveChangesRequest<DefaultSnapshot>) {
+        for (model, _) in taken.changes { namesBeingSaved[ObjectIdentifier(model)] = nil }
+        for model in taken.inserts { insertsBeingSaved.remove(ObjectIdentifier(model)) }
+        for snapshot in request.deleted { deletesBeingSaved.remove(snapshot.persistentIdentifier) }
+        if !insertsDeletedWhileBeingSaved.isEmpty {
+            for snapshot in request.inserted { insertsDeletedWhileBeingSaved[snapshot.persistentIdentifier] = nil }
+        }
     }
 
     /// A failed save leaves its changes pending: the tracked ones are marked changed again.
     func restoreChanges(_ taken: TakenChanges) {
-        for (model, names) in taken where registered[model.persistentModelID] === model {
+        for (model, names) in taken.changes where registered[model.persistentModelID] === model {
             model.modelState.changedNames.formUnion(names)
             changedModels[ObjectIdentifier(model)] = model
         }
@@ -151,7 +169,18 @@ extension ModelContext {
                 inserted.map { ($0.persistentModelID, $0) }, uniquingKeysWith: { first, _ in first })
             var savedObjects: Set<ObjectIdentifier> = []
             for snapshot in request.inserted {
-                guard let model = pending[snapshot.persistentIdentifier] else { continue }
+                guard let model = pending[snapshot.persistentIdentifier] else {
+                    // Deleted while this save was suspended: stored now, so its delete is pending.
+                    if let model = insertsDeletedWhileBeingSaved.removeValue(forKey: snapshot.persistentIdentifier) {
+                        take(model, savedAs: snapshot)
+                        let identifier = model.persistentModelID
+                        registered[identifier] = nil
+                        changedModels[ObjectIdentifier(model)] = nil
+                        model.modelState.context = self
+                        deleted[identifier] = model
+                    }
+                    continue
+                }
                 take(model, savedAs: snapshot)
                 savedObjects.insert(ObjectIdentifier(model))
             }
@@ -178,9 +207,11 @@ extension ModelContext {
             try? fill(model, with: snapshot.values)
             savedValues[identifier] = encode(model)
         }
-        // Every identifier with saved values is registered (checked in debug builds only: it is
-        // a walk over every registered model, which a save must not cost).
-        assert(savedValues.keys.allSatisfy { registered[$0] != nil }, "saved values of unregistered models")
+        // Every identifier with saved values is registered or deleted, pending (checked in debug
+        // builds only: it is a walk over every registered model, which a save must not cost).
+        assert(
+            savedValues.keys.allSatisfy { registered[$0] != nil || deleted[$0] != nil },
+            "saved values of unregistered models")
     }
 
     /// The models the store's `.cascade` rules delete along with `requested`: the store cascades

@@ -32,6 +32,13 @@ public final class ModelContext {
     /// Property names of tracked models that a save in flight carries (``save()-7kswr`` async
     /// suspends): a fetch's refresh treats them as pending.
     var namesBeingSaved: [ObjectIdentifier: Set<String>] = [:]
+    /// Inserts and deletes a save in flight carries (``save()-7kswr`` async suspends): a save
+    /// started meanwhile does not send them again, and `rollback()` leaves them to that save.
+    var insertsBeingSaved: Set<ObjectIdentifier> = []
+    var deletesBeingSaved: Set<PersistentIdentifier> = []
+    /// Inserts a save in flight carries that were deleted meanwhile, by their temporary
+    /// identifiers: that save stores them, and then their delete is pending (`apply`).
+    var insertsDeletedWhileBeingSaved: [PersistentIdentifier: any PersistentModel] = [:]
     /// Whether a model without its own change tracking (a hand-written conformance) was ever
     /// registered: then saves compare every registered model's values with its saved ones.
     var hasUntrackedModels = false
@@ -85,6 +92,8 @@ public final class ModelContext {
                 + (model.modelState.unbackedReason ?? ""))
         let identifier = model.persistentModelID
         if registered[identifier] != nil { return }
+        // Deleted while a save in flight stores it, and inserted again: it stays that save's.
+        insertsDeletedWhileBeingSaved[identifier] = nil
         if let restored = deleted.removeValue(forKey: identifier) {
             registered[identifier] = restored
             return
@@ -103,6 +112,11 @@ public final class ModelContext {
             inserted.remove(at: index)
             registered[identifier] = nil
             model.modelState.context = nil
+            // Sent by a save in flight: that save stores it; its delete is for the next save.
+            if insertsBeingSaved.contains(ObjectIdentifier(model)) {
+                insertsDeletedWhileBeingSaved[identifier] = model
+                changeMade()
+            }
             return
         }
         guard registered[identifier] != nil else { return }
@@ -135,14 +149,23 @@ public final class ModelContext {
     }
 
     /// Discards unsaved inserts, deletes and changes: registered models get their saved values back.
+    /// What a save in flight (``save()-7kswr`` async, suspended) carries is not undone: it is
+    /// being saved, and is registered as saved when that save returns.
     public func rollback() {
-        for model in inserted {
+        for model in inserted where !insertsBeingSaved.contains(ObjectIdentifier(model)) {
             registered[model.persistentModelID] = nil
             model.modelState.context = nil
         }
-        inserted.removeAll()
-        for (identifier, model) in deleted { registered[identifier] = model }
-        deleted.removeAll()
+        inserted.removeAll { !insertsBeingSaved.contains(ObjectIdentifier($0)) }
+        // A delete of an insert in flight is undone: the insert is pending again, as that save's.
+        for (identifier, model) in insertsDeletedWhileBeingSaved {
+            model.modelState.context = self
+            registered[identifier] = model
+            inserted.append(model)
+        }
+        insertsDeletedWhileBeingSaved.removeAll()
+        for (identifier, model) in deleted where !deletesBeingSaved.contains(identifier) { registered[identifier] = model }
+        deleted = deleted.filter { deletesBeingSaved.contains($0.key) }
         for model in changedModels.values {
             guard let values = savedValues[model.persistentModelID] else { continue }
             try? fill(model, with: values)
