@@ -1,5 +1,6 @@
 import Foundation
 import LogStoreEngine
+import Synchronization
 import LogStoreTestSupport
 import SampleTrips
 import Testing
@@ -165,6 +166,111 @@ import Testing
         try store.close()
     }
 
+    /// A record that is not a transaction at the end of the stretch (a durable-end mark after a
+    /// quiet moment, a consumer's bookmark) does not make the next fetch's run replace the
+    /// stretch: the run starts where the stretch ends, and the two join. (The run started at
+    /// the next transaction, past the mark, and replaced the whole stretch.)
+    @Test func recordsOtherThanTransactionsAtTheStretchEndKeepItWhole() throws {
+        var configuration = LogStoreConfiguration(
+            directory: H.directory, durability: .synchronous, checkpointIntervalByteCount: 0,
+            fileSystem: SimulatedFileSystem())
+        configuration.durableEndMarkDelay = .milliseconds(2)
+        let container = try ModelContainer(for: sampleTripsModels, configuration: configuration)
+        let store = try #require(container.dataStore(as: LogStore.self))
+        var tokens: [DefaultHistoryToken] = []
+        var number = 0
+        func save(_ count: Int) throws {
+            for _ in 0..<count {
+                tokens.append(try H.saveTrip(container, number, author: number % 5 == 0 ? "widget" : "app"))
+                number += 1
+            }
+        }
+        func waitForMark() throws {
+            let marks = store.log.statistics.markCount
+            let deadline = Date().addingTimeInterval(10)
+            while store.log.statistics.markCount == marks && Date() < deadline { Thread.sleep(forTimeInterval: 0.002) }
+            #expect(store.log.statistics.markCount > marks)
+        }
+        let widget = HistoryDescriptor<DefaultHistoryTransaction>(predicate: #Predicate { $0.author == "widget" })
+        try save(50)
+        #expect(try store.fetchHistory(widget).count == 10)
+        #expect(store.historyAuthorIndex.entryCount == 50)
+        try waitForMark()
+        try save(5)
+        try store.registerHistoryConsumer("reader")
+        try save(5)
+        let start = tokens[20]
+        let fromToken = try store.fetchHistoryCounting(
+            HistoryDescriptor(predicate: #Predicate { $0.token > start && $0.author == "widget" }))
+        #expect(fromToken.transactions.count == 7)
+        #expect(store.historyAuthorIndex.entryCount == 60)
+        #expect(store.historyAuthorIndex.snapshot().stretch.offsets.first == tokens[0].offset)
+        let again = try store.fetchHistoryCounting(widget)
+        #expect(H.tokens(again.transactions) == tokens.enumerated().filter { (index, _) in index % 5 == 0 }.map { $0.element })
+        #expect(again.recordsRead <= 12 + 2)
+
+        // A filed offset that now holds a mark: the iterator passes over the mark and hands the
+        // next record (a transaction of the same author), which is not the one filed there — a
+        // disagreement, not that record taken.
+        var marks = try store.log.records(from: store.log.startOffset, includingMarks: true)
+        var markOffset: UInt64?
+        while markOffset == nil, let record = try marks.next() {
+            if record.type == RecordType.durableEndMark { markOffset = record.offset }
+        }
+        let mark = try #require(markOffset)
+        store.historyAuthorIndex.withStateForTesting { state in
+            state.stretch.offsets[state.stretch.firstEntry(atOrAfter: mark)] = mark
+        }
+        #expect {
+            try store.fetchHistory(HistoryDescriptor(predicate: #Predicate { $0.author != "nobody" }))
+        } throws: { error in
+            (error as? LogStoreError)?.code == .corruption && "\(error)".contains("author index")
+        }
+        try store.close()
+    }
+
+    /// Filtered fetches on three threads while a fourth saves, with more distinct authors than
+    /// the short list holds: each filtered fetch, bounded above by a token saved before it began,
+    /// returns what filtering an unfiltered fetch of the same bounds returns.
+    @Test func concurrentFilteredFetchesAndSavesAgree() throws {
+        let (container, store) = try H.open(SimulatedFileSystem(), segmentByteCountMax: 16 * 1024, durability: .none)
+        let names: [String?] = [nil] + (0..<11).map { "author \($0)" }
+        final class Saved: Sendable { let tokens = Mutex<[DefaultHistoryToken]>([]) }
+        let saved = Saved()
+        for number in 0..<20 {
+            let token = try H.saveTrip(container, number, author: names[number % names.count])
+            saved.tokens.withLock { $0.append(token) }
+        }
+        DispatchQueue.concurrentPerform(iterations: 4) { worker in
+            do {
+                if worker == 0 {
+                    for number in 20..<400 {
+                        let token = try H.saveTrip(container, number, author: names[(number * 7) % names.count])
+                        saved.tokens.withLock { $0.append(token) }
+                    }
+                    return
+                }
+                var random = SeededGenerator(seed: UInt64(worker))
+                for _ in 0..<60 {
+                    let tokens = saved.tokens.withLock { $0 }
+                    let low = tokens[Int.random(in: 0..<tokens.count, using: &random)]
+                    let high = tokens[Int.random(in: 0..<tokens.count, using: &random)]
+                    let name = names.randomElement(using: &random)!
+                    let filtered = try store.fetchHistory(
+                        HistoryDescriptor(
+                            predicate: #Predicate { $0.token >= low && $0.token <= high && $0.author == name }))
+                    let whole = try store.fetchHistory(
+                        HistoryDescriptor(predicate: #Predicate { $0.token >= low && $0.token <= high }))
+                    #expect(H.tokens(filtered) == H.tokens(whole.filter { $0.author == name }))
+                }
+            } catch {
+                Issue.record(error)
+            }
+        }
+        #expect(store.historyAuthorIndex.snapshot().names.count == names.count)
+        try store.close()
+    }
+
     /// Filing: a run joins the kept stretch at either end, replaces it when wholly after it, is
     /// left out when it overlaps or leaves a gap before it; authors new to the fetch get the
     /// kept names' positions; what a compaction deleted and what is past the entry bound is dropped.
@@ -184,52 +290,71 @@ import Testing
         let index = HistoryAuthorIndex()
         index.file(
             [Stretch(start: 100, end: 200, offsets: [100, 150], authors: [0, 1])], names: names(["a", nil]),
-            snapshotNameCount: 0, logStart: 0, durableEnd: .max)
+            snapshotNameCount: 0, generation: 0, logStart: 0, durableEnd: .max)
         // After it, from a snapshot with "a" only: "b" is new to the fetch (position 1), 2 in the index.
         index.file(
             [Stretch(start: 200, end: 300, offsets: [210], authors: [1])], names: names(["a", "b"]),
-            snapshotNameCount: 1, logStart: 0, durableEnd: .max)
+            snapshotNameCount: 1, generation: 0, logStart: 0, durableEnd: .max)
         var state = index.snapshot()
         #expect(state.stretch.offsets == [100, 150, 210] && state.stretch.authors == [0, 1, 2])
         #expect(state.names[2] == Array("b".utf8) && state.stretch.start == 100 && state.stretch.end == 300)
         // Before it: joined in front; overlapping or with a gap before: left out.
         index.file(
             [Stretch(start: 40, end: 100, offsets: [40], authors: [0]), Stretch(start: 0, end: 30), Stretch(start: 120, end: 160, offsets: [150], authors: [0])],
-            names: names(["a", nil, "b"]), snapshotNameCount: 3, logStart: 0, durableEnd: .max)
+            names: names(["a", nil, "b"]), snapshotNameCount: 3, generation: 0, logStart: 0, durableEnd: .max)
         state = index.snapshot()
         #expect(state.stretch.offsets == [40, 100, 150, 210] && state.stretch.start == 40)
         // A compaction deleted the log before 120.
-        index.file([Stretch(start: 300, end: 310)], names: names(["a", nil, "b"]), snapshotNameCount: 3, logStart: 120, durableEnd: .max)
+        index.file([Stretch(start: 300, end: 310)], names: names(["a", nil, "b"]), snapshotNameCount: 3, generation: 0, logStart: 120, durableEnd: .max)
         state = index.snapshot()
         #expect(state.stretch.offsets == [150, 210] && state.stretch.start == 120 && state.stretch.end == 310)
         // Wholly after, with a gap: replaces it.
         index.file(
             [Stretch(start: 400, end: 500, offsets: [400], authors: [2])], names: names(["a", nil, "b"]),
-            snapshotNameCount: 3, logStart: 120, durableEnd: .max)
+            snapshotNameCount: 3, generation: 0, logStart: 120, durableEnd: .max)
         state = index.snapshot()
         #expect(state.stretch.offsets == [400] && state.stretch.start == 400)
         // Only what is durable is filed: a run is cut at the durable end.
         index.file(
             [Stretch(start: 500, end: 600, offsets: [500, 550], authors: [0, 1])], names: names(["a", nil, "b"]),
-            snapshotNameCount: 3, logStart: 120, durableEnd: 550)
+            snapshotNameCount: 3, generation: 0, logStart: 120, durableEnd: 550)
         state = index.snapshot()
         #expect(state.stretch.offsets == [400, 500] && state.stretch.end == 550)
         index.file(
             [Stretch(start: 550, end: 600, offsets: [550], authors: [1])], names: names(["a", nil, "b"]),
-            snapshotNameCount: 3, logStart: 120, durableEnd: 550)
+            snapshotNameCount: 3, generation: 0, logStart: 120, durableEnd: 550)
         #expect(index.snapshot().stretch.end == 550)
         index.file(
             [Stretch(start: 550, end: 600, offsets: [550], authors: [1])], names: names(["a", nil, "b"]),
-            snapshotNameCount: 3, logStart: 120, durableEnd: 600)
+            snapshotNameCount: 3, generation: 0, logStart: 120, durableEnd: 600)
         #expect(index.snapshot().stretch.offsets == [400, 500, 550] && index.snapshot().stretch.end == 600)
-        // Past the bound: the oldest quarter goes.
+        // Overlapping at both ends (a fetch that read through the stretch in order): the union.
+        index.file(
+            [Stretch(start: 380, end: 620, offsets: [390, 400, 500, 550, 610], authors: [0, 2, 0, 1, 1])],
+            names: names(["a", nil, "b"]), snapshotNameCount: 3, generation: 0, logStart: 120, durableEnd: .max)
+        state = index.snapshot()
+        #expect(state.stretch.offsets == [390, 400, 500, 550, 610] && state.stretch.authors == [0, 2, 0, 1, 1])
+        #expect(state.stretch.start == 380 && state.stretch.end == 620)
+        // A run from another generation is not filed.
+        index.file(
+            [Stretch(start: 620, end: 700, offsets: [650], authors: [0])], names: names(["a", nil, "b"]),
+            snapshotNameCount: 3, generation: 1, logStart: 120, durableEnd: .max)
+        #expect(index.snapshot().stretch.end == 620)
+        // Past the bound: only the newest three quarters are kept.
         let count = HistoryAuthorIndex.entryCountMax + 10
         let offsets = (0..<count).map { 1_000 + UInt64($0) * 10 }
         index.file(
-            [Stretch(start: 600, end: offsets.last! + 10, offsets: offsets, authors: Array(repeating: 0, count: count))],
-            names: names(["a", nil, "b"]), snapshotNameCount: 3, logStart: 120, durableEnd: .max)
+            [Stretch(start: 620, end: offsets.last! + 10, offsets: offsets, authors: Array(repeating: 0, count: count))],
+            names: names(["a", nil, "b"]), snapshotNameCount: 3, generation: 0, logStart: 120, durableEnd: .max)
         state = index.snapshot()
         #expect(state.stretch.offsets.count == HistoryAuthorIndex.entryCountMax * 3 / 4)
         #expect(state.stretch.offsets.last == offsets.last && state.stretch.start == state.stretch.offsets.first)
+        // Too many distinct authors: the index starts over, in a new generation.
+        let many = names((0...HistoryAuthorIndex.nameCountMax).map { "author \($0)" })
+        index.file(
+            [Stretch(start: offsets.last! + 10, end: offsets.last! + 20, offsets: [offsets.last! + 10], authors: [7])],
+            names: many, snapshotNameCount: 3, generation: 0, logStart: 120, durableEnd: .max)
+        state = index.snapshot()
+        #expect(state.stretch.isEmpty && state.names.count == 0 && state.generation == 1)
     }
 }

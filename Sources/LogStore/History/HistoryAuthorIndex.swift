@@ -7,16 +7,22 @@ import Synchronization
 /// each transaction's author here; a later filtered fetch over that stretch skips straight to
 /// the records whose author passes its tests, and reads (and checks) only those.
 ///
-/// It is a cache, never a source of truth: every offset in it was a transaction record this
-/// process read and checked, and a record reached through it is read and checked again — its
-/// header must name the offset, and its author must be the one filed (else the fetch throws
-/// `corruptRecord`: the file changed under the open store). Nothing of it is on disk.
+/// It is a cache, never a source of truth: every offset in it was a durable transaction record
+/// this process read and checked, and a record reached through it is read and checked again —
+/// the record handed must start at the offset, be a transaction and have the author filed (else
+/// `corruptRecord`), and its header must check out (else the log's corruption error): the file
+/// changed under the open store. Nothing of it is on disk.
 ///
-/// Memory: 12 bytes per transaction of the stretch, at most ``entryCountMax`` entries (the
-/// oldest are dropped past it), and each distinct author's bytes once.
+/// Memory: 12 bytes per transaction of the stretch, at most ``entryCountMax`` entries (past it
+/// only the newest three quarters are kept; a fetch's own run is held to the same bound while it
+/// reads), and each distinct author's bytes once, at most ``nameCountMax`` of them (past it the
+/// index starts over).
 final class HistoryAuthorIndex: Sendable {
-    /// Most entries kept (12 MiB): past it the oldest quarter is dropped.
+    /// Most entries kept (12 MiB).
     static let entryCountMax = 1 << 20
+    /// Most distinct authors kept: authors unique per user or device would otherwise grow the
+    /// names without bound.
+    static let nameCountMax = 4_096
 
     /// A stretch of the log and the transaction records that start in it.
     struct Stretch: Sendable {
@@ -57,8 +63,9 @@ final class HistoryAuthorIndex: Sendable {
     /// names the same author for as long as the store is open.
     struct Names: Sendable {
         private(set) var bytes: [[UInt8]?] = []
-        /// Positions by bytes, for many authors (a short list is searched directly).
-        private var positions: [[UInt8]?: UInt32] = [:]
+        /// Positions by a hash of the bytes, for many authors (a short list is searched directly):
+        /// looked up without making an array of the bytes.
+        private var positions: [Int: [UInt32]] = [:]
 
         var count: Int { bytes.count }
 
@@ -66,16 +73,27 @@ final class HistoryAuthorIndex: Sendable {
 
         /// The position of `author`, filed if new.
         mutating func position(of author: UnsafeRawBufferPointer?) -> UInt32 {
+            let hash = Self.hash(author)
             if bytes.count <= 8 {
                 for (position, known) in bytes.enumerated() where Self.equal(known, author) { return UInt32(position) }
-            } else if let position = positions[author.map { Array($0) }] {
-                return position
+            } else if let candidates = positions[hash] {
+                for position in candidates where Self.equal(bytes[Int(position)], author) { return position }
             }
             let position = UInt32(bytes.count)
-            let copy = author.map { Array($0) }
-            bytes.append(copy)
-            positions[copy] = position
+            bytes.append(author.map { Array($0) })
+            positions[hash, default: []].append(position)
             return position
+        }
+
+        private static func hash(_ author: UnsafeRawBufferPointer?) -> Int {
+            var hasher = Hasher()
+            if let author {
+                hasher.combine(1 as UInt8)
+                hasher.combine(bytes: author)
+            } else {
+                hasher.combine(0 as UInt8)
+            }
+            return hasher.finalize()
         }
 
         static func equal(_ known: [UInt8]?, _ author: UnsafeRawBufferPointer?) -> Bool {
@@ -92,6 +110,9 @@ final class HistoryAuthorIndex: Sendable {
     struct State: Sendable {
         var stretch = Stretch()
         var names = Names()
+        /// Moves on when the index starts over (too many names): positions in an older
+        /// generation's names mean nothing in this one, so its fetches' runs are not filed.
+        var generation = 0
     }
 
     private let state = Mutex(State())
@@ -110,13 +131,20 @@ final class HistoryAuthorIndex: Sendable {
     /// the kept stretch when it ends where the kept one starts or starts where it ends, or
     /// replaces it when it lies wholly after it (a reader following the log's end keeps the
     /// newest stretch). Everything before `logStart` (deleted by a compaction) is dropped, and so
-    /// is everything at or past `durableEnd`: only a durable record stays at its offset for as long
-    /// as the store is open (after a failed sync the log is cut back to its durable end, and the
-    /// offsets past it are written again).
-    func file(_ runs: [Stretch], names: Names, snapshotNameCount: Int, logStart: UInt64, durableEnd: UInt64) {
+    /// is everything at or past `durableEnd`: a record past it is not durable yet, and a failed
+    /// sync cuts such records back (the log is read-only afterwards, but the index then stays
+    /// true by construction rather than by that rule).
+    func file(
+        _ runs: [Stretch], names: Names, snapshotNameCount: Int, generation: Int, logStart: UInt64, durableEnd: UInt64
+    ) {
         let runs = runs.compactMap { run in Self.cut(run, at: durableEnd) }
         guard !runs.isEmpty else { return }
         state.withLock { state in
+            guard state.generation == generation else { return }
+            if names.count > Self.nameCountMax {
+                state = State(generation: state.generation + 1)
+                return
+            }
             // Positions the fetch gave authors new to its snapshot, in the kept names.
             var remap: [UInt32] = []
             if names.count > snapshotNameCount {
@@ -156,21 +184,30 @@ final class HistoryAuthorIndex: Sendable {
         return cut
     }
 
+    /// Both are complete over their ranges, so where they touch or overlap their union is: the
+    /// run's entries before the kept start go in front, those from the kept end on behind.
     private static func join(_ run: Stretch, into kept: inout Stretch) {
         run.assertValid()
         if kept.isEmpty || run.start > kept.end {
             kept = run
-        } else if run.start == kept.end {
-            kept.offsets.append(contentsOf: run.offsets)
-            kept.authors.append(contentsOf: run.authors)
+            return
+        }
+        // Before it with a gap: nothing to add.
+        guard run.end >= kept.start else { return }
+        if run.end > kept.end {
+            let from = run.firstEntry(atOrAfter: kept.end)
+            kept.offsets.append(contentsOf: run.offsets[from...])
+            kept.authors.append(contentsOf: run.authors[from...])
             kept.end = run.end
-        } else if run.end == kept.start {
-            kept.offsets = run.offsets + kept.offsets
-            kept.authors = run.authors + kept.authors
+        }
+        // In front only while the index has room: past it the oldest go first anyway.
+        if run.start < kept.start {
+            let before = run.firstEntry(atOrAfter: kept.start)
+            guard kept.offsets.count + before <= entryCountMax else { return }
+            kept.offsets.insert(contentsOf: run.offsets[..<before], at: 0)
+            kept.authors.insert(contentsOf: run.authors[..<before], at: 0)
             kept.start = run.start
         }
-        // Otherwise the run overlaps what is kept (another fetch filed it meanwhile) or lies
-        // before it with a gap: nothing to add.
     }
 
     private static func drop(before offset: UInt64, from stretch: inout Stretch) {

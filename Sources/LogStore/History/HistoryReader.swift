@@ -169,7 +169,9 @@ struct HistoryReader {
         var unchecked = deferred
         // Bounded by the log's visible end: each pass reads one record.
         while true {
-            if visit.indexing.isOn && unchecked == nil { visit.indexing.advance(&records) }
+            if visit.indexing.isOn && unchecked == nil {
+                if let failure = visit.indexing.advance(&records) { throw failure }
+            }
             let read: Bool
             let checking = unchecked
             unchecked = nil
@@ -204,8 +206,9 @@ struct HistoryReader {
         fetched.recordsRead = records.recordsRead
         if let authorIndex, visit.indexing.isOn {
             visit.indexing.stop(at: visit.pastUpperBound ? visit.pastUpperBoundOffset : records.offset)
+            let (runs, names, snapshotNameCount) = visit.indexing.takeRuns()
             authorIndex.file(
-                visit.indexing.runs, names: visit.indexing.names, snapshotNameCount: visit.indexing.snapshotNameCount,
+                runs, names: names, snapshotNameCount: snapshotNameCount, generation: visit.indexing.generation,
                 logStart: logStartOffset, durableEnd: log.durableEnd)
         }
         if !descriptor.sortBy.isEmpty {
@@ -345,7 +348,7 @@ private struct Visit {
     /// index must have the author it was filed with. The tests run once per author, not per record.
     private mutating func visitIndexing(_ view: LogRecordView) {
         guard view.type == .transaction else {
-            if indexing.expectedAuthor != nil {
+            if indexing.expectedOffset != nil {
                 failure = indexing.disagreement(at: view.offset, "a record of type \(view.type)")
             }
             return
@@ -358,11 +361,15 @@ private struct Visit {
                 throw LogStoreError.corruptRecord(offset: view.offset, reason: "transaction record: \(error)")
             }
             let position: UInt32
-            if let expected = indexing.expectedAuthor {
-                guard HistoryAuthorIndex.Names.equal(indexing.names[expected], author) else {
+            if let expected = indexing.expectedOffset {
+                // The iterator passes over marks and dictionaries: the record handed must be the one filed.
+                guard view.offset == expected.offset else {
+                    throw indexing.disagreement(at: expected.offset, "not there (the next is at \(view.offset))")
+                }
+                guard HistoryAuthorIndex.Names.equal(indexing.names[expected.author], author) else {
                     throw indexing.disagreement(at: view.offset, "another author")
                 }
-                position = expected
+                position = expected.author
             } else {
                 position = indexing.file(view.offset, author: author)
             }
@@ -379,11 +386,14 @@ private struct Visit {
 /// record and files it in a run of its own, which the index takes in when the fetch ends.
 private struct AuthorIndexing {
     let isOn: Bool
-    /// The index's stretch when the fetch began.
-    private let kept: HistoryAuthorIndex.Stretch
+    /// The index's stretch when the fetch began (let go before the fetch files its runs, so
+    /// that filing appends to the index's arrays in place instead of copying them).
+    private var kept: HistoryAuthorIndex.Stretch
     /// The index's names, with the authors this fetch met first appended.
     private(set) var names: HistoryAuthorIndex.Names
     let snapshotNameCount: Int
+    /// The index's generation at the snapshot.
+    let generation: Int
     /// Where the fetch starts: records before it are not handed to the visit, so a run never
     /// starts before it.
     private let from: UInt64
@@ -395,8 +405,10 @@ private struct AuthorIndexing {
     private var run: HistoryAuthorIndex.Stretch?
     /// In `kept`: the next entry to look at (`nil` until the fetch first reaches the stretch).
     private var cursor: Int?
-    /// The author the record about to be read was filed with, when reached through the index.
-    private(set) var expectedAuthor: UInt32?
+    /// The record about to be read and its author, when reached through the index.
+    private(set) var expectedOffset: (offset: UInt64, author: UInt32)?
+    /// The position of the author filed last (the next record's is mostly the same).
+    private var lastPosition: UInt32?
 
     /// The fetch's author tests, compiled for the stored bytes.
     private let tests: [HistoryQuery.AuthorBytesTest]
@@ -407,6 +419,7 @@ private struct AuthorIndexing {
         kept = HistoryAuthorIndex.Stretch()
         names = HistoryAuthorIndex.Names()
         snapshotNameCount = 0
+        generation = 0
         from = 0
     }
 
@@ -416,18 +429,21 @@ private struct AuthorIndexing {
         kept = snapshot.stretch
         names = snapshot.names
         snapshotNameCount = snapshot.names.count
+        generation = snapshot.generation
         self.from = from
     }
 
     /// Before reading the next record: through the index when its stretch covers the position
     /// (skipping to the next record whose author passes, or past the stretch when none does);
     /// otherwise a run is read from here.
-    mutating func advance(_ records: inout LogIterator) {
-        expectedAuthor = nil
+    /// A record the index names before where reading is (the log changed under the store) is
+    /// returned as the error to throw.
+    mutating func advance(_ records: inout LogIterator) -> LogStoreError? {
+        expectedOffset = nil
         let position = max(records.offset, from)
         guard kept.covers(position), position < records.endOffset else {
             if run == nil { run = HistoryAuthorIndex.Stretch(start: position, end: position) }
-            return
+            return nil
         }
         // Reading reached the stretch (or starts in it): the run read so far ends here.
         stop(at: position)
@@ -435,16 +451,23 @@ private struct AuthorIndexing {
         let end = min(kept.end, records.endOffset)
         while entry < kept.offsets.count && kept.offsets[entry] < end {
             if passes(kept.authors[entry]) {
+                let offset = kept.offsets[entry]
+                guard offset >= records.offset else {
+                    return disagreement(at: offset, "behind the record read last, which ended at \(records.offset)")
+                }
                 cursor = entry + 1
-                expectedAuthor = kept.authors[entry]
-                records.skip(to: kept.offsets[entry])
-                return
+                expectedOffset = (offset, kept.authors[entry])
+                records.skip(to: offset)
+                return nil
             }
             entry += 1
         }
         cursor = entry
         records.skip(to: end)
-        // Past the stretch: the next call starts a run there.
+        // Past the stretch: a run is read from its end (whatever record is there: a mark, say,
+        // which the iterator passes over, still lies in the run).
+        if end < records.endOffset { run = HistoryAuthorIndex.Stretch(start: end, end: end) }
+        return nil
     }
 
     /// After a record read in order: the run reaches `offset`.
@@ -460,13 +483,34 @@ private struct AuthorIndexing {
         if !finished.isEmpty { runs.append(finished) }
     }
 
-    /// Files a record read in order in the current run; its author's position.
+    /// Files a record read in order in the current run; its author's position. A run longer
+    /// than the index keeps loses its oldest quarter (its start moves up: still complete).
     mutating func file(_ offset: UInt64, author: UnsafeRawBufferPointer?) -> UInt32 {
-        let position = names.position(of: author)
+        let position: UInt32
+        if let last = lastPosition, HistoryAuthorIndex.Names.equal(names[last], author) {
+            position = last
+        } else {
+            position = names.position(of: author)
+            lastPosition = position
+        }
         if run == nil { run = HistoryAuthorIndex.Stretch(start: offset, end: offset) }
         run!.offsets.append(offset)
         run!.authors.append(position)
+        if run!.offsets.count > HistoryAuthorIndex.entryCountMax + HistoryAuthorIndex.entryCountMax / 4 {
+            let dropped = HistoryAuthorIndex.entryCountMax / 4
+            run!.start = run!.offsets[dropped]
+            run!.offsets.removeFirst(dropped)
+            run!.authors.removeFirst(dropped)
+        }
         return position
+    }
+
+    /// What the fetch files: its runs and names; the snapshot of the stretch is let go first.
+    mutating func takeRuns() -> ([HistoryAuthorIndex.Stretch], HistoryAuthorIndex.Names, Int) {
+        kept = HistoryAuthorIndex.Stretch()
+        let taken = runs
+        runs = []
+        return (taken, names, snapshotNameCount)
     }
 
     /// Whether the author at `position` passes every test (worked out once per author).
