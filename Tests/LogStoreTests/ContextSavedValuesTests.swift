@@ -225,3 +225,207 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
     let stored = try ModelContext(container).fetch(FetchDescriptor<Trip>(sortBy: [SortDescriptor(\.name)]))
     #expect(stored.map(\.name) == ["First", "Kept", "Second"])
 }
+
+// MARK: Saves made while an async save is suspended (review of 2960f38)
+
+/// A save made while an async save is suspended leaves out an insert that refers to an insert the
+/// suspended save carries (the store knows that insert's temporary identifier only within its own
+/// request): it stays pending and is saved next, with its reference (it failed `missingReference`).
+@MainActor @Test func anInsertReferringToAnInsertInFlightWaitsForIt() async throws {
+    let (fileSystem, container, context) = try contextWithoutCheckpoints("/refers-in-flight")
+    let trip = datedTrip("Trip", "T", startingAt: 0)
+    context.insert(trip)
+    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
+    let item = BucketListItem(title: "Tram", details: "")
+    item.trip = trip
+    context.insert(item)
+    try saveSynchronously(context)
+    fileSystem.releaseSyncs()
+    try await saving.value
+    #expect(context.hasChanges)
+    try await context.save()
+    #expect(!context.hasChanges)
+    let stored = try ModelContext(container).fetch(FetchDescriptor<BucketListItem>())
+    #expect(stored.map(\.title) == ["Tram"])
+    #expect(stored.first?.trip?.name == "Trip")
+}
+
+/// A model deleted while a suspended save deletes its owner by cascade leaves the context with
+/// that save (its pending delete was sent by every later save and failed `modelNotFound`).
+@MainActor @Test func aDeleteMadeWhileASaveCascadesToItLeavesWithThatSave() async throws {
+    let (fileSystem, container, context) = try contextWithoutCheckpoints("/cascade-meanwhile")
+    let trip = datedTrip("Trip", "T", startingAt: 0)
+    let item = BucketListItem(title: "Tram", details: "")
+    trip.bucketList = [item]
+    context.insert(trip)
+    try await context.save()
+    context.delete(trip)
+    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
+    context.delete(item)
+    fileSystem.releaseSyncs()
+    try await saving.value
+    #expect(!context.hasChanges)
+    try await context.save()
+    #expect(try ModelContext(container).fetchCount(FetchDescriptor<BucketListItem>()) == 0)
+}
+
+/// A synchronous save made while an async save is suspended is written after it and applied
+/// before it: the context's saved values are the later save's (the earlier one's whole snapshot
+/// was merged last, so setting the property back to the earlier value was taken for no change).
+@MainActor @Test func theLaterOfTwoOverlappingSavesKeepsItsSavedValues() async throws {
+    let (fileSystem, container, context) = try contextWithoutCheckpoints("/overlapping-values")
+    let trip = datedTrip("Trip", "A", startingAt: 0)
+    context.insert(trip)
+    try await context.save()
+    trip.destination = "1"
+    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
+    trip.destination = "2"
+    // It waits in its own held fdatasync, blocking this actor: released from elsewhere, it
+    // returns (and is applied) before the suspended save resumes.
+    let release = Task.detached {
+        try await Task.sleep(for: .milliseconds(50))
+        fileSystem.releaseSyncs()
+    }
+    try saveSynchronously(context)
+    try await release.value
+    try await saving.value
+    #expect(!context.hasChanges)
+    trip.destination = "1"
+    #expect(context.hasChanges)
+    try await context.save()
+    #expect(try ModelContext(container).fetch(FetchDescriptor<Trip>()).map(\.destination) == ["1"])
+}
+
+/// A change made while a save is suspended to a model the store changes beyond the request (a
+/// reference it nullifies) is kept, and saved next (re-registering the model overwrote it).
+@MainActor @Test func aChangeMadeMeanwhileSurvivesTheStoresReregistering() async throws {
+    let (fileSystem, container, context) = try contextWithoutCheckpoints("/reregister-meanwhile")
+    let trip = datedTrip("Trip", "Old", startingAt: 0)
+    let stay = LivingAccommodation(address: "1 Main St", placeName: "Inn")
+    trip.livingAccommodation = stay
+    context.insert(trip)
+    try await context.save()
+    context.delete(stay)
+    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
+    trip.destination = "New"
+    fileSystem.releaseSyncs()
+    try await saving.value
+    #expect(trip.destination == "New")
+    #expect(trip.livingAccommodation == nil)
+    #expect(context.hasChanges)
+    try await context.save()
+    #expect(try ModelContext(container).fetch(FetchDescriptor<Trip>()).map(\.destination) == ["New"])
+}
+
+/// A model deleted by a suspended save and inserted again meanwhile is inserted again by the next
+/// save (it stayed registered with no saved values, and was gone from the store for good).
+@MainActor @Test func aModelInsertedAgainWhileItsDeleteIsInFlightIsSavedAgain() async throws {
+    let (fileSystem, container, context) = try contextWithoutCheckpoints("/reinsert-meanwhile")
+    let trip = datedTrip("Trip", "T", startingAt: 0)
+    context.insert(trip)
+    try await context.save()
+    context.delete(trip)
+    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
+    context.insert(trip)
+    fileSystem.releaseSyncs()
+    try await saving.value
+    #expect(try ModelContext(container).fetchCount(FetchDescriptor<Trip>()) == 0)
+    #expect(context.hasChanges)
+    try await context.save()
+    #expect(!context.hasChanges)
+    #expect(try ModelContext(container).fetch(FetchDescriptor<Trip>()).map(\.name) == ["Trip"])
+    trip.destination = "U"
+    try await context.save()
+    #expect(try ModelContext(container).fetch(FetchDescriptor<Trip>()).map(\.destination) == ["U"])
+}
+
+/// `rollback()` while an update is in flight goes back to the values that save is saving, not to
+/// the ones before it (the model showed the old value while the store held the new one).
+@MainActor @Test func rollbackWhileAnUpdateIsInFlightKeepsWhatItCarries() async throws {
+    let (fileSystem, container, context) = try contextWithoutCheckpoints("/rollback-update")
+    let trip = datedTrip("Trip", "A", startingAt: 0)
+    context.insert(trip)
+    try await context.save()
+    trip.destination = "B"
+    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
+    trip.name = "Renamed"
+    context.rollback()
+    #expect(trip.destination == "B")
+    #expect(trip.name == "Trip")
+    fileSystem.releaseSyncs()
+    try await saving.value
+    #expect(!context.hasChanges)
+    let stored = try ModelContext(container).fetch(FetchDescriptor<Trip>())
+    #expect(stored.map(\.destination) == ["B"] && stored.map(\.name) == ["Trip"])
+}
+
+/// An update in flight of a model deleted meanwhile still counts as saved: rolled back, the model
+/// has the saved values the store holds, and setting the old value again is a change.
+@MainActor @Test func anUpdateInFlightOfAModelDeletedMeanwhileIsSaved() async throws {
+    let (fileSystem, container, context) = try contextWithoutCheckpoints("/update-deleted")
+    let trip = datedTrip("Trip", "A", startingAt: 0)
+    context.insert(trip)
+    try await context.save()
+    trip.destination = "B"
+    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
+    context.delete(trip)
+    fileSystem.releaseSyncs()
+    try await saving.value
+    context.rollback()
+    #expect(!context.hasChanges)
+    trip.destination = "A"
+    #expect(context.hasChanges)
+    try await context.save()
+    #expect(try ModelContext(container).fetch(FetchDescriptor<Trip>()).map(\.destination) == ["A"])
+}
+
+/// Two inserts the store merges by their unique key, one deleted while the save is suspended: the
+/// other stands for the stored model, which stays (the deleted one's pending delete removed it, and
+/// left the other registered with no saved values).
+@MainActor @Test func aMergedInsertDeletedMeanwhileLeavesTheOtherStanding() async throws {
+    let (fileSystem, container, context) = try contextWithoutCheckpoints("/merged-deleted")
+    let first = datedTrip("Same", "A", startingAt: 0)
+    let second = datedTrip("Same", "B", startingAt: 0)
+    context.insert(first)
+    context.insert(second)
+    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
+    context.delete(first)
+    fileSystem.releaseSyncs()
+    try await saving.value
+    #expect(!context.hasChanges)
+    let registered: Trip? = context.registeredModel(for: second.persistentModelID)
+    #expect(registered === second)
+    second.destination = "C"
+    try await context.save()
+    #expect(try ModelContext(container).fetch(FetchDescriptor<Trip>()).map(\.destination) == ["C"])
+}
+
+/// The main context's autosave saves what a suspended save left pending once it returns (a delete
+/// of one of its inserts made meanwhile was never autosaved).
+@MainActor @Test func autosaveSavesWhatASuspendedSaveLeftPending() async throws {
+    let fileSystem = SimulatedFileSystem()
+    let container = try ModelContainer(
+        for: sampleTripsModels,
+        configuration: LogStoreConfiguration(
+            directory: "/autosave-meanwhile", checkpointIntervalByteCount: 0, fileSystem: fileSystem))
+    let context = container.mainContext
+    // Off until the async save is held: an autosave of the insert would block this actor in the
+    // held fdatasync.
+    context.autosaveEnabled = false
+    let trip = datedTrip("Trip", "T", startingAt: 0)
+    context.insert(trip)
+    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
+    context.autosaveEnabled = true
+    context.delete(trip)
+    fileSystem.releaseSyncs()
+    try await saving.value
+    let deadline = Date().addingTimeInterval(10)
+    while context.hasChanges && Date() < deadline { try await Task.sleep(for: .milliseconds(1)) }
+    #expect(!context.hasChanges)
+    #expect(try ModelContext(container).fetchCount(FetchDescriptor<Trip>()) == 0)
+}
+
+/// `save()`, the synchronous one (in an async function `try context.save()` is the async one).
+@MainActor private func saveSynchronously(_ context: ModelContext) throws {
+    try context.save()
+}

@@ -246,7 +246,7 @@ extension ModelContext {
         guard var saved = savedValues[identifier] else { return }
         // Pending: what differs from the saved values (a property set to its saved value is not a
         // change), and what a save in flight carries.
-        var pending = namesBeingSaved[ObjectIdentifier(model)] ?? []
+        var pending = namesBeingSaved(of: model)
         if type(of: model)._usesModelStorage {
             pending.formUnion(changedValues(of: model).keys)
         } else {

@@ -4,38 +4,79 @@ extension ModelContext {
     /// Writes the inserts, changes and deletes as one transaction, then swaps permanent
     /// identifiers into the inserted instances.
     public func save() throws {
-        guard let (request, changed) = makeSaveRequest() else { return }
-        markBeingSaved(changed, request)
-        defer { unmarkBeingSaved(changed, request) }
+        guard let (request, taken) = makeSaveRequest() else { return }
+        let sequence = beginSave(taken, request)
+        defer { endSave(sequence, request) }
         do {
             let result = try container.store.save(request)
-            apply(result, request: request)
+            apply(result, request: request, sequence: sequence)
         } catch {
-            restoreChanges(changed)
+            restoreChanges(taken)
             throw error
         }
     }
 
     /// `save()` that suspends, instead of blocking a thread, while the store waits for durability.
+    /// What it carries stays its own while it is suspended: a save made meanwhile (async,
+    /// synchronous or an autosave) sends only what is pending beyond it, `rollback()` leaves it,
+    /// and an insert it carries that is deleted meanwhile is deleted by the next save.
     public nonisolated(nonsending) func save() async throws {
-        guard let (request, changed) = makeSaveRequest() else { return }
-        markBeingSaved(changed, request)
-        defer { unmarkBeingSaved(changed, request) }
+        guard let (request, taken) = makeSaveRequest() else { return }
+        let sequence = beginSave(taken, request)
+        defer { endSave(sequence, request) }
         do {
             let result = try await container.store.save(request)
-            apply(result, request: request)
+            apply(result, request: request, sequence: sequence)
         } catch {
-            restoreChanges(changed)
+            restoreChanges(taken)
             throw error
         }
     }
 
     /// The tracked changes a request carries, by model: taken from the models when the request is
     /// made (changes made while an async save is suspended are the next save's), given back if
-    /// the save fails; and the inserts it carries.
+    /// the save fails; and the inserts it carries, in the request's order.
     struct TakenChanges {
         var changes: [(model: any PersistentModel, names: Set<String>)] = []
         var inserts: [any PersistentModel] = []
+    }
+
+    /// What a save in flight carries (``savesInFlight``).
+    struct SaveInFlight {
+        /// Its inserts' values, by model.
+        var inserts: [ObjectIdentifier: [String: AttributeValue]] = [:]
+        var deletes: Set<PersistentIdentifier> = []
+        /// The properties of tracked models it carries (a fetch's refresh treats them as pending).
+        var names: [ObjectIdentifier: Set<String>] = [:]
+        /// The changed values it carries, by model — less those a later save applied first (the
+        /// later save wrote them after it: its values are the stored ones).
+        var updates: [PersistentIdentifier: [String: AttributeValue]] = [:]
+    }
+
+    func isInsertBeingSaved(_ model: any PersistentModel) -> Bool {
+        !savesInFlight.isEmpty && savesInFlight.values.contains { $0.inserts[ObjectIdentifier(model)] != nil }
+    }
+
+    func isDeleteBeingSaved(_ identifier: PersistentIdentifier) -> Bool {
+        !savesInFlight.isEmpty && savesInFlight.values.contains { $0.deletes.contains(identifier) }
+    }
+
+    func namesBeingSaved(of model: any PersistentModel) -> Set<String> {
+        savesInFlight.values.reduce(into: []) { $0.formUnion($1.names[ObjectIdentifier(model)] ?? []) }
+    }
+
+    func valuesBeingSaved(ofInsert model: any PersistentModel) -> [String: AttributeValue]? {
+        savesInFlight.values.lazy.compactMap { $0.inserts[ObjectIdentifier(model)] }.first
+    }
+
+    /// The saved values with the changes saves in flight carry (oldest first, so the newest win):
+    /// what the store holds once they are saved.
+    func savedValuesWithSavesInFlight(of identifier: PersistentIdentifier) -> [String: AttributeValue]? {
+        guard var values = savedValues[identifier] else { return nil }
+        for sequence in savesInFlight.keys.sorted() {
+            values.merge(savesInFlight[sequence]?.updates[identifier] ?? [:]) { $1 }
+        }
+        return values
     }
 
     /// The request for the pending changes, or `nil` when there are none. Unsaved models that
@@ -44,6 +85,10 @@ extension ModelContext {
     /// Costs what changed: inserts, deletes and the tracked models set since their last save —
     /// unless a model without change tracking is registered, whose values are compared with the
     /// saved ones.
+    ///
+    /// While a save is in flight, what it carries is not sent again, and neither is an insert or
+    /// an update that refers to one of its inserts (the store knows an insert's temporary
+    /// identifier only within its own request): those stay pending until that save is applied.
     func makeSaveRequest() -> (DataStoreSaveChangesRequest<DefaultSnapshot>, TakenChanges)? {
         var worklist: [any PersistentModel] =
             hasUntrackedModels ? Array(registered.values) : inserted + Array(changedModels.values)
@@ -62,16 +107,37 @@ extension ModelContext {
         }
         var request = DataStoreSaveChangesRequest<DefaultSnapshot>(editingState: EditingState(author: author))
         var taken = TakenChanges()
-        // What a save in flight carries is that save's (a save started while another is
-        // suspended sends only what is pending beyond it).
-        taken.inserts = insertsBeingSaved.isEmpty ? inserted : inserted.filter { !insertsBeingSaved.contains(ObjectIdentifier($0)) }
+        // Temporary identifiers this request cannot carry or refer to: inserts a save in flight
+        // carries, and the inserts that refer to them (to a fixed point, bounded by the inserts).
+        var held: Set<PersistentIdentifier> = []
+        if savesInFlight.isEmpty {
+            taken.inserts = inserted
+        } else {
+            for model in inserted where isInsertBeingSaved(model) { held.insert(model.persistentModelID) }
+            var candidates = inserted.filter { !held.contains($0.persistentModelID) }
+            var grew = !held.isEmpty
+            while grew {
+                grew = false
+                for model in candidates where refersTo(held, model) {
+                    held.insert(model.persistentModelID)
+                    grew = true
+                }
+                candidates.removeAll { held.contains($0.persistentModelID) }
+            }
+            taken.inserts = candidates
+        }
         request.inserted = taken.inserts.map {
             DefaultSnapshot(persistentIdentifier: $0.persistentModelID, values: encode($0))
         }
         // An insert is sent whole: what is set on it from here on (while an async save is
         // suspended) is a change for the next save (`apply` tracks it once it is permanent).
         for model in taken.inserts { model.modelState.changedNames.removeAll() }
-        for model in changedModels.values {
+        var stillPending: [ObjectIdentifier: any PersistentModel] = [:]
+        for (key, model) in changedModels {
+            if !held.isEmpty && refersTo(held, model) {
+                stillPending[key] = model
+                continue
+            }
             let values = changedValues(of: model)
             taken.changes.append((model, model.modelState.changedNames))
             model.modelState.changedNames.removeAll()
@@ -82,40 +148,57 @@ extension ModelContext {
             request.changedAttributeNames[model.persistentModelID] = Set(values.keys)
         }
         let tracked = Set(changedModels.keys)
-        changedModels.removeAll()
+        changedModels = stillPending
         if hasUntrackedModels {
             for (identifier, model) in registered
             where !identifier.isTemporary && !tracked.contains(ObjectIdentifier(model)) {
                 let values = encode(model)
                 guard let saved = savedValues[identifier], values != saved else { continue }
+                if !held.isEmpty && refersTo(held, model) { continue }
                 request.updated.append(DefaultSnapshot(persistentIdentifier: identifier, values: values))
                 request.changedAttributeNames[identifier] = Set(values.keys.filter { saved[$0] != values[$0] })
             }
         }
         request.deleted = deleted.compactMap {
-            deletesBeingSaved.contains($0.key) ? nil : DefaultSnapshot(persistentIdentifier: $0.key, values: [:])
+            isDeleteBeingSaved($0.key) ? nil : DefaultSnapshot(persistentIdentifier: $0.key, values: [:])
         }
         if request.inserted.isEmpty && request.updated.isEmpty && request.deleted.isEmpty { return nil }
         return (request, taken)
     }
 
-    /// The changes a save in flight carries count as pending for a fetch's refresh: an async save
-    /// suspends, and a fetch meanwhile must not set those properties to another save's values.
-    /// So are its inserts and deletes, for a save started meanwhile and for `rollback()`.
-    private func markBeingSaved(_ taken: TakenChanges, _ request: DataStoreSaveChangesRequest<DefaultSnapshot>) {
-        for (model, names) in taken.changes { namesBeingSaved[ObjectIdentifier(model), default: []].formUnion(names) }
-        for model in taken.inserts { insertsBeingSaved.insert(ObjectIdentifier(model)) }
-        for snapshot in request.deleted { deletesBeingSaved.insert(snapshot.persistentIdentifier) }
+    /// Whether `model` refers to one of `identifiers`.
+    private func refersTo(_ identifiers: Set<PersistentIdentifier>, _ model: any PersistentModel) -> Bool {
+        relatedModels(of: model).contains { identifiers.contains($0.persistentModelID) }
+    }
+
+    /// A save is in flight from its request until it returns or throws: what it carries counts as
+    /// pending for a fetch's refresh, is not sent by a save made meanwhile, and is left to it by
+    /// `rollback()`. Returns its sequence number.
+    private func beginSave(_ taken: TakenChanges, _ request: DataStoreSaveChangesRequest<DefaultSnapshot>) -> Int {
+        var save = SaveInFlight()
+        for (model, names) in taken.changes { save.names[ObjectIdentifier(model), default: []].formUnion(names) }
+        for (model, snapshot) in zip(taken.inserts, request.inserted) { save.inserts[ObjectIdentifier(model)] = snapshot.values }
+        save.deletes = Set(request.deleted.map(\.persistentIdentifier))
+        for snapshot in request.updated {
+            let names = request.changedAttributeNames[snapshot.persistentIdentifier] ?? Set(snapshot.values.keys)
+            save.updates[snapshot.persistentIdentifier] = snapshot.values.filter { names.contains($0.key) }
+        }
+        let sequence = nextSaveSequence
+        nextSaveSequence += 1
+        savesInFlight[sequence] = save
+        return sequence
     }
 
     /// After the save returned or threw (a failed save's inserts and deletes are pending again;
-    /// an insert deleted meanwhile is then simply dropped, as a delete of an unsaved insert is).
-    private func unmarkBeingSaved(_ taken: TakenChanges, _ request: DataStoreSaveChangesRequest<DefaultSnapshot>) {
-        for (model, _) in taken.changes { namesBeingSaved[ObjectIdentifier(model)] = nil }
-        for model in taken.inserts { insertsBeingSaved.remove(ObjectIdentifier(model)) }
-        for snapshot in request.deleted { deletesBeingSaved.remove(snapshot.persistentIdentifier) }
+    /// an insert deleted meanwhile is then simply dropped, as a delete of an unsaved insert is,
+    /// and a model inserted again meanwhile simply stays).
+    private func endSave(_ sequence: Int, _ request: DataStoreSaveChangesRequest<DefaultSnapshot>) {
+        savesInFlight[sequence] = nil
         if !insertsDeletedWhileBeingSaved.isEmpty {
             for snapshot in request.inserted { insertsDeletedWhileBeingSaved[snapshot.persistentIdentifier] = nil }
+        }
+        if !reinsertedWhileBeingDeleted.isEmpty {
+            for snapshot in request.deleted { reinsertedWhileBeingDeleted.remove(snapshot.persistentIdentifier) }
         }
     }
 
@@ -128,7 +211,8 @@ extension ModelContext {
     }
 
     func apply(
-        _ result: DataStoreSaveChangesResult<DefaultSnapshot>, request: DataStoreSaveChangesRequest<DefaultSnapshot>
+        _ result: DataStoreSaveChangesResult<DefaultSnapshot>, request: DataStoreSaveChangesRequest<DefaultSnapshot>,
+        sequence: Int
     ) {
         let cascaded = cascadedDeletes(of: request.deleted.map(\.persistentIdentifier))
         // Only what the request carried is saved: `save() async` suspends, and code on the same
@@ -168,16 +252,11 @@ extension ModelContext {
             let pending = Dictionary(
                 inserted.map { ($0.persistentModelID, $0) }, uniquingKeysWith: { first, _ in first })
             var savedObjects: Set<ObjectIdentifier> = []
+            var deletedMeanwhile: [(any PersistentModel, DefaultSnapshot)] = []
             for snapshot in request.inserted {
                 guard let model = pending[snapshot.persistentIdentifier] else {
-                    // Deleted while this save was suspended: stored now, so its delete is pending.
                     if let model = insertsDeletedWhileBeingSaved.removeValue(forKey: snapshot.persistentIdentifier) {
-                        take(model, savedAs: snapshot)
-                        let identifier = model.persistentModelID
-                        registered[identifier] = nil
-                        changedModels[ObjectIdentifier(model)] = nil
-                        model.modelState.context = self
-                        deleted[identifier] = model
+                        deletedMeanwhile.append((model, snapshot))
                     }
                     continue
                 }
@@ -185,33 +264,78 @@ extension ModelContext {
                 savedObjects.insert(ObjectIdentifier(model))
             }
             inserted.removeAll { savedObjects.contains(ObjectIdentifier($0)) }
+            // Deleted while this save was suspended: stored now, so its delete is pending — unless
+            // the store merged it (a unique key) into a model another instance here stands for,
+            // which stays; then this instance just leaves the context.
+            for (model, snapshot) in deletedMeanwhile {
+                let permanent = result.remappedIdentifiers[snapshot.persistentIdentifier] ?? snapshot.persistentIdentifier
+                if let holder = registered[permanent], holder !== model {
+                    model.modelState.assign(permanent)
+                    continue
+                }
+                take(model, savedAs: snapshot)
+                registered[permanent] = nil
+                changedModels[ObjectIdentifier(model)] = nil
+                model.modelState.context = self
+                deleted[permanent] = model
+            }
         }
         for snapshot in request.deleted {
-            savedValues[snapshot.persistentIdentifier] = nil
-            deleted.removeValue(forKey: snapshot.persistentIdentifier)?.modelState.context = nil
+            let identifier = snapshot.persistentIdentifier
+            savedValues[identifier] = nil
+            deleted.removeValue(forKey: identifier)?.modelState.context = nil
+            // Inserted again while this save deleted it: a pending insert now, with its identifier.
+            if reinsertedWhileBeingDeleted.remove(identifier) != nil, let model = registered[identifier] {
+                inserted.append(model)
+                changedModels[ObjectIdentifier(model)] = nil
+            }
         }
         // Models the store deleted by cascade leave the context as the requested deletes do
-        // (left registered, a later edit of one would make every save fail with modelNotFound).
+        // (left registered, a later edit of one would make every save fail with modelNotFound;
+        // left in `deleted`, every later save would send their delete and fail so).
         for identifier in cascaded {
             registered.removeValue(forKey: identifier)?.modelState.context = nil
+            deleted.removeValue(forKey: identifier)?.modelState.context = nil
             savedValues[identifier] = nil
         }
-        // What was saved is the last saved values with the request's changes (not the model's
-        // values now, which may have changed while an async save was suspended).
-        for snapshot in request.updated where registered[snapshot.persistentIdentifier] != nil {
-            savedValues[snapshot.persistentIdentifier, default: [:]].merge(snapshot.values) { $1 }
+        // What was saved is the last saved values with the changes this request carried — less
+        // those a save made meanwhile applied first (it wrote them later: its values are the
+        // stored ones). Not the model's values now, which may have changed meanwhile.
+        let carried = savesInFlight[sequence]?.updates ?? [:]
+        for (identifier, values) in carried where registered[identifier] != nil || deleted[identifier] != nil {
+            savedValues[identifier, default: [:]].merge(values) { $1 }
         }
-        // Models the store changed beyond the request (nullified references, upserts).
+        // Saves still in flight that carry the same properties were written before this one
+        // (they were made before it): this one's values win over theirs when they are applied.
+        if savesInFlight.count > 1 {
+            for other in savesInFlight.keys where other < sequence {
+                for (identifier, values) in carried {
+                    guard var theirs = savesInFlight[other]?.updates[identifier] else { continue }
+                    for name in values.keys { theirs[name] = nil }
+                    savesInFlight[other]?.updates[identifier] = theirs
+                }
+            }
+        }
+        // Models the store changed beyond the request (nullified references, upserts). A property
+        // changed meanwhile (pending, or carried by another save in flight) keeps its value.
         for (identifier, snapshot) in result.snapshotsToReregister {
             guard let model = registered[identifier] else { continue }
-            try? fill(model, with: snapshot.values)
-            savedValues[identifier] = encode(model)
+            let pending = model.modelState.changedNames.union(namesBeingSaved(of: model))
+            if pending.isEmpty {
+                try? fill(model, with: snapshot.values)
+                savedValues[identifier] = encode(model)
+            } else {
+                try? fill(model, with: snapshot.values.filter { !pending.contains($0.key) }, keepingPendingChanges: true)
+                savedValues[identifier] = snapshot.values
+            }
         }
         // Every identifier with saved values is registered or deleted, pending (checked in debug
         // builds only: it is a walk over every registered model, which a save must not cost).
         assert(
             savedValues.keys.allSatisfy { registered[$0] != nil || deleted[$0] != nil },
             "saved values of unregistered models")
+        // What is left pending (made while this save was in flight) is autosaved like any change.
+        if !inserted.isEmpty || !deleted.isEmpty || !changedModels.isEmpty { changeMade() }
     }
 
     /// The models the store's `.cascade` rules delete along with `requested`: the store cascades

@@ -29,16 +29,18 @@ public final class ModelContext {
     /// Registered, saved `@Model` instances set since their last save or fetch: they report their
     /// own changes, so a save looks at these instead of encoding every registered model.
     var changedModels: [ObjectIdentifier: any PersistentModel] = [:]
-    /// Property names of tracked models that a save in flight carries (``save()-7kswr`` async
-    /// suspends): a fetch's refresh treats them as pending.
-    var namesBeingSaved: [ObjectIdentifier: Set<String>] = [:]
-    /// Inserts and deletes a save in flight carries (``save()-7kswr`` async suspends): a save
-    /// started meanwhile does not send them again, and `rollback()` leaves them to that save.
-    var insertsBeingSaved: Set<ObjectIdentifier> = []
-    var deletesBeingSaved: Set<PersistentIdentifier> = []
+    /// The saves in flight — a ``save()-7kswr`` async suspended while its record becomes durable,
+    /// and any save made meanwhile — by sequence number: what each request carries. A save made
+    /// meanwhile does not send it again, a fetch's refresh and `rollback()` leave it to its save.
+    var savesInFlight: [Int: SaveInFlight] = [:]
+    var nextSaveSequence = 0
     /// Inserts a save in flight carries that were deleted meanwhile, by their temporary
     /// identifiers: that save stores them, and then their delete is pending (`apply`).
     var insertsDeletedWhileBeingSaved: [PersistentIdentifier: any PersistentModel] = [:]
+    /// Models a save in flight deletes that were inserted again meanwhile: once it has deleted
+    /// them they are pending inserts (with their identifiers), as a model inserted after its
+    /// delete was saved is.
+    var reinsertedWhileBeingDeleted: Set<PersistentIdentifier> = []
     /// Whether a model without its own change tracking (a hand-written conformance) was ever
     /// registered: then saves compare every registered model's values with its saved ones.
     var hasUntrackedModels = false
@@ -94,6 +96,7 @@ public final class ModelContext {
         if registered[identifier] != nil { return }
         // Deleted while a save in flight stores it, and inserted again: it stays that save's.
         insertsDeletedWhileBeingSaved[identifier] = nil
+        if isDeleteBeingSaved(identifier) { reinsertedWhileBeingDeleted.insert(identifier) }
         if let restored = deleted.removeValue(forKey: identifier) {
             registered[identifier] = restored
             return
@@ -113,7 +116,7 @@ public final class ModelContext {
             registered[identifier] = nil
             model.modelState.context = nil
             // Sent by a save in flight: that save stores it; its delete is for the next save.
-            if insertsBeingSaved.contains(ObjectIdentifier(model)) {
+            if isInsertBeingSaved(model) {
                 insertsDeletedWhileBeingSaved[identifier] = model
                 changeMade()
             }
@@ -133,7 +136,7 @@ public final class ModelContext {
 
     /// Whether a save would write anything.
     public var hasChanges: Bool {
-        if !inserted.isEmpty || !deleted.isEmpty { return true }
+        if !inserted.isEmpty || !deleted.isEmpty || !insertsDeletedWhileBeingSaved.isEmpty { return true }
         if changedModels.values.contains(where: { !changedValues(of: $0).isEmpty }) { return true }
         return hasUntrackedModels
             && registered.contains { identifier, model in
@@ -152,11 +155,11 @@ public final class ModelContext {
     /// What a save in flight (``save()-7kswr`` async, suspended) carries is not undone: it is
     /// being saved, and is registered as saved when that save returns.
     public func rollback() {
-        for model in inserted where !insertsBeingSaved.contains(ObjectIdentifier(model)) {
+        for model in inserted where !isInsertBeingSaved(model) {
             registered[model.persistentModelID] = nil
             model.modelState.context = nil
         }
-        inserted.removeAll { !insertsBeingSaved.contains(ObjectIdentifier($0)) }
+        inserted.removeAll { !isInsertBeingSaved($0) }
         // A delete of an insert in flight is undone: the insert is pending again, as that save's.
         for (identifier, model) in insertsDeletedWhileBeingSaved {
             model.modelState.context = self
@@ -164,16 +167,29 @@ public final class ModelContext {
             inserted.append(model)
         }
         insertsDeletedWhileBeingSaved.removeAll()
-        for (identifier, model) in deleted where !deletesBeingSaved.contains(identifier) { registered[identifier] = model }
-        deleted = deleted.filter { deletesBeingSaved.contains($0.key) }
+        // An insert in flight changed meanwhile: back to the values its save carries.
+        for model in inserted where !model.modelState.changedNames.isEmpty {
+            guard let values = valuesBeingSaved(ofInsert: model) else { continue }
+            try? fill(model, with: values)
+        }
+        // So is a model deleted by a save in flight and inserted again meanwhile.
+        for identifier in reinsertedWhileBeingDeleted {
+            guard let model = registered.removeValue(forKey: identifier) else { continue }
+            changedModels[ObjectIdentifier(model)] = nil
+            deleted[identifier] = model
+        }
+        reinsertedWhileBeingDeleted.removeAll()
+        for (identifier, model) in deleted where !isDeleteBeingSaved(identifier) { registered[identifier] = model }
+        deleted = deleted.filter { isDeleteBeingSaved($0.key) }
+        // Back to the saved values — with what a save in flight carries, which it is saving.
         for model in changedModels.values {
-            guard let values = savedValues[model.persistentModelID] else { continue }
+            guard let values = savedValuesWithSavesInFlight(of: model.persistentModelID) else { continue }
             try? fill(model, with: values)
         }
         changedModels.removeAll()
         guard hasUntrackedModels else { return }
         for (identifier, model) in registered {
-            guard let values = savedValues[identifier], encode(model) != values else { continue }
+            guard let values = savedValuesWithSavesInFlight(of: identifier), encode(model) != values else { continue }
             try? fill(model, with: values)
         }
     }
