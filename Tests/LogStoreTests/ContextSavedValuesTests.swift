@@ -425,6 +425,128 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
     #expect(try ModelContext(container).fetchCount(FetchDescriptor<Trip>()) == 0)
 }
 
+// MARK: Second review (of b9e3abe)
+
+/// No save in flight: the store drops a reference the save's own update carries (to a model the
+/// same save deletes); the model takes the store's value (the save's own carried names were taken
+/// for pending: the deleted item stayed in the list, and every later save failed).
+@MainActor @Test func aModelTheStoreChangesTakesItsValuesAfterASaveOfItsOwn() throws {
+    let (_, container, context) = try contextWithoutCheckpoints("/own-reregister")
+    let trip = datedTrip("Trip", "T", startingAt: 0)
+    let one = BucketListItem(title: "1", details: "")
+    let two = BucketListItem(title: "2", details: "")
+    trip.bucketList = [one, two]
+    context.insert(trip)
+    try context.save()
+    trip.bucketList.append(BucketListItem(title: "3", details: ""))
+    context.delete(two)
+    try context.save()
+    #expect(trip.bucketList.map(\.title).sorted() == ["1", "3"])
+    #expect(!context.hasChanges)
+    trip.bucketList.append(BucketListItem(title: "4", details: ""))
+    try context.save()
+    let stored = try ModelContext(container).fetch(FetchDescriptor<BucketListItem>())
+    #expect(stored.map(\.title).sorted() == ["1", "3", "4"])
+}
+
+/// A property set back, while an update of it is in flight, to its value before: a change (it was
+/// compared with the values before the save in flight, found equal, and never saved).
+@MainActor @Test func aChangeBackWhileAnUpdateIsInFlightIsSaved() async throws {
+    let (fileSystem, container, context) = try contextWithoutCheckpoints("/change-back")
+    let trip = datedTrip("Trip", "A", startingAt: 0)
+    context.insert(trip)
+    try await context.save()
+    trip.destination = "B"
+    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
+    trip.destination = "A"
+    #expect(context.hasChanges)
+    context.insert(datedTrip("Other", "O", startingAt: 5))
+    let release = Task.detached {
+        try await Task.sleep(for: .milliseconds(50))
+        fileSystem.releaseSyncs()
+    }
+    try saveSynchronously(context)
+    try await release.value
+    try await saving.value
+    #expect(trip.destination == "A")
+    let stored = try ModelContext(container).fetch(FetchDescriptor<Trip>(sortBy: [SortDescriptor(\.name)]))
+    #expect(stored.map(\.destination) == ["O", "A"])
+    #expect(!context.hasChanges)
+}
+
+/// A delete made while an update is in flight cascades, in the store, over what that update
+/// wrote; the context lets the cascaded model go too (it stayed registered: modelNotFound after).
+@MainActor @Test func aCascadeMadeMeanwhileSeesTheUpdateInFlight() async throws {
+    let (fileSystem, container, context) = try contextWithoutCheckpoints("/cascade-in-flight")
+    let trip = datedTrip("Trip", "T", startingAt: 0)
+    let item = BucketListItem(title: "Loose", details: "")
+    context.insert(trip)
+    context.insert(item)
+    try await context.save()
+    item.trip = trip
+    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
+    context.delete(trip)
+    let release = Task.detached {
+        try await Task.sleep(for: .milliseconds(50))
+        fileSystem.releaseSyncs()
+    }
+    try saveSynchronously(context)
+    try await release.value
+    try await saving.value
+    #expect(try ModelContext(container).fetchCount(FetchDescriptor<BucketListItem>()) == 0)
+    let registered: BucketListItem? = context.registeredModel(for: item.persistentModelID)
+    #expect(registered == nil)
+    item.details = "x"
+    try await context.save()
+}
+
+/// A model inserted again and changed while its delete is in flight, and a save made meanwhile:
+/// that save leaves it (its update failed modelNotFound); the next one inserts it, changed.
+@MainActor @Test func aModelInsertedAgainAndChangedWhileItsDeleteIsInFlight() async throws {
+    let (fileSystem, container, context) = try contextWithoutCheckpoints("/reinsert-changed")
+    let trip = datedTrip("Trip", "T", startingAt: 0)
+    context.insert(trip)
+    try await context.save()
+    context.delete(trip)
+    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
+    context.insert(trip)
+    trip.destination = "U"
+    let release = Task.detached {
+        try await Task.sleep(for: .milliseconds(50))
+        fileSystem.releaseSyncs()
+    }
+    try saveSynchronously(context)
+    try await release.value
+    try await saving.value
+    #expect(context.hasChanges)
+    try await context.save()
+    #expect(try ModelContext(container).fetch(FetchDescriptor<Trip>()).map(\.destination) == ["U"])
+}
+
+/// A model a delete in flight deletes by cascade, deleted meanwhile, and a save made meanwhile:
+/// that save does not send the delete again (modelNotFound); all is gone after.
+@MainActor @Test func aCascadeTargetDeletedMeanwhileIsNotDeletedTwice() async throws {
+    let (fileSystem, container, context) = try contextWithoutCheckpoints("/cascade-target")
+    let trip = datedTrip("Trip", "T", startingAt: 0)
+    let item = BucketListItem(title: "Tram", details: "")
+    trip.bucketList = [item]
+    context.insert(trip)
+    try await context.save()
+    context.delete(trip)
+    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
+    context.delete(item)
+    let release = Task.detached {
+        try await Task.sleep(for: .milliseconds(50))
+        fileSystem.releaseSyncs()
+    }
+    try saveSynchronously(context)
+    try await release.value
+    try await saving.value
+    #expect(!context.hasChanges)
+    #expect(try ModelContext(container).fetchCount(FetchDescriptor<BucketListItem>()) == 0)
+    #expect(try ModelContext(container).fetchCount(FetchDescriptor<Trip>()) == 0)
+}
+
 /// `save()`, the synchronous one (in an async function `try context.save()` is the async one).
 @MainActor private func saveSynchronously(_ context: ModelContext) throws {
     try context.save()

@@ -5,11 +5,12 @@ extension ModelContext {
     /// identifiers into the inserted instances.
     public func save() throws {
         guard let (request, taken) = makeSaveRequest() else { return }
-        let sequence = beginSave(taken, request)
-        defer { endSave(sequence, request) }
+        // Not recorded as in flight: nothing runs on this actor while it blocks, and it is the
+        // newest write when it is applied.
+        let cascaded = cascadedDeletes(of: request.deleted.map(\.persistentIdentifier))
         do {
             let result = try container.store.save(request)
-            apply(result, request: request, sequence: sequence)
+            apply(result, request: request, sequence: nil, cascaded: cascaded)
         } catch {
             restoreChanges(taken)
             throw error
@@ -26,7 +27,7 @@ extension ModelContext {
         defer { endSave(sequence, request) }
         do {
             let result = try await container.store.save(request)
-            apply(result, request: request, sequence: sequence)
+            apply(result, request: request, sequence: sequence, cascaded: savesInFlight[sequence]?.cascaded ?? [])
         } catch {
             restoreChanges(taken)
             throw error
@@ -46,6 +47,9 @@ extension ModelContext {
         /// Its inserts' values, by model.
         var inserts: [ObjectIdentifier: [String: AttributeValue]] = [:]
         var deletes: Set<PersistentIdentifier> = []
+        /// The models its deletes delete by cascade, worked out when it was made (over the saved
+        /// values and the saves then in flight: the state the store resolved it against).
+        var cascaded: [PersistentIdentifier] = []
         /// The properties of tracked models it carries (a fetch's refresh treats them as pending).
         var names: [ObjectIdentifier: Set<String>] = [:]
         /// The changed values it carries, by model — less those a later save applied first (the
@@ -61,6 +65,17 @@ extension ModelContext {
         !savesInFlight.isEmpty && savesInFlight.values.contains { $0.deletes.contains(identifier) }
     }
 
+    /// Models a save in flight deletes, by request or cascade, or that it deletes and that were
+    /// inserted again meanwhile: a save made meanwhile neither changes them nor refers to them.
+    private var identifiersBeingDeleted: Set<PersistentIdentifier> {
+        var identifiers = reinsertedWhileBeingDeleted
+        for save in savesInFlight.values {
+            identifiers.formUnion(save.deletes)
+            identifiers.formUnion(save.cascaded)
+        }
+        return identifiers
+    }
+
     func namesBeingSaved(of model: any PersistentModel) -> Set<String> {
         savesInFlight.values.reduce(into: []) { $0.formUnion($1.names[ObjectIdentifier(model)] ?? []) }
     }
@@ -73,6 +88,7 @@ extension ModelContext {
     /// what the store holds once they are saved.
     func savedValuesWithSavesInFlight(of identifier: PersistentIdentifier) -> [String: AttributeValue]? {
         guard var values = savedValues[identifier] else { return nil }
+        if savesInFlight.isEmpty { return values }
         for sequence in savesInFlight.keys.sorted() {
             values.merge(savesInFlight[sequence]?.updates[identifier] ?? [:]) { $1 }
         }
@@ -114,6 +130,7 @@ extension ModelContext {
             taken.inserts = inserted
         } else {
             for model in inserted where isInsertBeingSaved(model) { held.insert(model.persistentModelID) }
+            held.formUnion(identifiersBeingDeleted)
             var candidates = inserted.filter { !held.contains($0.persistentModelID) }
             var grew = !held.isEmpty
             while grew {
@@ -134,7 +151,7 @@ extension ModelContext {
         for model in taken.inserts { model.modelState.changedNames.removeAll() }
         var stillPending: [ObjectIdentifier: any PersistentModel] = [:]
         for (key, model) in changedModels {
-            if !held.isEmpty && refersTo(held, model) {
+            if !held.isEmpty && (held.contains(model.persistentModelID) || refersTo(held, model)) {
                 stillPending[key] = model
                 continue
             }
@@ -153,14 +170,15 @@ extension ModelContext {
             for (identifier, model) in registered
             where !identifier.isTemporary && !tracked.contains(ObjectIdentifier(model)) {
                 let values = encode(model)
-                guard let saved = savedValues[identifier], values != saved else { continue }
-                if !held.isEmpty && refersTo(held, model) { continue }
+                guard let saved = savedValuesWithSavesInFlight(of: identifier), values != saved else { continue }
+                if !held.isEmpty && (held.contains(identifier) || refersTo(held, model)) { continue }
                 request.updated.append(DefaultSnapshot(persistentIdentifier: identifier, values: values))
                 request.changedAttributeNames[identifier] = Set(values.keys.filter { saved[$0] != values[$0] })
             }
         }
         request.deleted = deleted.compactMap {
-            isDeleteBeingSaved($0.key) ? nil : DefaultSnapshot(persistentIdentifier: $0.key, values: [:])
+            held.contains($0.key) || isDeleteBeingSaved($0.key)
+                ? nil : DefaultSnapshot(persistentIdentifier: $0.key, values: [:])
         }
         if request.inserted.isEmpty && request.updated.isEmpty && request.deleted.isEmpty { return nil }
         return (request, taken)
@@ -179,6 +197,7 @@ extension ModelContext {
         for (model, names) in taken.changes { save.names[ObjectIdentifier(model), default: []].formUnion(names) }
         for (model, snapshot) in zip(taken.inserts, request.inserted) { save.inserts[ObjectIdentifier(model)] = snapshot.values }
         save.deletes = Set(request.deleted.map(\.persistentIdentifier))
+        save.cascaded = cascadedDeletes(of: request.deleted.map(\.persistentIdentifier))
         for snapshot in request.updated {
             let names = request.changedAttributeNames[snapshot.persistentIdentifier] ?? Set(snapshot.values.keys)
             save.updates[snapshot.persistentIdentifier] = snapshot.values.filter { names.contains($0.key) }
@@ -210,11 +229,13 @@ extension ModelContext {
         }
     }
 
+    /// `sequence`: the save's in ``savesInFlight`` (an async save), `nil` for a synchronous save
+    /// (the newest write when it is applied). `cascaded`: what its deletes delete by cascade,
+    /// worked out when it was made.
     func apply(
         _ result: DataStoreSaveChangesResult<DefaultSnapshot>, request: DataStoreSaveChangesRequest<DefaultSnapshot>,
-        sequence: Int
+        sequence: Int?, cascaded: [PersistentIdentifier]
     ) {
-        let cascaded = cascadedDeletes(of: request.deleted.map(\.persistentIdentifier))
         // Only what the request carried is saved: `save() async` suspends, and code on the same
         // actor may insert, delete or change models meanwhile — those stay pending.
         // Each saved insert takes its permanent identifier, and as saved values what its request
@@ -294,33 +315,50 @@ extension ModelContext {
         // (left registered, a later edit of one would make every save fail with modelNotFound;
         // left in `deleted`, every later save would send their delete and fail so).
         for identifier in cascaded {
-            registered.removeValue(forKey: identifier)?.modelState.context = nil
+            if let model = registered.removeValue(forKey: identifier) {
+                model.modelState.context = nil
+                changedModels[ObjectIdentifier(model)] = nil
+            }
             deleted.removeValue(forKey: identifier)?.modelState.context = nil
             savedValues[identifier] = nil
         }
-        // What was saved is the last saved values with the changes this request carried — less
-        // those a save made meanwhile applied first (it wrote them later: its values are the
-        // stored ones). Not the model's values now, which may have changed meanwhile.
-        let carried = savesInFlight[sequence]?.updates ?? [:]
-        for (identifier, values) in carried where registered[identifier] != nil || deleted[identifier] != nil {
-            savedValues[identifier, default: [:]].merge(values) { $1 }
-        }
-        // Saves still in flight that carry the same properties were written before this one
-        // (they were made before it): this one's values win over theirs when they are applied.
-        if savesInFlight.count > 1 {
-            for other in savesInFlight.keys where other < sequence {
-                for (identifier, values) in carried {
-                    guard var theirs = savesInFlight[other]?.updates[identifier] else { continue }
-                    for name in values.keys { theirs[name] = nil }
-                    savesInFlight[other]?.updates[identifier] = theirs
-                }
+        // What was saved is the last saved values with the changes this request carried. A
+        // synchronous save is the newest write: its whole snapshots are the stored values. An
+        // async save's are those it carried less what a save made meanwhile applied first (written
+        // later, its values are the stored ones). Not the model's values now, which may have
+        // changed meanwhile.
+        if let sequence {
+            for (identifier, values) in savesInFlight[sequence]?.updates ?? [:]
+            where registered[identifier] != nil || deleted[identifier] != nil {
+                savedValues[identifier, default: [:]].merge(values) { $1 }
+            }
+        } else {
+            for snapshot in request.updated
+            where registered[snapshot.persistentIdentifier] != nil || deleted[snapshot.persistentIdentifier] != nil {
+                savedValues[snapshot.persistentIdentifier, default: [:]].merge(snapshot.values) { $1 }
             }
         }
-        // Models the store changed beyond the request (nullified references, upserts). A property
-        // changed meanwhile (pending, or carried by another save in flight) keeps its value.
+        // Saves still in flight were made before this one and written before it: this one's
+        // values win over theirs when they are applied.
+        for other in savesInFlight.keys where sequence.map({ other < $0 }) ?? true {
+            for snapshot in request.updated {
+                guard var theirs = savesInFlight[other]?.updates[snapshot.persistentIdentifier] else { continue }
+                let names = request.changedAttributeNames[snapshot.persistentIdentifier] ?? Set(snapshot.values.keys)
+                for name in (sequence == nil ? Set(snapshot.values.keys) : names) { theirs[name] = nil }
+                savesInFlight[other]?.updates[snapshot.persistentIdentifier] = theirs
+            }
+        }
+        // Models the store changed beyond the request (nullified references, upserts). Its
+        // snapshot holds what earlier saves wrote; a property changed meanwhile (pending, or
+        // carried by a save made after this one) keeps its value.
         for (identifier, snapshot) in result.snapshotsToReregister {
             guard let model = registered[identifier] else { continue }
-            let pending = model.modelState.changedNames.union(namesBeingSaved(of: model))
+            var pending = model.modelState.changedNames
+            if let sequence {
+                for (other, save) in savesInFlight where other > sequence {
+                    pending.formUnion(save.names[ObjectIdentifier(model)] ?? [])
+                }
+            }
             if pending.isEmpty {
                 try? fill(model, with: snapshot.values)
                 savedValues[identifier] = encode(model)
@@ -342,12 +380,15 @@ extension ModelContext {
     /// over its stored values, which are the saved values the context holds. Each identifier is
     /// visited once.
     private func cascadedDeletes(of requested: [PersistentIdentifier]) -> [PersistentIdentifier] {
+        if requested.isEmpty { return [] }
         var seen = Set(requested)
         var worklist = requested
         var cascaded: [PersistentIdentifier] = []
         while let identifier = worklist.popLast() {
+            // Over what the store holds when this save is resolved: the saved values with what the
+            // saves in flight carry (written before it).
             guard let entity = container.schema.entity(named: identifier.entityName),
-                let values = savedValues[identifier]
+                let values = savesInFlight.isEmpty ? savedValues[identifier] : savedValuesWithSavesInFlight(of: identifier)
             else { continue }
             for relationship in entity.relationships where relationship.deleteRule == .cascade {
                 for target in (values[relationship.name] ?? .null).referencedIdentifiers

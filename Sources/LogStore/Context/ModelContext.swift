@@ -140,14 +140,18 @@ public final class ModelContext {
         if changedModels.values.contains(where: { !changedValues(of: $0).isEmpty }) { return true }
         return hasUntrackedModels
             && registered.contains { identifier, model in
-                !identifier.isTemporary && encode(model) != savedValues[identifier]
+                !identifier.isTemporary && encode(model) != savedValuesWithSavesInFlight(of: identifier)
             }
     }
 
     /// A tracked model's changed properties whose values differ from the saved ones.
     func changedValues(of model: any PersistentModel) -> [String: AttributeValue] {
         let identifier = model.persistentModelID
-        guard !identifier.isTemporary, let saved = savedValues[identifier] else { return [:] }
+        // With saves in flight, against what the store holds once they are saved (a property set
+        // back to its value before a save in flight is a change).
+        guard !identifier.isTemporary,
+            let saved = savesInFlight.isEmpty ? savedValues[identifier] : savedValuesWithSavesInFlight(of: identifier)
+        else { return [:] }
         return encode(model, only: model.modelState.changedNames).filter { saved[$0.key] != $0.value }
     }
 
