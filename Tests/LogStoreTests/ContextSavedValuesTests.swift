@@ -274,20 +274,11 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
 /// was merged last, so setting the property back to the earlier value was taken for no change).
 @MainActor @Test func theLaterOfTwoOverlappingSavesKeepsItsSavedValues() async throws {
     let (fileSystem, container, context) = try contextWithoutCheckpoints("/overlapping-values")
-    let trip = datedTrip("Trip", "A", startingAt: 0)
-    context.insert(trip)
-    try await context.save()
+    let trip = try await savedTrip(context, destination: "A")
     trip.destination = "1"
     let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
     trip.destination = "2"
-    // It waits in its own held fdatasync, blocking this actor: released from elsewhere, it
-    // returns (and is applied) before the suspended save resumes.
-    let release = Task.detached {
-        try await Task.sleep(for: .milliseconds(50))
-        fileSystem.releaseSyncs()
-    }
-    try saveSynchronously(context)
-    try await release.value
+    try await saveSynchronously(context, releasingHeldSyncsOf: fileSystem)
     try await saving.value
     #expect(!context.hasChanges)
     trip.destination = "1"
@@ -321,9 +312,7 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
 /// save (it stayed registered with no saved values, and was gone from the store for good).
 @MainActor @Test func aModelInsertedAgainWhileItsDeleteIsInFlightIsSavedAgain() async throws {
     let (fileSystem, container, context) = try contextWithoutCheckpoints("/reinsert-meanwhile")
-    let trip = datedTrip("Trip", "T", startingAt: 0)
-    context.insert(trip)
-    try await context.save()
+    let trip = try await savedTrip(context, destination: "T")
     context.delete(trip)
     let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
     context.insert(trip)
@@ -343,9 +332,7 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
 /// the ones before it (the model showed the old value while the store held the new one).
 @MainActor @Test func rollbackWhileAnUpdateIsInFlightKeepsWhatItCarries() async throws {
     let (fileSystem, container, context) = try contextWithoutCheckpoints("/rollback-update")
-    let trip = datedTrip("Trip", "A", startingAt: 0)
-    context.insert(trip)
-    try await context.save()
+    let trip = try await savedTrip(context, destination: "A")
     trip.destination = "B"
     let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
     trip.name = "Renamed"
@@ -363,9 +350,7 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
 /// has the saved values the store holds, and setting the old value again is a change.
 @MainActor @Test func anUpdateInFlightOfAModelDeletedMeanwhileIsSaved() async throws {
     let (fileSystem, container, context) = try contextWithoutCheckpoints("/update-deleted")
-    let trip = datedTrip("Trip", "A", startingAt: 0)
-    context.insert(trip)
-    try await context.save()
+    let trip = try await savedTrip(context, destination: "A")
     trip.destination = "B"
     let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
     context.delete(trip)
@@ -453,20 +438,13 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
 /// compared with the values before the save in flight, found equal, and never saved).
 @MainActor @Test func aChangeBackWhileAnUpdateIsInFlightIsSaved() async throws {
     let (fileSystem, container, context) = try contextWithoutCheckpoints("/change-back")
-    let trip = datedTrip("Trip", "A", startingAt: 0)
-    context.insert(trip)
-    try await context.save()
+    let trip = try await savedTrip(context, destination: "A")
     trip.destination = "B"
     let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
     trip.destination = "A"
     #expect(context.hasChanges)
     context.insert(datedTrip("Other", "O", startingAt: 5))
-    let release = Task.detached {
-        try await Task.sleep(for: .milliseconds(50))
-        fileSystem.releaseSyncs()
-    }
-    try saveSynchronously(context)
-    try await release.value
+    try await saveSynchronously(context, releasingHeldSyncsOf: fileSystem)
     try await saving.value
     #expect(trip.destination == "A")
     let stored = try ModelContext(container).fetch(FetchDescriptor<Trip>(sortBy: [SortDescriptor(\.name)]))
@@ -486,12 +464,7 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
     item.trip = trip
     let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
     context.delete(trip)
-    let release = Task.detached {
-        try await Task.sleep(for: .milliseconds(50))
-        fileSystem.releaseSyncs()
-    }
-    try saveSynchronously(context)
-    try await release.value
+    try await saveSynchronously(context, releasingHeldSyncsOf: fileSystem)
     try await saving.value
     #expect(try ModelContext(container).fetchCount(FetchDescriptor<BucketListItem>()) == 0)
     let registered: BucketListItem? = context.registeredModel(for: item.persistentModelID)
@@ -504,19 +477,12 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
 /// that save leaves it (its update failed modelNotFound); the next one inserts it, changed.
 @MainActor @Test func aModelInsertedAgainAndChangedWhileItsDeleteIsInFlight() async throws {
     let (fileSystem, container, context) = try contextWithoutCheckpoints("/reinsert-changed")
-    let trip = datedTrip("Trip", "T", startingAt: 0)
-    context.insert(trip)
-    try await context.save()
+    let trip = try await savedTrip(context, destination: "T")
     context.delete(trip)
     let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
     context.insert(trip)
     trip.destination = "U"
-    let release = Task.detached {
-        try await Task.sleep(for: .milliseconds(50))
-        fileSystem.releaseSyncs()
-    }
-    try saveSynchronously(context)
-    try await release.value
+    try await saveSynchronously(context, releasingHeldSyncsOf: fileSystem)
     try await saving.value
     #expect(context.hasChanges)
     try await context.save()
@@ -535,19 +501,115 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
     context.delete(trip)
     let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
     context.delete(item)
-    let release = Task.detached {
-        try await Task.sleep(for: .milliseconds(50))
-        fileSystem.releaseSyncs()
-    }
-    try saveSynchronously(context)
-    try await release.value
+    try await saveSynchronously(context, releasingHeldSyncsOf: fileSystem)
     try await saving.value
     #expect(!context.hasChanges)
     #expect(try ModelContext(container).fetchCount(FetchDescriptor<BucketListItem>()) == 0)
     #expect(try ModelContext(container).fetchCount(FetchDescriptor<Trip>()) == 0)
 }
 
+// MARK: Third review (of fdf5bb5)
+
+/// No save in flight: a saved trip gets a new item and is saved, then deleted and saved — the
+/// item goes with it, in the store and the context (the trip's saved values kept the item's
+/// temporary identifier, so the context's cascade missed it and left it registered).
+@MainActor @Test func aCascadeReachesAnItemInsertedByAnEarlierSaveOfAnUpdate() async throws {
+    let (_, container, context) = try contextWithoutCheckpoints("/cascade-earlier-insert")
+    let trip = try await savedTrip(context, destination: "T")
+    let item = BucketListItem(title: "Tram", details: "")
+    trip.bucketList.append(item)
+    try saveSynchronously(context)
+    #expect(!item.persistentModelID.isTemporary)
+    context.delete(trip)
+    try saveSynchronously(context)
+    let registered: BucketListItem? = context.registeredModel(for: item.persistentModelID)
+    #expect(registered == nil)
+    #expect(!context.hasChanges)
+    #expect(try ModelContext(container).fetchCount(FetchDescriptor<BucketListItem>()) == 0)
+}
+
+/// A change made before a delete, then the model inserted again: the change is saved (it was
+/// dropped with the delete and not tracked again).
+@MainActor @Test func aChangeBeforeADeleteUndoneByAnInsertIsSaved() async throws {
+    let (_, container, context) = try contextWithoutCheckpoints("/delete-insert-change")
+    let trip = try await savedTrip(context, destination: "A")
+    trip.destination = "X"
+    context.delete(trip)
+    context.insert(trip)
+    #expect(context.hasChanges)
+    try saveSynchronously(context)
+    #expect(try ModelContext(container).fetch(FetchDescriptor<Trip>()).map(\.destination) == ["X"])
+}
+
+/// A delete made while an insert that refers to the deleted model is in flight waits for it: the
+/// store would delete the insert by cascade, and the save in flight then register it (it stayed
+/// registered, gone from the store).
+@MainActor @Test func aDeleteWhoseCascadeReachesAnInsertInFlightWaitsForIt() async throws {
+    let (fileSystem, container, context) = try contextWithoutCheckpoints("/cascade-insert-in-flight")
+    let trip = try await savedTrip(context, destination: "T")
+    let item = BucketListItem(title: "Tram", details: "")
+    item.trip = trip
+    context.insert(item)
+    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
+    context.delete(trip)
+    try await saveSynchronously(context, releasingHeldSyncsOf: fileSystem)
+    try await saving.value
+    #expect(context.hasChanges)
+    try await context.save()
+    #expect(!context.hasChanges)
+    let registered: BucketListItem? = context.registeredModel(for: item.persistentModelID)
+    #expect(registered == nil)
+    #expect(try ModelContext(container).fetchCount(FetchDescriptor<BucketListItem>()) == 0)
+    #expect(try ModelContext(container).fetchCount(FetchDescriptor<Trip>()) == 0)
+}
+
+/// The store re-registers a model after a save whose snapshot predates a save made meanwhile and
+/// applied first: what that later save wrote stays (the model took the older snapshot's values).
+@MainActor @Test func aReregisterOfAnEarlierSaveKeepsWhatALaterSaveWrote() async throws {
+    let (fileSystem, container, context) = try contextWithoutCheckpoints("/reregister-later")
+    let trip = datedTrip("Trip", "Old", startingAt: 0)
+    let stay = LivingAccommodation(address: "1 Main St", placeName: "Inn")
+    trip.livingAccommodation = stay
+    context.insert(trip)
+    try await context.save()
+    context.delete(stay)
+    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
+    let other = LivingAccommodation(address: "2 High St", placeName: "Hotel")
+    trip.livingAccommodation = other
+    trip.destination = "New"
+    try await saveSynchronously(context, releasingHeldSyncsOf: fileSystem)
+    try await saving.value
+    #expect(trip.destination == "New")
+    #expect(trip.livingAccommodation === other)
+    #expect(!context.hasChanges)
+    let stored = try ModelContext(container).fetch(FetchDescriptor<Trip>())
+    #expect(stored.map(\.destination) == ["New"])
+    #expect(stored.first?.livingAccommodation?.placeName == "Hotel")
+}
+
 /// `save()`, the synchronous one (in an async function `try context.save()` is the async one).
 @MainActor private func saveSynchronously(_ context: ModelContext) throws {
     try context.save()
+}
+
+/// A synchronous save made while an async save waits in a held fdatasync: it waits in its own,
+/// blocking this actor, so the syncs are released from elsewhere after a moment; it returns (and
+/// is applied) before the suspended save resumes.
+@MainActor private func saveSynchronously(
+    _ context: ModelContext, releasingHeldSyncsOf fileSystem: SimulatedFileSystem
+) async throws {
+    let release = Task.detached {
+        try await Task.sleep(for: .milliseconds(50))
+        fileSystem.releaseSyncs()
+    }
+    try saveSynchronously(context)
+    try await release.value
+}
+
+/// A trip named "Trip", inserted and saved.
+@MainActor private func savedTrip(_ context: ModelContext, destination: String) async throws -> Trip {
+    let trip = datedTrip("Trip", destination, startingAt: 0)
+    context.insert(trip)
+    try await context.save()
+    return trip
 }

@@ -30,6 +30,9 @@ extension ModelContext {
             apply(result, request: request, sequence: sequence, cascaded: savesInFlight[sequence]?.cascaded ?? [])
         } catch {
             restoreChanges(taken)
+            // What saves made meanwhile held back for it is pending: autosaved like any change (an
+            // autosave is a synchronous save, which schedules nothing when it fails).
+            if !inserted.isEmpty || !deleted.isEmpty || !changedModels.isEmpty { changeMade() }
             throw error
         }
     }
@@ -55,6 +58,9 @@ extension ModelContext {
         /// The changed values it carries, by model — less those a later save applied first (the
         /// later save wrote them after it: its values are the stored ones).
         var updates: [PersistentIdentifier: [String: AttributeValue]] = [:]
+        /// The properties, by model, a later save applied first wrote (the store's snapshots of
+        /// this save predate them: a re-register leaves them as they are).
+        var superseded: [PersistentIdentifier: Set<String>] = [:]
     }
 
     func isInsertBeingSaved(_ model: any PersistentModel) -> Bool {
@@ -176,9 +182,17 @@ extension ModelContext {
                 request.changedAttributeNames[identifier] = Set(values.keys.filter { saved[$0] != values[$0] })
             }
         }
-        request.deleted = deleted.compactMap {
-            held.contains($0.key) || isDeleteBeingSaved($0.key)
-                ? nil : DefaultSnapshot(persistentIdentifier: $0.key, values: [:])
+        // A delete that refers to what is held, or whose cascade reaches an insert (of a save in
+        // flight: the store would delete it by cascade, and that save then register it), waits.
+        request.deleted = deleted.compactMap { identifier, model in
+            if held.contains(identifier) || isDeleteBeingSaved(identifier) { return nil }
+            if !savesInFlight.isEmpty
+                && (refersTo(held, model)
+                    || cascadedDeletes(of: [identifier]).contains(where: \.isTemporary))
+            {
+                return nil
+            }
+            return DefaultSnapshot(persistentIdentifier: identifier, values: [:])
         }
         if request.inserted.isEmpty && request.updated.isEmpty && request.deleted.isEmpty { return nil }
         return (request, taken)
@@ -327,25 +341,37 @@ extension ModelContext {
         // async save's are those it carried less what a save made meanwhile applied first (written
         // later, its values are the stored ones). Not the model's values now, which may have
         // changed meanwhile.
+        // References to this save's inserts are saved as their permanent identifiers (kept
+        // temporary, a cascade over the saved values missed the insert it reached).
+        func remapped(_ values: [String: AttributeValue]) -> [String: AttributeValue] {
+            guard !result.remappedIdentifiers.isEmpty,
+                values.values.contains(where: { !$0.referencedIdentifiers.isEmpty })
+            else { return values }
+            return values.mapValues { $0.mapReferences { result.remappedIdentifiers[$0] ?? $0 } }
+        }
         if let sequence {
             for (identifier, values) in savesInFlight[sequence]?.updates ?? [:]
-            where registered[identifier] != nil || deleted[identifier] != nil {
-                savedValues[identifier, default: [:]].merge(values) { $1 }
+            where (registered[identifier] != nil || deleted[identifier] != nil) && savedValues[identifier] != nil {
+                savedValues[identifier, default: [:]].merge(remapped(values)) { $1 }
             }
         } else {
             for snapshot in request.updated
             where registered[snapshot.persistentIdentifier] != nil || deleted[snapshot.persistentIdentifier] != nil {
-                savedValues[snapshot.persistentIdentifier, default: [:]].merge(snapshot.values) { $1 }
+                savedValues[snapshot.persistentIdentifier, default: [:]].merge(remapped(snapshot.values)) { $1 }
             }
         }
         // Saves still in flight were made before this one and written before it: this one's
         // values win over theirs when they are applied.
         for other in savesInFlight.keys where sequence.map({ other < $0 }) ?? true {
             for snapshot in request.updated {
-                guard var theirs = savesInFlight[other]?.updates[snapshot.persistentIdentifier] else { continue }
-                let names = request.changedAttributeNames[snapshot.persistentIdentifier] ?? Set(snapshot.values.keys)
-                for name in (sequence == nil ? Set(snapshot.values.keys) : names) { theirs[name] = nil }
-                savesInFlight[other]?.updates[snapshot.persistentIdentifier] = theirs
+                let identifier = snapshot.persistentIdentifier
+                let names =
+                    sequence == nil
+                    ? Set(snapshot.values.keys) : request.changedAttributeNames[identifier] ?? Set(snapshot.values.keys)
+                savesInFlight[other]?.superseded[identifier, default: []].formUnion(names)
+                guard var theirs = savesInFlight[other]?.updates[identifier] else { continue }
+                for name in names { theirs[name] = nil }
+                savesInFlight[other]?.updates[identifier] = theirs
             }
         }
         // Models the store changed beyond the request (nullified references, upserts). Its
@@ -354,17 +380,23 @@ extension ModelContext {
         for (identifier, snapshot) in result.snapshotsToReregister {
             guard let model = registered[identifier] else { continue }
             var pending = model.modelState.changedNames
+            // Written by a save applied first: the stored values, already saved here.
+            var superseded: Set<String> = []
             if let sequence {
                 for (other, save) in savesInFlight where other > sequence {
                     pending.formUnion(save.names[ObjectIdentifier(model)] ?? [])
                 }
+                superseded = savesInFlight[sequence]?.superseded[identifier] ?? []
+                pending.formUnion(superseded)
             }
             if pending.isEmpty {
                 try? fill(model, with: snapshot.values)
                 savedValues[identifier] = encode(model)
             } else {
                 try? fill(model, with: snapshot.values.filter { !pending.contains($0.key) }, keepingPendingChanges: true)
-                savedValues[identifier] = snapshot.values
+                var saved = snapshot.values
+                for name in superseded { saved[name] = savedValues[identifier]?[name] }
+                savedValues[identifier] = saved
             }
         }
         // Every identifier with saved values is registered or deleted, pending (checked in debug

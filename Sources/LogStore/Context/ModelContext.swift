@@ -95,10 +95,12 @@ public final class ModelContext {
         let identifier = model.persistentModelID
         if registered[identifier] != nil { return }
         // Deleted while a save in flight stores it, and inserted again: it stays that save's.
-        insertsDeletedWhileBeingSaved[identifier] = nil
+        if !insertsDeletedWhileBeingSaved.isEmpty { insertsDeletedWhileBeingSaved[identifier] = nil }
         if isDeleteBeingSaved(identifier) { reinsertedWhileBeingDeleted.insert(identifier) }
         if let restored = deleted.removeValue(forKey: identifier) {
             registered[identifier] = restored
+            // Changes made before the delete are pending again (they were dropped with it).
+            if !restored.modelState.changedNames.isEmpty { changedModels[ObjectIdentifier(restored)] = restored }
             return
         }
         model.modelState.context = self
