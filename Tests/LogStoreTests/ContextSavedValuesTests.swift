@@ -587,6 +587,51 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
     #expect(stored.first?.livingAccommodation?.placeName == "Hotel")
 }
 
+// MARK: Fourth review (of d66e998)
+
+/// A delete held back for a save in flight (an insert in flight refers to the model) and a new
+/// model with the deleted one's unique key: the insert waits with the delete, and the next save
+/// deletes the old model and inserts the new one (sent alone, the insert merged into the model
+/// about to be deleted, and was lost with it).
+@MainActor @Test func anInsertWithTheUniqueKeyOfAHeldDeleteWaitsWithIt() async throws {
+    let (fileSystem, container, context) = try contextWithoutCheckpoints("/held-unique")
+    let trip = try await savedTrip(context, destination: "Old")
+    let item = BucketListItem(title: "Tram", details: "")
+    item.trip = trip
+    context.insert(item)
+    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
+    context.delete(trip)
+    let renewed = datedTrip("Trip", "New", startingAt: 0)
+    context.insert(renewed)
+    try await saveSynchronously(context, releasingHeldSyncsOf: fileSystem)
+    try await saving.value
+    #expect(context.hasChanges)
+    try await context.save()
+    #expect(!context.hasChanges)
+    renewed.destination = "Newer"
+    try await context.save()
+    let stored = try ModelContext(container).fetch(FetchDescriptor<Trip>())
+    #expect(stored.map(\.destination) == ["Newer"])
+    #expect(try ModelContext(container).fetchCount(FetchDescriptor<BucketListItem>()) == 0)
+}
+
+/// A change an async save took, the model deleted meanwhile, the save failing, the model
+/// inserted again: the change is pending again (it was dropped: the model showed it, nothing
+/// would save it).
+@MainActor @Test func aChangeOfAFailedSaveComesBackWithTheModelInsertedAgain() async throws {
+    let (fileSystem, _, context) = try contextWithoutCheckpoints("/failed-reinsert")
+    let trip = try await savedTrip(context, destination: "A")
+    trip.destination = "X"
+    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
+    fileSystem.injectFault(.sync)
+    context.delete(trip)
+    fileSystem.releaseSyncs()
+    await #expect(throws: (any Error).self) { try await saving.value }
+    context.insert(trip)
+    #expect(trip.destination == "X")
+    #expect(context.hasChanges)
+}
+
 /// `save()`, the synchronous one (in an async function `try context.save()` is the async one).
 @MainActor private func saveSynchronously(_ context: ModelContext) throws {
     try context.save()

@@ -4,7 +4,10 @@ extension ModelContext {
     /// Writes the inserts, changes and deletes as one transaction, then swaps permanent
     /// identifiers into the inserted instances.
     public func save() throws {
-        guard let (request, taken) = makeSaveRequest() else { return }
+        guard let (request, madeTaken) = makeSaveRequest() else { return }
+        // Let go of the inserts' array: `apply` empties `inserted` in place.
+        var taken = madeTaken
+        taken.inserts = []
         // Not recorded as in flight: nothing runs on this actor while it blocks, and it is the
         // newest write when it is applied.
         let cascaded = cascadedDeletes(of: request.deleted.map(\.persistentIdentifier))
@@ -22,8 +25,10 @@ extension ModelContext {
     /// synchronous or an autosave) sends only what is pending beyond it, `rollback()` leaves it,
     /// and an insert it carries that is deleted meanwhile is deleted by the next save.
     public nonisolated(nonsending) func save() async throws {
-        guard let (request, taken) = makeSaveRequest() else { return }
-        let sequence = beginSave(taken, request)
+        guard let (request, madeTaken) = makeSaveRequest() else { return }
+        let sequence = beginSave(madeTaken, request)
+        var taken = madeTaken
+        taken.inserts = []
         defer { endSave(sequence, request) }
         do {
             let result = try await container.store.save(request)
@@ -132,20 +137,48 @@ extension ModelContext {
         // Temporary identifiers this request cannot carry or refer to: inserts a save in flight
         // carries, and the inserts that refer to them (to a fixed point, bounded by the inserts).
         var held: Set<PersistentIdentifier> = []
+        // Deletes that wait for the saves in flight (below), and their entities: an insert or
+        // update of one waits too (with the delete held, the store would take a new model with the
+        // deleted one's unique key for an update of it).
+        var heldDeletes: Set<PersistentIdentifier> = []
+        var heldEntities: Set<String> = []
         if savesInFlight.isEmpty {
             taken.inserts = inserted
         } else {
             for model in inserted where isInsertBeingSaved(model) { held.insert(model.persistentModelID) }
             held.formUnion(identifiersBeingDeleted)
+            // What the inserts in flight refer to (a relationship without an inverse too).
+            var referencedInFlight: Set<PersistentIdentifier> = []
+            for save in savesInFlight.values {
+                for values in save.inserts.values {
+                    for value in values.values { referencedInFlight.formUnion(value.referencedIdentifiers) }
+                }
+            }
             var candidates = inserted.filter { !held.contains($0.persistentModelID) }
-            var grew = !held.isEmpty
+            // To a fixed point, bounded by the inserts and deletes: each pass holds one more or stops.
+            var grew = true
             while grew {
                 grew = false
-                for model in candidates where refersTo(held, model) {
+                for model in candidates
+                where refersTo(held, model) || heldEntities.contains(model.persistentModelID.entityName) {
                     held.insert(model.persistentModelID)
                     grew = true
                 }
                 candidates.removeAll { held.contains($0.persistentModelID) }
+                // A delete that refers to what is held, that an insert in flight refers to, or whose
+                // cascade reaches such a model or an insert in flight waits: the store would delete
+                // (or unlink) the insert behind the context's back, and its save then register it.
+                for (identifier, model) in deleted
+                where !heldDeletes.contains(identifier) && !isDeleteBeingSaved(identifier) {
+                    let reached = cascadedDeletes(of: [identifier])
+                    guard
+                        held.contains(identifier) || refersTo(held, model) || referencedInFlight.contains(identifier)
+                            || reached.contains(where: { $0.isTemporary || referencedInFlight.contains($0) })
+                    else { continue }
+                    heldDeletes.insert(identifier)
+                    heldEntities.insert(identifier.entityName)
+                    grew = true
+                }
             }
             taken.inserts = candidates
         }
@@ -157,7 +190,10 @@ extension ModelContext {
         for model in taken.inserts { model.modelState.changedNames.removeAll() }
         var stillPending: [ObjectIdentifier: any PersistentModel] = [:]
         for (key, model) in changedModels {
-            if !held.isEmpty && (held.contains(model.persistentModelID) || refersTo(held, model)) {
+            if !held.isEmpty
+                && (held.contains(model.persistentModelID) || refersTo(held, model)
+                    || heldEntities.contains(model.persistentModelID.entityName))
+            {
                 stillPending[key] = model
                 continue
             }
@@ -177,22 +213,18 @@ extension ModelContext {
             where !identifier.isTemporary && !tracked.contains(ObjectIdentifier(model)) {
                 let values = encode(model)
                 guard let saved = savedValuesWithSavesInFlight(of: identifier), values != saved else { continue }
-                if !held.isEmpty && (held.contains(identifier) || refersTo(held, model)) { continue }
+                if !held.isEmpty
+                    && (held.contains(identifier) || refersTo(held, model) || heldEntities.contains(identifier.entityName))
+                {
+                    continue
+                }
                 request.updated.append(DefaultSnapshot(persistentIdentifier: identifier, values: values))
                 request.changedAttributeNames[identifier] = Set(values.keys.filter { saved[$0] != values[$0] })
             }
         }
-        // A delete that refers to what is held, or whose cascade reaches an insert (of a save in
-        // flight: the store would delete it by cascade, and that save then register it), waits.
-        request.deleted = deleted.compactMap { identifier, model in
-            if held.contains(identifier) || isDeleteBeingSaved(identifier) { return nil }
-            if !savesInFlight.isEmpty
-                && (refersTo(held, model)
-                    || cascadedDeletes(of: [identifier]).contains(where: \.isTemporary))
-            {
-                return nil
-            }
-            return DefaultSnapshot(persistentIdentifier: identifier, values: [:])
+        request.deleted = deleted.compactMap { identifier, _ in
+            held.contains(identifier) || heldDeletes.contains(identifier) || isDeleteBeingSaved(identifier)
+                ? nil : DefaultSnapshot(persistentIdentifier: identifier, values: [:])
         }
         if request.inserted.isEmpty && request.updated.isEmpty && request.deleted.isEmpty { return nil }
         return (request, taken)
@@ -237,9 +269,14 @@ extension ModelContext {
 
     /// A failed save leaves its changes pending: the tracked ones are marked changed again.
     func restoreChanges(_ taken: TakenChanges) {
-        for (model, names) in taken.changes where registered[model.persistentModelID] === model {
-            model.modelState.changedNames.formUnion(names)
-            changedModels[ObjectIdentifier(model)] = model
+        for (model, names) in taken.changes {
+            if registered[model.persistentModelID] === model {
+                model.modelState.changedNames.formUnion(names)
+                changedModels[ObjectIdentifier(model)] = model
+            } else if deleted[model.persistentModelID] === model {
+                // Deleted meanwhile: the changes come back with the model if it is inserted again.
+                model.modelState.changedNames.formUnion(names)
+            }
         }
     }
 
