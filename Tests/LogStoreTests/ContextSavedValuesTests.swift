@@ -632,6 +632,52 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
     #expect(context.hasChanges)
 }
 
+// MARK: Fifth review (of f83e36a)
+
+/// A delete held back for a save in flight whose own inserts were all deleted meanwhile, and an
+/// update of another trip to the deleted trip's unique key: the update waits with the delete (it
+/// was sent alone and failed uniqueConstraintViolation).
+@MainActor @Test func anUpdateToTheUniqueKeyOfAHeldDeleteWaitsWithIt() async throws {
+    let (fileSystem, container, context) = try contextWithoutCheckpoints("/held-unique-update")
+    let trip = try await savedTrip(context, destination: "Old")
+    let other = datedTrip("Other", "Elsewhere", startingAt: 5)
+    context.insert(other)
+    try await context.save()
+    let item = BucketListItem(title: "Tram", details: "")
+    item.trip = trip
+    context.insert(item)
+    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
+    context.delete(item)
+    context.delete(trip)
+    other.name = "Trip"
+    other.startDate = trip.startDate
+    other.endDate = trip.endDate
+    try await saveSynchronously(context, releasingHeldSyncsOf: fileSystem)
+    try await saving.value
+    #expect(context.hasChanges)
+    try await context.save()
+    #expect(!context.hasChanges)
+    let stored = try ModelContext(container).fetch(FetchDescriptor<Trip>())
+    #expect(stored.map(\.name) == ["Trip"] && stored.map(\.destination) == ["Elsewhere"])
+    #expect(try ModelContext(container).fetchCount(FetchDescriptor<BucketListItem>()) == 0)
+}
+
+/// A change, a delete, a rollback: the model comes back with its saved values, and a later change
+/// does not write the rolled-back one with it.
+@MainActor @Test func rollbackOfADeleteUndoesTheChangeBeforeIt() async throws {
+    let (_, container, context) = try contextWithoutCheckpoints("/rollback-delete-change")
+    let trip = try await savedTrip(context, destination: "A")
+    trip.destination = "X"
+    context.delete(trip)
+    context.rollback()
+    #expect(trip.destination == "A")
+    #expect(!context.hasChanges)
+    trip.name = "Renamed"
+    try saveSynchronously(context)
+    let stored = try ModelContext(container).fetch(FetchDescriptor<Trip>())
+    #expect(stored.map(\.destination) == ["A"] && stored.map(\.name) == ["Renamed"])
+}
+
 /// `save()`, the synchronous one (in an async function `try context.save()` is the async one).
 @MainActor private func saveSynchronously(_ context: ModelContext) throws {
     try context.save()

@@ -6,7 +6,7 @@ extension ModelContext {
     public func save() throws {
         guard let (request, madeTaken) = makeSaveRequest() else { return }
         // Let go of the inserts' array: `apply` empties `inserted` in place.
-        var taken = madeTaken
+        var taken = consume madeTaken
         taken.inserts = []
         // Not recorded as in flight: nothing runs on this actor while it blocks, and it is the
         // newest write when it is applied.
@@ -27,7 +27,7 @@ extension ModelContext {
     public nonisolated(nonsending) func save() async throws {
         guard let (request, madeTaken) = makeSaveRequest() else { return }
         let sequence = beginSave(madeTaken, request)
-        var taken = madeTaken
+        var taken = consume madeTaken
         taken.inserts = []
         defer { endSave(sequence, request) }
         do {
@@ -155,6 +155,13 @@ extension ModelContext {
                 }
             }
             var candidates = inserted.filter { !held.contains($0.persistentModelID) }
+            // Deletes a save in flight makes anyway (by request or cascade) are not sent, and hold
+            // nothing; the others, with what their cascades reach (worked out once, not per pass).
+            let beingDeleted = identifiersBeingDeleted
+            var reachedByDelete: [PersistentIdentifier: [PersistentIdentifier]] = [:]
+            for identifier in deleted.keys where !beingDeleted.contains(identifier) && !isDeleteBeingSaved(identifier) {
+                reachedByDelete[identifier] = cascadedDeletes(of: [identifier])
+            }
             // To a fixed point, bounded by the inserts and deletes: each pass holds one more or stops.
             var grew = true
             while grew {
@@ -168,15 +175,18 @@ extension ModelContext {
                 // A delete that refers to what is held, that an insert in flight refers to, or whose
                 // cascade reaches such a model or an insert in flight waits: the store would delete
                 // (or unlink) the insert behind the context's back, and its save then register it.
-                for (identifier, model) in deleted
-                where !heldDeletes.contains(identifier) && !isDeleteBeingSaved(identifier) {
-                    let reached = cascadedDeletes(of: [identifier])
-                    guard
-                        held.contains(identifier) || refersTo(held, model) || referencedInFlight.contains(identifier)
-                            || reached.contains(where: { $0.isTemporary || referencedInFlight.contains($0) })
+                for (identifier, reached) in reachedByDelete where !heldDeletes.contains(identifier) {
+                    guard let model = deleted[identifier],
+                        refersTo(held, model) || referencedInFlight.contains(identifier)
+                            || reached.contains(where: {
+                                $0.isTemporary || referencedInFlight.contains($0) || held.contains($0)
+                            })
                     else { continue }
+                    // With the entities it deletes: a new model with a unique key of one of them
+                    // would merge into a model about to be deleted.
                     heldDeletes.insert(identifier)
                     heldEntities.insert(identifier.entityName)
+                    for target in reached { heldEntities.insert(target.entityName) }
                     grew = true
                 }
             }
@@ -190,7 +200,7 @@ extension ModelContext {
         for model in taken.inserts { model.modelState.changedNames.removeAll() }
         var stillPending: [ObjectIdentifier: any PersistentModel] = [:]
         for (key, model) in changedModels {
-            if !held.isEmpty
+            if (!held.isEmpty || !heldEntities.isEmpty)
                 && (held.contains(model.persistentModelID) || refersTo(held, model)
                     || heldEntities.contains(model.persistentModelID.entityName))
             {
@@ -213,7 +223,7 @@ extension ModelContext {
             where !identifier.isTemporary && !tracked.contains(ObjectIdentifier(model)) {
                 let values = encode(model)
                 guard let saved = savedValuesWithSavesInFlight(of: identifier), values != saved else { continue }
-                if !held.isEmpty
+                if (!held.isEmpty || !heldEntities.isEmpty)
                     && (held.contains(identifier) || refersTo(held, model) || heldEntities.contains(identifier.entityName))
                 {
                     continue

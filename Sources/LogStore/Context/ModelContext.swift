@@ -185,8 +185,18 @@ public final class ModelContext {
             deleted[identifier] = model
         }
         reinsertedWhileBeingDeleted.removeAll()
-        for (identifier, model) in deleted where !isDeleteBeingSaved(identifier) { registered[identifier] = model }
+        var restored: [(PersistentIdentifier, any PersistentModel)] = []
+        for (identifier, model) in deleted where !isDeleteBeingSaved(identifier) {
+            registered[identifier] = model
+            restored.append((identifier, model))
+        }
         deleted = deleted.filter { isDeleteBeingSaved($0.key) }
+        // A model changed before its delete comes back with its saved values (filled once every
+        // restored model is registered, so references between them resolve).
+        for (identifier, model) in restored where !model.modelState.changedNames.isEmpty {
+            guard let values = savedValuesWithSavesInFlight(of: identifier) else { continue }
+            try? fill(model, with: values)
+        }
         // Back to the saved values — with what a save in flight carries, which it is saving.
         for model in changedModels.values {
             guard let values = savedValuesWithSavesInFlight(of: model.persistentModelID) else { continue }
