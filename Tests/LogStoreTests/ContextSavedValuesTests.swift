@@ -678,6 +678,27 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
     #expect(stored.map(\.destination) == ["A"] && stored.map(\.name) == ["Renamed"])
 }
 
+/// A failed `save() async` of the main context with autosave on leaves its changes pending and
+/// schedules nothing: the caller decides (an autosave resent the same request behind its back).
+@MainActor @Test func aFailedAsyncSaveIsNotRetriedByAutosave() async throws {
+    let fileSystem = SimulatedFileSystem()
+    let container = try ModelContainer(
+        for: sampleTripsModels,
+        configuration: LogStoreConfiguration(
+            directory: "/failed-no-retry", checkpointIntervalByteCount: 0, fileSystem: fileSystem))
+    let context = container.mainContext
+    context.autosaveEnabled = false
+    context.insert(datedTrip("Trip", "T", startingAt: 0))
+    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
+    context.autosaveEnabled = true
+    fileSystem.injectFault(.sync)
+    fileSystem.releaseSyncs()
+    await #expect(throws: (any Error).self) { try await saving.value }
+    #expect(context.hasChanges)
+    try await Task.sleep(for: .milliseconds(50))
+    #expect(context.lastAutosaveError == nil)
+}
+
 /// `save()`, the synchronous one (in an async function `try context.save()` is the async one).
 @MainActor private func saveSynchronously(_ context: ModelContext) throws {
     try context.save()

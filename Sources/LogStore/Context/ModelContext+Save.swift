@@ -36,8 +36,9 @@ extension ModelContext {
         } catch {
             restoreChanges(taken)
             // What saves made meanwhile held back for it is pending: autosaved like any change (an
-            // autosave is a synchronous save, which schedules nothing when it fails).
-            if !inserted.isEmpty || !deleted.isEmpty || !changedModels.isEmpty { changeMade() }
+            // autosave is a synchronous save, which schedules nothing when it fails). Only then:
+            // its own changes are not retried behind the caller's back.
+            if savesInFlight[sequence]?.heldBack == true { changeMade() }
             throw error
         }
     }
@@ -66,6 +67,8 @@ extension ModelContext {
         /// The properties, by model, a later save applied first wrote (the store's snapshots of
         /// this save predate them: a re-register leaves them as they are).
         var superseded: [PersistentIdentifier: Set<String>] = [:]
+        /// A save made meanwhile held something back for it.
+        var heldBack = false
     }
 
     func isInsertBeingSaved(_ model: any PersistentModel) -> Bool {
@@ -191,6 +194,10 @@ extension ModelContext {
                 }
             }
             taken.inserts = candidates
+            let heldInserts = inserted.contains { held.contains($0.persistentModelID) && !isInsertBeingSaved($0) }
+            if heldInserts || !heldDeletes.isEmpty {
+                for key in savesInFlight.keys { savesInFlight[key]?.heldBack = true }
+            }
         }
         request.inserted = taken.inserts.map {
             DefaultSnapshot(persistentIdentifier: $0.persistentModelID, values: encode($0))
@@ -217,6 +224,9 @@ extension ModelContext {
             request.changedAttributeNames[model.persistentModelID] = Set(values.keys)
         }
         let tracked = Set(changedModels.keys)
+        if !stillPending.isEmpty {
+            for key in savesInFlight.keys { savesInFlight[key]?.heldBack = true }
+        }
         changedModels = stillPending
         if hasUntrackedModels {
             for (identifier, model) in registered
