@@ -96,8 +96,11 @@ public struct LogIterator: Sendable {
     /// Moves forward to `offset` without reading the records before it: for a caller that knows
     /// `offset` is a record start because this log handed it that record before (an index of its
     /// own, such as the history's author index). The record there is checked when it is read, as
-    /// every record is — a header that does not name `offset` is corruption — so a wrong offset
-    /// throws rather than reads garbage. `offset` at or past the end leaves nothing to read.
+    /// every record is — a header that does not name `offset` is corruption, so an offset inside
+    /// a record throws rather than reads garbage — but a mark or dictionary there is passed over
+    /// like any other: the caller compares the offset of the record it is handed with `offset`.
+    /// Going back is a programming error (the caller checks first). `offset` at or past the end
+    /// leaves nothing to read.
     package mutating func skip(to offset: UInt64) {
         precondition(offset >= scanner.offset, "skip(to: \(offset)) goes back from \(scanner.offset)")
         if offset == scanner.offset { return }
