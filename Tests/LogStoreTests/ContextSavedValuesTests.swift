@@ -266,7 +266,7 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
     try await saving.value
     #expect(!context.hasChanges)
     try await context.save()
-    #expect(try ModelContext(container).fetchCount(FetchDescriptor<BucketListItem>()) == 0)
+    #expect(try storedCount(BucketListItem.self, container) == 0)
 }
 
 /// A synchronous save made while an async save is suspended is written after it and applied
@@ -284,7 +284,7 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
     trip.destination = "1"
     #expect(context.hasChanges)
     try await context.save()
-    #expect(try ModelContext(container).fetch(FetchDescriptor<Trip>()).map(\.destination) == ["1"])
+    #expect(try storedDestinations(container) == ["1"])
 }
 
 /// A change made while a save is suspended to a model the store changes beyond the request (a
@@ -305,7 +305,7 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
     #expect(trip.livingAccommodation == nil)
     #expect(context.hasChanges)
     try await context.save()
-    #expect(try ModelContext(container).fetch(FetchDescriptor<Trip>()).map(\.destination) == ["New"])
+    #expect(try storedDestinations(container) == ["New"])
 }
 
 /// A model deleted by a suspended save and inserted again meanwhile is inserted again by the next
@@ -318,14 +318,14 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
     context.insert(trip)
     fileSystem.releaseSyncs()
     try await saving.value
-    #expect(try ModelContext(container).fetchCount(FetchDescriptor<Trip>()) == 0)
+    #expect(try storedCount(Trip.self, container) == 0)
     #expect(context.hasChanges)
     try await context.save()
     #expect(!context.hasChanges)
     #expect(try ModelContext(container).fetch(FetchDescriptor<Trip>()).map(\.name) == ["Trip"])
     trip.destination = "U"
     try await context.save()
-    #expect(try ModelContext(container).fetch(FetchDescriptor<Trip>()).map(\.destination) == ["U"])
+    #expect(try storedDestinations(container) == ["U"])
 }
 
 /// `rollback()` while an update is in flight goes back to the values that save is saving, not to
@@ -361,7 +361,7 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
     trip.destination = "A"
     #expect(context.hasChanges)
     try await context.save()
-    #expect(try ModelContext(container).fetch(FetchDescriptor<Trip>()).map(\.destination) == ["A"])
+    #expect(try storedDestinations(container) == ["A"])
 }
 
 /// Two inserts the store merges by their unique key, one deleted while the save is suspended: the
@@ -382,7 +382,7 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
     #expect(registered === second)
     second.destination = "C"
     try await context.save()
-    #expect(try ModelContext(container).fetch(FetchDescriptor<Trip>()).map(\.destination) == ["C"])
+    #expect(try storedDestinations(container) == ["C"])
 }
 
 /// The main context's autosave saves what a suspended save left pending once it returns (a delete
@@ -407,7 +407,7 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
     let deadline = Date().addingTimeInterval(10)
     while context.hasChanges && Date() < deadline { try await Task.sleep(for: .milliseconds(1)) }
     #expect(!context.hasChanges)
-    #expect(try ModelContext(container).fetchCount(FetchDescriptor<Trip>()) == 0)
+    #expect(try storedCount(Trip.self, container) == 0)
 }
 
 // MARK: Second review (of b9e3abe)
@@ -466,7 +466,7 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
     context.delete(trip)
     try await saveSynchronously(context, releasingHeldSyncsOf: fileSystem)
     try await saving.value
-    #expect(try ModelContext(container).fetchCount(FetchDescriptor<BucketListItem>()) == 0)
+    #expect(try storedCount(BucketListItem.self, container) == 0)
     let registered: BucketListItem? = context.registeredModel(for: item.persistentModelID)
     #expect(registered == nil)
     item.details = "x"
@@ -486,7 +486,7 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
     try await saving.value
     #expect(context.hasChanges)
     try await context.save()
-    #expect(try ModelContext(container).fetch(FetchDescriptor<Trip>()).map(\.destination) == ["U"])
+    #expect(try storedDestinations(container) == ["U"])
 }
 
 /// A model a delete in flight deletes by cascade, deleted meanwhile, and a save made meanwhile:
@@ -504,8 +504,8 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
     try await saveSynchronously(context, releasingHeldSyncsOf: fileSystem)
     try await saving.value
     #expect(!context.hasChanges)
-    #expect(try ModelContext(container).fetchCount(FetchDescriptor<BucketListItem>()) == 0)
-    #expect(try ModelContext(container).fetchCount(FetchDescriptor<Trip>()) == 0)
+    #expect(try storedCount(BucketListItem.self, container) == 0)
+    #expect(try storedCount(Trip.self, container) == 0)
 }
 
 // MARK: Third review (of fdf5bb5)
@@ -525,7 +525,7 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
     let registered: BucketListItem? = context.registeredModel(for: item.persistentModelID)
     #expect(registered == nil)
     #expect(!context.hasChanges)
-    #expect(try ModelContext(container).fetchCount(FetchDescriptor<BucketListItem>()) == 0)
+    #expect(try storedCount(BucketListItem.self, container) == 0)
 }
 
 /// A change made before a delete, then the model inserted again: the change is saved (it was
@@ -538,7 +538,7 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
     context.insert(trip)
     #expect(context.hasChanges)
     try saveSynchronously(context)
-    #expect(try ModelContext(container).fetch(FetchDescriptor<Trip>()).map(\.destination) == ["X"])
+    #expect(try storedDestinations(container) == ["X"])
 }
 
 /// A delete made while an insert that refers to the deleted model is in flight waits for it: the
@@ -559,8 +559,8 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
     #expect(!context.hasChanges)
     let registered: BucketListItem? = context.registeredModel(for: item.persistentModelID)
     #expect(registered == nil)
-    #expect(try ModelContext(container).fetchCount(FetchDescriptor<BucketListItem>()) == 0)
-    #expect(try ModelContext(container).fetchCount(FetchDescriptor<Trip>()) == 0)
+    #expect(try storedCount(BucketListItem.self, container) == 0)
+    #expect(try storedCount(Trip.self, container) == 0)
 }
 
 /// The store re-registers a model after a save whose snapshot predates a save made meanwhile and
@@ -612,7 +612,7 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
     try await context.save()
     let stored = try ModelContext(container).fetch(FetchDescriptor<Trip>())
     #expect(stored.map(\.destination) == ["Newer"])
-    #expect(try ModelContext(container).fetchCount(FetchDescriptor<BucketListItem>()) == 0)
+    #expect(try storedCount(BucketListItem.self, container) == 0)
 }
 
 /// A change an async save took, the model deleted meanwhile, the save failing, the model
@@ -659,7 +659,7 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
     #expect(!context.hasChanges)
     let stored = try ModelContext(container).fetch(FetchDescriptor<Trip>())
     #expect(stored.map(\.name) == ["Trip"] && stored.map(\.destination) == ["Elsewhere"])
-    #expect(try ModelContext(container).fetchCount(FetchDescriptor<BucketListItem>()) == 0)
+    #expect(try storedCount(BucketListItem.self, container) == 0)
 }
 
 /// A change, a delete, a rollback: the model comes back with its saved values, and a later change
@@ -724,4 +724,14 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
     context.insert(trip)
     try await context.save()
     return trip
+}
+
+/// The destinations of the trips in the store, as a fresh context fetches them.
+@MainActor private func storedDestinations(_ container: ModelContainer) throws -> [String] {
+    try ModelContext(container).fetch(FetchDescriptor<Trip>()).map(\.destination)
+}
+
+/// How many models of `type` the store holds, as a fresh context counts them.
+@MainActor private func storedCount<T: PersistentModel>(_ type: T.Type, _ container: ModelContainer) throws -> Int {
+    try ModelContext(container).fetchCount(FetchDescriptor<T>())
 }

@@ -207,10 +207,7 @@ extension ModelContext {
         for model in taken.inserts { model.modelState.changedNames.removeAll() }
         var stillPending: [ObjectIdentifier: any PersistentModel] = [:]
         for (key, model) in changedModels {
-            if (!held.isEmpty || !heldEntities.isEmpty)
-                && (held.contains(model.persistentModelID) || refersTo(held, model)
-                    || heldEntities.contains(model.persistentModelID.entityName))
-            {
+            if isHeld(model, held, heldEntities) {
                 stillPending[key] = model
                 continue
             }
@@ -233,11 +230,7 @@ extension ModelContext {
             where !identifier.isTemporary && !tracked.contains(ObjectIdentifier(model)) {
                 let values = encode(model)
                 guard let saved = savedValuesWithSavesInFlight(of: identifier), values != saved else { continue }
-                if (!held.isEmpty || !heldEntities.isEmpty)
-                    && (held.contains(identifier) || refersTo(held, model) || heldEntities.contains(identifier.entityName))
-                {
-                    continue
-                }
+                if isHeld(model, held, heldEntities) { continue }
                 request.updated.append(DefaultSnapshot(persistentIdentifier: identifier, values: values))
                 request.changedAttributeNames[identifier] = Set(values.keys.filter { saved[$0] != values[$0] })
             }
@@ -248,6 +241,16 @@ extension ModelContext {
         }
         if request.inserted.isEmpty && request.updated.isEmpty && request.deleted.isEmpty { return nil }
         return (request, taken)
+    }
+
+    /// Whether an update of `model` waits: it is held, refers to what is held, or is of an entity a
+    /// held delete deletes.
+    private func isHeld(_ model: any PersistentModel, _ held: Set<PersistentIdentifier>, _ heldEntities: Set<String>)
+        -> Bool
+    {
+        if held.isEmpty && heldEntities.isEmpty { return false }
+        let identifier = model.persistentModelID
+        return held.contains(identifier) || heldEntities.contains(identifier.entityName) || refersTo(held, model)
     }
 
     /// Whether `model` refers to one of `identifiers`.
@@ -313,6 +316,15 @@ extension ModelContext {
         // carried, with the permanent identifiers of this save's inserts in its references
         // (encoding the model again cost as much as the rest of this function, and would take
         // values set while an async save was suspended as saved; those are tracked as changes).
+        // References to this save's inserts are saved as their permanent identifiers, in inserts'
+        // and updates' saved values alike (kept temporary in an update's, a cascade over the saved
+        // values missed the insert it reached).
+        func remapped(_ values: [String: AttributeValue]) -> [String: AttributeValue] {
+            guard !result.remappedIdentifiers.isEmpty,
+                values.values.contains(where: { !$0.referencedIdentifiers.isEmpty })
+            else { return values }
+            return values.mapValues { $0.mapReferences { result.remappedIdentifiers[$0] ?? $0 } }
+        }
         func take(_ model: any PersistentModel, savedAs snapshot: DefaultSnapshot) {
             if let permanent = result.remappedIdentifiers[snapshot.persistentIdentifier] {
                 registered[snapshot.persistentIdentifier] = nil
@@ -321,11 +333,7 @@ extension ModelContext {
                 registered[permanent] = model
                 if !model.modelState.changedNames.isEmpty { changedModels[ObjectIdentifier(model)] = model }
             }
-            var values = snapshot.values
-            if values.values.contains(where: { !$0.referencedIdentifiers.isEmpty }) {
-                values = values.mapValues { $0.mapReferences { result.remappedIdentifiers[$0] ?? $0 } }
-            }
-            savedValues[model.persistentModelID] = values
+            savedValues[model.persistentModelID] = remapped(snapshot.values)
         }
         // (Generic, a metadata lookup: only where it spares rehashing.)
         if request.inserted.count > 16 { savedValues.reserveCapacity(savedValues.count + request.inserted.count) }
@@ -398,14 +406,6 @@ extension ModelContext {
         // async save's are those it carried less what a save made meanwhile applied first (written
         // later, its values are the stored ones). Not the model's values now, which may have
         // changed meanwhile.
-        // References to this save's inserts are saved as their permanent identifiers (kept
-        // temporary, a cascade over the saved values missed the insert it reached).
-        func remapped(_ values: [String: AttributeValue]) -> [String: AttributeValue] {
-            guard !result.remappedIdentifiers.isEmpty,
-                values.values.contains(where: { !$0.referencedIdentifiers.isEmpty })
-            else { return values }
-            return values.mapValues { $0.mapReferences { result.remappedIdentifiers[$0] ?? $0 } }
-        }
         if let sequence {
             for (identifier, values) in savesInFlight[sequence]?.updates ?? [:]
             where (registered[identifier] != nil || deleted[identifier] != nil) && savedValues[identifier] != nil {

@@ -51,6 +51,39 @@ final class HistoryAuthorIndex: Sendable {
             return low
         }
 
+        /// Without the entries before `offset`, which becomes the start (everything, when it is at
+        /// or past the end): what a compaction deleted, or the oldest past a bound.
+        mutating func drop(before offset: UInt64) {
+            guard offset > start else { return }
+            guard offset < end else {
+                self = Stretch()
+                return
+            }
+            let first = firstEntry(atOrAfter: offset)
+            offsets.removeFirst(first)
+            authors.removeFirst(first)
+            start = offset
+        }
+
+        /// Keeps only the newest `count` entries (the start moves up to the first kept).
+        mutating func keepNewest(_ count: Int) {
+            guard offsets.count > count else { return }
+            drop(before: offsets[offsets.count - count])
+        }
+
+        /// Without what starts at or past `offset` (a record boundary), which becomes the end;
+        /// `nil` when that is all of it.
+        func cut(at offset: UInt64) -> Stretch? {
+            guard start < offset, !isEmpty else { return nil }
+            guard end > offset else { return self }
+            var cut = self
+            let kept = firstEntry(atOrAfter: offset)
+            cut.offsets.removeLast(offsets.count - kept)
+            cut.authors.removeLast(authors.count - kept)
+            cut.end = offset
+            return cut
+        }
+
         /// Checks the invariants (tests and debug builds).
         func assertValid() {
             assert(start <= end && offsets.count == authors.count)
@@ -99,9 +132,7 @@ final class HistoryAuthorIndex: Sendable {
         static func equal(_ known: [UInt8]?, _ author: UnsafeRawBufferPointer?) -> Bool {
             switch (known, author) {
             case (nil, nil): return true
-            case (let known?, let author?):
-                return known.count == author.count
-                    && known.withUnsafeBytes { author.isEmpty || memcmp($0.baseAddress!, author.baseAddress!, author.count) == 0 }
+            case (let known?, let author?): return known.hasSameBytes(as: author)
             default: return false
             }
         }
@@ -137,7 +168,7 @@ final class HistoryAuthorIndex: Sendable {
     func file(
         _ runs: [Stretch], names: Names, snapshotNameCount: Int, generation: Int, logStart: UInt64, durableEnd: UInt64
     ) {
-        let runs = runs.compactMap { run in Self.cut(run, at: durableEnd) }
+        let runs = runs.compactMap { run in run.cut(at: durableEnd) }
         guard !runs.isEmpty else { return }
         state.withLock { state in
             guard state.generation == generation else { return }
@@ -164,24 +195,10 @@ final class HistoryAuthorIndex: Sendable {
                 }
                 Self.join(run, into: &state.stretch)
             }
-            Self.drop(before: logStart, from: &state.stretch)
-            if state.stretch.offsets.count > Self.entryCountMax {
-                Self.drop(before: state.stretch.offsets[state.stretch.offsets.count - Self.entryCountMax * 3 / 4], from: &state.stretch)
-            }
+            state.stretch.drop(before: logStart)
+            if state.stretch.offsets.count > Self.entryCountMax { state.stretch.keepNewest(Self.entryCountMax * 3 / 4) }
             state.stretch.assertValid()
         }
-    }
-
-    /// `run` without what starts at or past `end` (a record boundary), `nil` when that is all of it.
-    static func cut(_ run: Stretch, at end: UInt64) -> Stretch? {
-        guard run.start < end, !run.isEmpty else { return nil }
-        guard run.end > end else { return run }
-        var cut = run
-        let kept = run.firstEntry(atOrAfter: end)
-        cut.offsets.removeLast(run.offsets.count - kept)
-        cut.authors.removeLast(run.authors.count - kept)
-        cut.end = end
-        return cut
     }
 
     /// Both are complete over their ranges, so where they touch or overlap their union is: the
@@ -208,17 +225,5 @@ final class HistoryAuthorIndex: Sendable {
             kept.authors.insert(contentsOf: run.authors[..<before], at: 0)
             kept.start = run.start
         }
-    }
-
-    private static func drop(before offset: UInt64, from stretch: inout Stretch) {
-        guard offset > stretch.start else { return }
-        guard offset < stretch.end else {
-            stretch = Stretch()
-            return
-        }
-        let first = stretch.firstEntry(atOrAfter: offset)
-        stretch.offsets.removeFirst(first)
-        stretch.authors.removeFirst(first)
-        stretch.start = offset
     }
 }

@@ -41,11 +41,7 @@ struct HistoryQuery: Sendable {
                 guard Self.isUTF8(bytes) else { return true }
                 isEqual = false
             case (let bytes?, let expected?):
-                if bytes.count == expected.count
-                    && expected.withUnsafeBytes({ expected in
-                        bytes.isEmpty || memcmp(expected.baseAddress!, bytes.baseAddress!, bytes.count) == 0
-                    })
-                {
+                if expected.hasSameBytes(as: bytes) {
                     isEqual = true
                 } else if operandIsASCII && bytes.allSatisfy({ $0 < 0x80 }) {
                     isEqual = false

@@ -497,10 +497,7 @@ private struct AuthorIndexing {
         run!.offsets.append(offset)
         run!.authors.append(position)
         if run!.offsets.count > HistoryAuthorIndex.entryCountMax + HistoryAuthorIndex.entryCountMax / 4 {
-            let dropped = HistoryAuthorIndex.entryCountMax / 4
-            run!.start = run!.offsets[dropped]
-            run!.offsets.removeFirst(dropped)
-            run!.authors.removeFirst(dropped)
+            run!.keepNewest(HistoryAuthorIndex.entryCountMax)
         }
         return position
     }

@@ -47,12 +47,9 @@ extension ModelProperty {
         options: Schema.Attribute.Options, deleteRule: Schema.Relationship.DeleteRule,
         inverse: (any PartialKeyPath<Destination> & _RelationshipKeyPath & Sendable)?, originalName: String?
     ) -> ModelProperty {
-        var property = ModelProperty.toOne(name, keyPath, deleteRule: deleteRule, options: options)
-        property.inverseKeyPath = inverse
-        property.inverseMaintainer = { inverse in
-            RelationshipInverses<Model>.toOne(keyPath, inverse: inverse, destination: Destination.self)
-        }
-        return property.renamed(from: originalName)
+        ModelProperty.toOne(name, keyPath, deleteRule: deleteRule, options: options).relating(
+            inverse: inverse, originalName: originalName
+        ) { inverse in RelationshipInverses<Model>.toOne(keyPath, inverse: inverse, destination: Destination.self) }
     }
 
     /// A to-many relationship of a `@Model` class (`@Relationship(deleteRule:inverse:)`).
@@ -76,11 +73,20 @@ extension ModelProperty {
         options: Schema.Attribute.Options, deleteRule: Schema.Relationship.DeleteRule,
         inverse: (any PartialKeyPath<Destination> & _RelationshipKeyPath & Sendable)?, originalName: String?
     ) -> ModelProperty {
-        var property = ModelProperty.toMany(name, keyPath, deleteRule: deleteRule, options: options)
+        ModelProperty.toMany(name, keyPath, deleteRule: deleteRule, options: options).relating(
+            inverse: inverse, originalName: originalName
+        ) { inverse in RelationshipInverses<Model>.toMany(keyPath, inverse: inverse, destination: Destination.self) }
+    }
+
+    /// The relationship with its declared inverse, the maintainer that keeps the inverse side in
+    /// step, and its original name (what both relationship kinds add to their property).
+    private func relating(
+        inverse: (AnyKeyPath & Sendable)?, originalName: String?,
+        maintainer: @escaping @Sendable (AnyKeyPath) -> RelationshipInverses<Model>.Maintainer?
+    ) -> ModelProperty {
+        var property = self
         property.inverseKeyPath = inverse
-        property.inverseMaintainer = { inverse in
-            RelationshipInverses<Model>.toMany(keyPath, inverse: inverse, destination: Destination.self)
-        }
+        property.inverseMaintainer = maintainer
         return property.renamed(from: originalName)
     }
 }

@@ -283,12 +283,7 @@ struct TransactionRecord: Sendable, Equatable {
         private static func reuse(_ bytes: UnsafeRawBufferPointer, _ lastBytes: inout [UInt8], _ last: inout String)
             throws(ByteReaderError) -> String
         {
-            let same =
-                bytes.count == lastBytes.count
-                && lastBytes.withUnsafeBytes { lastBytes in
-                    bytes.isEmpty || memcmp(lastBytes.baseAddress!, bytes.baseAddress!, bytes.count) == 0
-                }
-            if same { return last }
+            if lastBytes.hasSameBytes(as: bytes) { return last }
             // Decoded (and checked) before it is kept: bytes that are not UTF-8 are never reused.
             last = try ValueCodec.string(bytes)
             lastBytes = Array(bytes)
