@@ -203,8 +203,9 @@ struct FoldState: Sendable {
 }
 
 /// The rows of one entity in insertion order: slots (a deleted row leaves a hole, compacted once
-/// holes outnumber rows) and an index from primary key to slot. Appending, looking up, updating
-/// and deleting are O(1) (amortised); iterating in order is a walk over the slots.
+/// holes outnumber rows) and an index from primary key to slot (a ``PositionTable``: 8 bytes a
+/// row, where a `[key: slot]` dictionary took 50). Appending, looking up, updating and deleting
+/// are O(1) (amortised); iterating in order is a walk over the slots.
 ///
 /// A slot is a position in three parallel arrays — key, row, and whether it holds a row (a hole
 /// keeps its key and an empty row) — rather than one array of optional slots: a scan
@@ -217,32 +218,38 @@ struct EntityRows: Sendable, Sequence, Equatable {
     private var keys: [UUID] = []
     private var rows: [FoldState.Row] = []
     private var isLive: [Bool] = []
-    private var index: [Key: Int] = [:]
+    /// Primary key → slot: the positions of the live slots, filed under their keys' hashes.
+    private var index = PositionTable()
 
-    /// A primary key as the index keeps it: its 16 bytes as two words, hashed and compared as
-    /// such (``Foundation/UUID/combineWords(into:)``; a lookup is made for every folded change).
-    struct Key: Hashable {
-        let high: UInt64
-        let low: UInt64
+    /// A primary key's hash in ``index``: its 16 bytes as two words
+    /// (``Foundation/UUID/combineWords(into:)``; a lookup is made for every folded change).
+    @inline(__always)
+    private static func hash(_ primaryKey: UUID) -> Int {
+        var hasher = Hasher()
+        primaryKey.combineWords(into: &hasher)
+        return hasher.finalize()
+    }
 
-        @inline(__always)
-        init(_ primaryKey: UUID) { (high, low) = primaryKey.words }
+    /// The slot of `primaryKey`'s row.
+    @inline(__always)
+    private func position(of primaryKey: UUID) -> Int? {
+        index.find(hash: Self.hash(primaryKey)) { keys[$0] == primaryKey }
     }
 
     init() {}
 
     var count: Int { index.count }
-    var isEmpty: Bool { index.isEmpty }
+    var isEmpty: Bool { index.count == 0 }
 
     mutating func reserveCapacity(_ capacity: Int) {
         keys.reserveCapacity(capacity)
         rows.reserveCapacity(capacity)
         isLive.reserveCapacity(capacity)
-        index.reserveCapacity(capacity)
+        index.reserveCapacity(capacity) { [keys] in Self.hash(keys[$0]) }
     }
 
     subscript(primaryKey: UUID) -> FoldState.Row? {
-        index[Key(primaryKey)].map { rows[$0] }
+        position(of: primaryKey).map { rows[$0] }
     }
 
     /// Adds a row at the end (a row with the same key is removed first, so it moves to the end),
@@ -256,7 +263,10 @@ struct EntityRows: Sendable, Sequence, Equatable {
         rows.append(FoldState.Row(sequence: sequence, values: values))
         isLive.append(true)
         // One lookup of the key: a replaced row's slot becomes a hole after the new one is in.
-        if let replaced = index.updateValue(position, forKey: Key(primaryKey)) {
+        let replaced = index.file(
+            position, hash: Self.hash(primaryKey), replacing: { [keys] in keys[$0] == primaryKey },
+            hashOf: { [keys] in Self.hash(keys[$0]) })
+        if let replaced {
             assert(isLive[replaced] && keys[replaced] == primaryKey, "the index named a hole or another row")
             makeHole(at: replaced)
         }
@@ -271,13 +281,17 @@ struct EntityRows: Sendable, Sequence, Equatable {
     /// Changes the row of `primaryKey` in place, returning its values after (`nil`: no such row).
     @discardableResult
     mutating func update(_ primaryKey: UUID, _ body: (inout FoldState.Row) -> Void) -> RowValues? {
-        guard let position = index[Key(primaryKey)] else { return nil }
+        guard let position = position(of: primaryKey) else { return nil }
         body(&rows[position])
         return rows[position].values
     }
 
     mutating func remove(_ primaryKey: UUID) {
-        guard let position = index.removeValue(forKey: Key(primaryKey)) else { return }
+        guard
+            let position = index.remove(
+                hash: Self.hash(primaryKey), where: { [keys] in keys[$0] == primaryKey },
+                hashOf: { [keys] in Self.hash(keys[$0]) })
+        else { return }
         assert(isLive[position] && keys[position] == primaryKey, "the index names a hole or another row")
         makeHole(at: position)
     }
@@ -312,7 +326,6 @@ struct EntityRows: Sendable, Sequence, Equatable {
                 keys[kept] = keys[position]
                 rows[kept] = rows[position]
                 isLive[kept] = true
-                index[Key(keys[kept])] = kept
             }
             kept += 1
         }
@@ -320,6 +333,8 @@ struct EntityRows: Sendable, Sequence, Equatable {
         rows.removeSubrange(kept...)
         isLive.removeSubrange(kept...)
         assert(kept == index.count, "compaction kept \(kept) rows of \(index.count)")
+        // The kept rows moved down: every slot is filed again.
+        index.refile(0..<kept) { [keys] in Self.hash(keys[$0]) }
     }
 
     struct Iterator: IteratorProtocol {

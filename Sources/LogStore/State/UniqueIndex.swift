@@ -6,7 +6,8 @@
 /// of its values, with the primary key of the model holding it, and a lookup compares the
 /// candidates' stored values (in the state the index describes) with the key's. It kept a copy of
 /// every key's values before — an array per model and constraint, about 200 of the 811 bytes a
-/// stored Trip took (P8) — where an entry is now about 40 bytes.
+/// stored Trip took (P8) — and then a `[slot: owners]` dictionary, 84 bytes a model at 1M (2.1
+/// buckets of 40 bytes each); an entry is now 32 bytes in an array and 8 in a ``PositionTable``.
 struct UniqueIndex: Sendable {
     /// A combination of values of one constraint, as a save's models have it.
     struct Key: Hashable, Sendable {
@@ -43,17 +44,13 @@ struct UniqueIndex: Sendable {
     }
 
     /// Where the keys of one constraint with one hash are filed.
-    private struct Slot: Hashable {
+    private struct Slot: Equatable {
         let constraintIndex: UInt32
         let digest: Int
 
         init(_ key: Key) {
             constraintIndex = key.constraintIndex
             digest = key.digest
-        }
-
-        func hash(into hasher: inout Hasher) {
-            hasher.combine(digest)
         }
     }
 
@@ -122,13 +119,75 @@ struct UniqueIndex: Sendable {
         var newestFirst: some Sequence<UUID> { order.reversed().lazy.compactMap { $0 } }
     }
 
+    /// A slot filed and the models holding it. Its fields in this order take 32 bytes (a slot
+    /// and its owners, 16 and 17, took 40).
+    private struct Entry {
+        let digest: Int
+        var owners: Owners
+        let constraintIndex: UInt32
+
+        init(_ slot: Slot, owners: Owners) {
+            digest = slot.digest
+            self.owners = owners
+            constraintIndex = slot.constraintIndex
+        }
+
+        @inline(__always)
+        func isFiled(under slot: Slot) -> Bool {
+            digest == slot.digest && constraintIndex == slot.constraintIndex
+        }
+    }
+
     /// One constrained entity: its constraints and the keys filed under them. The tables sit in
     /// an array (``tables``, found by ``tablePositions``) and are mutated in place: a dictionary of
     /// them by entity name hashed the name and copied the table's reference out and back for each
     /// key filed (P4-ctx profile).
     private struct Table {
         let constraints: [[String]]
-        var owners: [Slot: Owners] = [:]
+        /// The slots filed, in no order (a removed entry's place is taken by the last).
+        private var entries: [Entry] = []
+        /// Slot → position in ``entries``, filed under the slot's digest.
+        private var positions = PositionTable()
+
+        init(constraints: [[String]]) { self.constraints = constraints }
+
+        private func position(of slot: Slot) -> Int? {
+            positions.find(hash: slot.digest) { [entries] in entries[$0].isFiled(under: slot) }
+        }
+
+        func owners(of slot: Slot) -> Owners? {
+            position(of: slot).map { entries[$0].owners }
+        }
+
+        /// Files `primaryKey` as the newest model holding `slot`.
+        mutating func file(_ primaryKey: UUID, under slot: Slot) {
+            if let position = position(of: slot) {
+                // Mutated where it is: no copy of a crowd.
+                entries[position].owners.file(primaryKey)
+                return
+            }
+            entries.append(Entry(slot, owners: .one(primaryKey)))
+            positions.file(
+                entries.count - 1, hash: slot.digest, replacing: { _ in false },
+                hashOf: { [entries] in entries[$0].digest })
+        }
+
+        /// Removes `primaryKey` from the models holding `slot` (the slot goes when none is left).
+        mutating func remove(_ primaryKey: UUID, from slot: Slot) {
+            guard let position = position(of: slot), !entries[position].owners.remove(primaryKey) else { return }
+            positions.remove(hash: slot.digest, where: { $0 == position }, hashOf: { [entries] in entries[$0].digest })
+            let last = entries.count - 1
+            if position != last {
+                entries[position] = entries[last]
+                positions.move(last, to: position, hash: entries[position].digest)
+            }
+            entries.removeLast()
+        }
+
+        mutating func reserveCapacity(_ capacity: Int) {
+            entries.reserveCapacity(capacity)
+            positions.reserveCapacity(capacity) { [entries] in entries[$0].digest }
+        }
     }
 
     private var tables: [Table] = []
@@ -171,13 +230,15 @@ struct UniqueIndex: Sendable {
     /// Room for `count` keys of `entity` (building the index at open grows it once, not 20 times).
     mutating func reserveCapacity(_ count: Int, entity: String) {
         guard let position = tablePositions[entity] else { return }
-        tables[position].owners.reserveCapacity(count * tables[position].constraints.count)
+        tables[position].reserveCapacity(count * tables[position].constraints.count)
     }
 
     /// The model holding `key` in `state` — the state this index describes (every model it names
     /// is there, with the values it was filed under). Of several, the one filed last.
     func owner(entity: String, key: Key, in state: FoldState, storeIdentifier: String) -> PersistentIdentifier? {
-        guard let position = tablePositions[entity], let filed = tables[position].owners[Slot(key)] else { return nil }
+        guard let position = tablePositions[entity], let filed = tables[position].owners(of: Slot(key)) else {
+            return nil
+        }
         let constraint = tables[position].constraints[Int(key.constraintIndex)]
         func holds(_ primaryKey: UUID) -> Bool {
             guard let row = state.row(entity: entity, primaryKey: primaryKey) else {
@@ -203,17 +264,12 @@ struct UniqueIndex: Sendable {
         let constraints = tables[position].constraints
         if let old {
             for key in keys(constraints: constraints, values: old) {
-                // Mutated where it is (through the table's values): no copy of a crowd.
-                guard let filed = tables[position].owners.index(forKey: Slot(key)) else { continue }
-                if !tables[position].owners.values[filed].remove(primaryKey) {
-                    tables[position].owners.remove(at: filed)
-                }
+                tables[position].remove(primaryKey, from: Slot(key))
             }
         }
         if let new {
             for key in keys(constraints: constraints, values: new) {
-                // One lookup: a new slot holds `.one(primaryKey)`, which filing it again leaves.
-                tables[position].owners[Slot(key), default: .one(primaryKey)].file(primaryKey)
+                tables[position].file(primaryKey, under: Slot(key))
             }
         }
     }

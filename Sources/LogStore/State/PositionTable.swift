@@ -1,0 +1,164 @@
+/// A hash table of positions into an array its owner keeps (``EntityRows``' keys,
+/// ``UniqueIndex``' entries): open addressing with linear probing and backward-shift deletion,
+/// each bucket 4 bytes holding a position + 1 (0: empty). The owner hashes and compares what
+/// lies at a position, so the table keeps no keys of its own.
+///
+/// It replaces `[Key: Int]` dictionaries that kept a key and a value per bucket: at 1M entries a
+/// dictionary has 2.1M buckets (at most 3/4 full, a power of two), 24 bytes each for a primary
+/// key's (50 bytes a row) and 40 for a unique key's (84 bytes a row), where this table takes
+/// 8 bytes a row (P8, docs/DECISIONS.md D9).
+///
+/// Value semantics (an array of buckets): two states sharing an entity's rows share its table
+/// until one of them changes.
+struct PositionTable: Sendable {
+    /// A power of two long (or empty), at most 3/4 full.
+    private var buckets: [UInt32] = []
+    /// 64 − log2(buckets.count): a hash's home bucket is its Fibonacci product's top bits, so a
+    /// hash whose low bits are alike (a test's deliberately poor digest) still spreads.
+    private var shift: UInt64 = 64
+    /// The positions filed.
+    private(set) var count = 0
+
+    /// The largest position a bucket can hold.
+    static let maxPosition = Int(UInt32.max) - 1
+
+    init() {}
+
+    @inline(__always)
+    private func home(_ hash: Int) -> Int {
+        Int(truncatingIfNeeded: (UInt64(bitPattern: Int64(hash)) &* 0x9E37_79B9_7F4A_7C15) >> shift)
+    }
+
+    /// The position whose entry `matches`, among those filed under `hash`.
+    @inline(__always)
+    func find(hash: Int, where matches: (Int) -> Bool) -> Int? {
+        guard count > 0 else { return nil }
+        let mask = buckets.count - 1
+        var bucket = home(hash)
+        // Bounded: the table is never full, so an empty bucket ends every probe.
+        while true {
+            let stored = buckets[bucket]
+            if stored == 0 { return nil }
+            let position = Int(stored &- 1)
+            if matches(position) { return position }
+            bucket = (bucket &+ 1) & mask
+        }
+    }
+
+    /// Files `position` under `hash`, in place of the position whose entry `matches` if there
+    /// is one (returned). `hashOf` gives the hash of a filed position (to move them when the
+    /// table grows).
+    @discardableResult
+    mutating func file(
+        _ position: Int, hash: Int, replacing matches: (Int) -> Bool, hashOf: (Int) -> Int
+    ) -> Int? {
+        precondition(position >= 0 && position <= Self.maxPosition, "position \(position) out of a table's range")
+        if (count + 1) * 4 > buckets.count * 3 { grow(toHold: count + 1, hashOf: hashOf) }
+        let mask = buckets.count - 1
+        var bucket = home(hash)
+        while true {
+            let stored = buckets[bucket]
+            if stored == 0 {
+                buckets[bucket] = UInt32(position + 1)
+                count += 1
+                return nil
+            }
+            let filed = Int(stored &- 1)
+            if matches(filed) {
+                buckets[bucket] = UInt32(position + 1)
+                return filed
+            }
+            bucket = (bucket &+ 1) & mask
+        }
+    }
+
+    /// Removes the position whose entry `matches` among those filed under `hash`, returning it.
+    /// The positions probed past it move back (`hashOf` gives their hashes), so no probe ever
+    /// stops early at the hole.
+    @discardableResult
+    mutating func remove(hash: Int, where matches: (Int) -> Bool, hashOf: (Int) -> Int) -> Int? {
+        guard count > 0 else { return nil }
+        let mask = buckets.count - 1
+        var bucket = home(hash)
+        var removed: Int?
+        while true {
+            let stored = buckets[bucket]
+            if stored == 0 { return nil }
+            if matches(Int(stored &- 1)) {
+                removed = Int(stored &- 1)
+                break
+            }
+            bucket = (bucket &+ 1) & mask
+        }
+        count -= 1
+        // Backward shift: a position further along the run moves into the hole when its home
+        // is not between the hole and where it lies (its probe passes the hole first).
+        var hole = bucket
+        var next = (bucket &+ 1) & mask
+        while buckets[next] != 0 {
+            let nextHome = home(hashOf(Int(buckets[next] &- 1)))
+            if (next &- nextHome) & mask >= (next &- hole) & mask {
+                buckets[hole] = buckets[next]
+                hole = next
+            }
+            next = (next &+ 1) & mask
+        }
+        buckets[hole] = 0
+        return removed
+    }
+
+    /// Files `new` where `old` is filed under `hash` (an entry moved in its owner's array).
+    mutating func move(_ old: Int, to new: Int, hash: Int) {
+        precondition(new >= 0 && new <= Self.maxPosition, "position \(new) out of a table's range")
+        let mask = buckets.count - 1
+        var bucket = home(hash)
+        // Bounded as `find`; `old` must be filed.
+        while true {
+            let stored = buckets[bucket]
+            precondition(stored != 0, "position \(old) is not filed under its hash")
+            if stored == UInt32(old + 1) {
+                buckets[bucket] = UInt32(new + 1)
+                return
+            }
+            bucket = (bucket &+ 1) & mask
+        }
+    }
+
+    /// Room for `capacity` positions without growing.
+    mutating func reserveCapacity(_ capacity: Int, hashOf: (Int) -> Int) {
+        if capacity * 4 > buckets.count * 3 { grow(toHold: capacity, hashOf: hashOf) }
+    }
+
+    /// Empties the table and files `positions` (distinct; after the owner renumbered its array).
+    mutating func refile(_ positions: some Collection<Int>, hashOf: (Int) -> Int) {
+        buckets = []
+        shift = 64
+        count = 0
+        grow(toHold: positions.count, hashOf: hashOf)
+        let mask = buckets.count - 1
+        for position in positions {
+            precondition(position >= 0 && position <= Self.maxPosition, "position \(position) out of a table's range")
+            var bucket = home(hashOf(position))
+            while buckets[bucket] != 0 { bucket = (bucket &+ 1) & mask }
+            buckets[bucket] = UInt32(position + 1)
+            count += 1
+        }
+    }
+
+    /// Moves every position into a table of the smallest power-of-two size at most 3/4 full
+    /// with `capacity` positions (at least 8 buckets).
+    private mutating func grow(toHold capacity: Int, hashOf: (Int) -> Int) {
+        var size = 8
+        while capacity * 4 > size * 3 { size *= 2 }
+        guard size > buckets.count else { return }
+        let old = buckets
+        buckets = [UInt32](repeating: 0, count: size)
+        shift = UInt64(64 - size.trailingZeroBitCount)
+        let mask = size - 1
+        for stored in old where stored != 0 {
+            var bucket = home(hashOf(Int(stored &- 1)))
+            while buckets[bucket] != 0 { bucket = (bucket &+ 1) & mask }
+            buckets[bucket] = stored
+        }
+    }
+}
