@@ -46,7 +46,8 @@ import Testing
             case 0..<4:
                 names += 1
                 let trip = Trip(
-                    name: "trip \(names)", destination: "place \(Int.random(in: 0..<50, using: &random))",
+                    // Longer than a String holds inline, and repeated: decoding shares them (StringInterner).
+                    name: "trip \(names)", destination: "place \(Int.random(in: 0..<50, using: &random)), far away",
                     startDate: day(names), endDate: day(names + Int.random(in: 1...9, using: &random)))
                 for item in 0..<Int.random(in: 0...2, using: &random) {
                     trip.bucketList.append(

@@ -21,6 +21,8 @@ struct CheckpointDecoder {
     private var lastEntry: (entityName: String, primaryKey: UUID, sequence: UInt64)?
     private var entityNames: [UInt32: String] = [:]
     private var attributes: [UInt32: [UInt32: String]] = [:]
+    /// The rows' repeated strings, kept once.
+    private let strings = StringInterner()
 
     init(storeIdentifier: String, decodesRows: Bool) {
         self.storeIdentifier = storeIdentifier
@@ -122,7 +124,8 @@ struct CheckpointDecoder {
                     guard let name = names[attributeID] else {
                         throw .malformed("unknown attribute id \(attributeID) of \(entityName)")
                     }
-                    let value = try ValueCodec.read(&reader, entityNames: entityNames, storeIdentifier: storeIdentifier)
+                    let value = try ValueCodec.read(
+                        &reader, entityNames: entityNames, storeIdentifier: storeIdentifier, strings: strings)
                     guard values.updateValue(value, forKey: name) == nil else {
                         throw .malformed("attribute \(entityName).\(name) twice in one row")
                     }

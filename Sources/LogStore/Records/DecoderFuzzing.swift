@@ -88,10 +88,10 @@ public enum _DecoderFuzzing {
         let decoder = TransactionRecord.Decoder(table: table, storeIdentifier: storeID.uuidString)
         let decoded = try? decoder.decode(payload)
         // Replay's path reads the same grammar: it refuses what decoding refuses, and what
-        // decodes folds to the same state.
+        // decodes folds to the same state (its repeated strings shared, as a replay's are).
         var folded = FoldState()
         var scratch: TransactionRecord.Decoder.Values = []
-        let timestamp = try? decoder.fold(payload, into: &folded, scratch: &scratch)
+        let timestamp = try? decoder.fold(payload, into: &folded, scratch: &scratch, strings: StringInterner())
         precondition((decoded == nil) == (timestamp == nil), "fold and decode disagree on whether the record is valid")
         if let decoded {
             var applied = FoldState()

@@ -394,19 +394,21 @@ struct TransactionRecord: Sendable, Equatable {
         /// A malformed record throws after the changes before the fault were applied: the caller
         /// discards `state` then (a replay that throws returns nothing). `scratch` is reused from
         /// record to record.
-        func fold(_ bytes: [UInt8], into state: inout FoldState, scratch: inout Values) throws(ByteReaderError)
-            -> Int64
-        {
+        /// With `strings`, a string value equal to one decoded shortly before shares its storage.
+        func fold(
+            _ bytes: [UInt8], into state: inout FoldState, scratch: inout Values, strings: StringInterner? = nil
+        ) throws(ByteReaderError) -> Int64 {
             try ByteReader.withBytes(bytes) { bytes throws(ByteReaderError) in
-                try fold(bytes, into: &state, scratch: &scratch)
+                try fold(bytes, into: &state, scratch: &scratch, strings: strings)
             }
         }
 
-        /// ``fold(_:into:scratch:)`` of a payload read in place (``LogRecordView``).
+        /// ``fold(_:into:scratch:strings:)`` of a payload read in place (``LogRecordView``).
         func fold(
-            _ bytes: UnsafeRawBufferPointer, into state: inout FoldState, scratch: inout Values
+            _ bytes: UnsafeRawBufferPointer, into state: inout FoldState, scratch: inout Values,
+            strings: StringInterner? = nil
         ) throws(ByteReaderError) -> Int64 {
-            let header = try walk(bytes, readsProcessIdentifier: false, scratch: &scratch) {
+            let header = try walk(bytes, readsProcessIdentifier: false, scratch: &scratch, strings: strings) {
                 _ throws(ByteReaderError) in
             } change: { kind, entityName, primaryKey, values throws(ByteReaderError) in
                 switch kind {
@@ -433,7 +435,7 @@ struct TransactionRecord: Sendable, Equatable {
         /// past). `changeCount` is told the number of changes first.
         private func walk(
             _ bytes: UnsafeRawBufferPointer, readsProcessIdentifier: Bool,
-            scratch: inout Values,
+            scratch: inout Values, strings: StringInterner? = nil,
             changeCount announce: (Int) throws(ByteReaderError) -> Void,
             change: (
                 _ kind: ChangeKind, _ entityName: String, _ primaryKey: UUID,
@@ -459,12 +461,12 @@ struct TransactionRecord: Sendable, Equatable {
             try announce(header.changeCount)
             switch header.body {
             case .single(var reader):
-                try walkChanges(&reader, count: header.changeCount, scratch: &scratch, change: change)
+                try walkChanges(&reader, count: header.changeCount, scratch: &scratch, strings: strings, change: change)
                 guard reader.isAtEnd else {
                     throw .malformed("\(reader.remainingByteCount) bytes after the last change")
                 }
             case .split(var streams):
-                try walkChanges(&streams, count: header.changeCount, scratch: &scratch, change: change)
+                try walkChanges(&streams, count: header.changeCount, scratch: &scratch, strings: strings, change: change)
                 // Three checks, not a loop over an array of the streams: this runs for every record
                 // a replay folds.
                 if !streams.shape.isAtEnd { throw Self.leftOver(streams.shape, "shape") }
@@ -481,7 +483,7 @@ struct TransactionRecord: Sendable, Equatable {
         /// Reads `count` changes from `source` (either layout: the same reads), each of a live
         /// entity handed to `change`.
         private func walkChanges(
-            _ source: inout some ValueSource, count: Int, scratch: inout Values,
+            _ source: inout some ValueSource, count: Int, scratch: inout Values, strings: StringInterner?,
             change: (
                 _ kind: ChangeKind, _ entityName: String, _ primaryKey: UUID,
                 _ values: Values.SubSequence
@@ -530,7 +532,8 @@ struct TransactionRecord: Sendable, Equatable {
                     scratch.append(
                         (
                             entity.attributeNames[attribute],
-                            try ValueCodec.read(&source, entityNames: entityNames, storeIdentifier: storeIdentifier)
+                            try ValueCodec.read(
+                                &source, entityNames: entityNames, storeIdentifier: storeIdentifier, strings: strings)
                         ))
                 }
                 guard let changeKind = ChangeKind(rawValue: kind) else {

@@ -58,9 +58,11 @@ enum ValueCodec {
         }
     }
 
+    /// The value `reader` holds next. With `strings`, a string equal to one decoded shortly
+    /// before shares its storage (``StringInterner``): decodes whose values stay in rows.
     static func read(
         _ reader: inout some ValueSource, entityNames: [UInt32: String], storeIdentifier: String,
-        depth: Int = 0
+        strings: StringInterner? = nil, depth: Int = 0
     ) throws(ByteReaderError) -> AttributeValue {
         guard depth <= nestingDepthMax else { throw .malformed("values nest deeper than \(nestingDepthMax)") }
         switch try reader.readShapeByte() {
@@ -69,7 +71,10 @@ enum ValueCodec {
         case 2: return .bool(true)
         case 3: return .int(try reader.readDataSignedVarint())
         case 4: return .double(Double(bitPattern: try reader.readData(UInt64.self)))
-        case 5: return .string(try string(reader.readDataBytes()))
+        case 5:
+            let bytes = try reader.readDataBytes()
+            if let strings { return .string(try strings.string(bytes)) }
+            return .string(try string(bytes))
         case 6: return .data(Data(try reader.readDataBytes()))
         case 7: return .date(Date(timeIntervalSinceReferenceDate: Double(bitPattern: try reader.readData(UInt64.self))))
         case 8: return .uuid(try reader.readKey())
@@ -90,7 +95,9 @@ enum ValueCodec {
             values.reserveCapacity(Int(count))
             for _ in 0..<count {
                 values.append(
-                    try read(&reader, entityNames: entityNames, storeIdentifier: storeIdentifier, depth: depth + 1))
+                    try read(
+                        &reader, entityNames: entityNames, storeIdentifier: storeIdentifier, strings: strings,
+                        depth: depth + 1))
             }
             return .array(values)
         case let tag: throw .malformed("unknown value tag \(tag)")

@@ -53,12 +53,20 @@ struct PositionTable: Sendable {
         _ position: Int, hash: Int, replacing matches: (Int) -> Bool, hashOf: (Int) -> Int
     ) -> Int? {
         precondition(position >= 0 && position <= Self.maxPosition, "position \(position) out of a table's range")
-        if (count + 1) * 4 > buckets.count * 3 { grow(toHold: count + 1, hashOf: hashOf) }
-        let mask = buckets.count - 1
+        if buckets.isEmpty { grow(toHold: 1, hashOf: hashOf) }
+        var mask = buckets.count - 1
         var bucket = home(hash)
         while true {
             let stored = buckets[bucket]
             if stored == 0 {
+                // A new position: the table grows first when it would be more than 3/4 full (a
+                // replacement never grows it), and the position goes to its first empty bucket.
+                if (count + 1) * 4 > buckets.count * 3 {
+                    grow(toHold: count + 1, hashOf: hashOf)
+                    mask = buckets.count - 1
+                    bucket = home(hash)
+                    while buckets[bucket] != 0 { bucket = (bucket &+ 1) & mask }
+                }
                 buckets[bucket] = UInt32(position + 1)
                 count += 1
                 return nil
@@ -110,6 +118,7 @@ struct PositionTable: Sendable {
     /// Files `new` where `old` is filed under `hash` (an entry moved in its owner's array).
     mutating func move(_ old: Int, to new: Int, hash: Int) {
         precondition(new >= 0 && new <= Self.maxPosition, "position \(new) out of a table's range")
+        precondition(count > 0, "position \(old) is not filed: the table is empty")
         let mask = buckets.count - 1
         var bucket = home(hash)
         // Bounded as `find`; `old` must be filed.

@@ -49,6 +49,8 @@ struct Replay {
             var decoder = TransactionRecord.Decoder(table: result.table, storeIdentifier: storeIdentifier)
             // The decoder's buffer for a change's values, reused from record to record.
             var scratch: TransactionRecord.Decoder.Values = []
+            // The folded rows' repeated strings, kept once.
+            let strings = StringInterner()
             // Each record is read in place: its payload is folded where the iterator read it.
             var failure: LogStoreError?
             var done = false
@@ -65,7 +67,8 @@ struct Replay {
                     {
                         decoder = TransactionRecord.Decoder(table: result.table, storeIdentifier: storeIdentifier)
                     }
-                    do throws(LogStoreError) { try apply(record, to: &result, decoder: decoder, scratch: &scratch) } catch {
+                    do throws(LogStoreError) { try apply(record, to: &result, decoder: decoder, scratch: &scratch, strings: strings)
+                    } catch {
                         failure = error
                         done = true
                     }
@@ -88,10 +91,11 @@ struct Replay {
         result.state.apply(migration.steps)
     }
 
-    /// `decoder` must have been made with `result.table`; `scratch` is its buffer for a change's values.
+    /// `decoder` must have been made with `result.table`; `scratch` is its buffer for a change's
+    /// values, `strings` shares the storage of repeated strings among the rows.
     func apply(
         _ record: LogRecordView, to result: inout Result, decoder: TransactionRecord.Decoder,
-        scratch: inout TransactionRecord.Decoder.Values
+        scratch: inout TransactionRecord.Decoder.Values, strings: StringInterner? = nil
     ) throws(LogStoreError) {
         switch record.type {
         case .schema:
@@ -118,7 +122,7 @@ struct Replay {
             // applied, and the caller discards the result.
             let timestamp: Int64
             do {
-                timestamp = try decoder.fold(record.payload, into: &result.state, scratch: &scratch)
+                timestamp = try decoder.fold(record.payload, into: &result.state, scratch: &scratch, strings: strings)
             } catch {
                 throw .corruptRecord(offset: record.offset, reason: "transaction record: \(error)")
             }

@@ -152,7 +152,7 @@ struct UniqueIndex: Sendable {
         init(constraints: [[String]]) { self.constraints = constraints }
 
         private func position(of slot: Slot) -> Int? {
-            positions.find(hash: slot.digest) { [entries] in entries[$0].isFiled(under: slot) }
+            positions.find(hash: slot.digest) { entries[$0].isFiled(under: slot) }
         }
 
         func owners(of slot: Slot) -> Owners? {
