@@ -89,6 +89,34 @@ import Testing
         #expect(withNull.dictionary == ["a": .null])
     }
 
+    /// Values are values: a copy changed (a slot set, a value removed, a name added, values
+    /// assigned) leaves the original as it was, and the one allocation all empty rows share
+    /// stays empty.
+    @Test func aChangedCopyLeavesTheOriginal() {
+        let layout = RowLayout(names: ["a", "b"])
+        let original = RowValues([(key: "a", value: .int(1)), (key: "b", value: .string("two"))], layout: layout)
+        var set = original
+        set["a"] = .int(10)
+        var removed = original
+        removed.removeValue(forKey: "b")
+        var added = original
+        added["c"] = .bool(true)
+        var assigned = original
+        assigned.assign([(key: "b", value: .null), (key: "d", value: .double(4))])
+        #expect(original.dictionary == ["a": .int(1), "b": .string("two")])
+        #expect(set.dictionary == ["a": .int(10), "b": .string("two")])
+        #expect(removed.dictionary == ["a": .int(1)])
+        #expect(added.dictionary == ["a": .int(1), "b": .string("two"), "c": .bool(true)])
+        #expect(assigned.dictionary == ["a": .int(1), "b": .null, "d": .double(4)])
+        var filled = RowValues()
+        filled["x"] = .int(7)
+        var cleared = RowValues(layout: layout)
+        cleared["a"] = .int(3)
+        #expect(filled.dictionary == ["x": .int(7)] && cleared.dictionary == ["a": .int(3)])
+        #expect(RowValues().isEmpty && RowValues().layout.count == 0)
+        #expect(RowValues(layout: layout).isEmpty)
+    }
+
     /// Extending a layout by a name gives the same layout each time, so a rename over many rows
     /// makes one new layout; rows inserted for an entity share its layout, and a row needing a
     /// new name moves the entity to the extended layout for the rows after it.

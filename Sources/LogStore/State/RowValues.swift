@@ -55,29 +55,95 @@ final class RowLayout: Sendable {
     }
 }
 
-/// A stored model's values by attribute name, kept by position in a shared ``RowLayout``: an
-/// array of optional values (a name without a value holds `nil`) and a reference to the layout.
+/// A row's layout and its slots in one allocation: the layout in the header, a slot per name of
+/// it after (`nil` where a name has no value). Immutable once shared: ``RowValues`` copies it
+/// before changing it unless it holds the only reference.
+final class RowSlots: ManagedBuffer<RowLayout, AttributeValue?> {
+    /// Slots for `layout`, every one empty.
+    static func make(_ layout: RowLayout) -> RowSlots {
+        let slots = unsafeDowncast(create(minimumCapacity: layout.count) { _ in layout }, to: RowSlots.self)
+        slots.withUnsafeMutablePointerToElements { $0.initialize(repeating: nil, count: layout.count) }
+        return slots
+    }
+
+    /// The rows of no names share one (a hole, a row about to be filled: no allocation each).
+    /// (Never changed: a RowValues holding it never holds the only reference.)
+    nonisolated(unsafe) static let empty = make(.empty)
+
+    /// Slots for `layout`, the first `count` moved from `source`'s (a layout extended from
+    /// its) and the rest empty; `source` keeps its own.
+    static func make(_ layout: RowLayout, copying count: Int, of source: RowSlots) -> RowSlots {
+        precondition(count <= layout.count && count <= source.layout.count, "copying \(count) slots too many")
+        let slots = unsafeDowncast(create(minimumCapacity: layout.count) { _ in layout }, to: RowSlots.self)
+        slots.withUnsafeMutablePointerToElements { target in
+            source.withUnsafeMutablePointerToElements { target.initialize(from: $0, count: count) }
+            (target + count).initialize(repeating: nil, count: layout.count - count)
+        }
+        return slots
+    }
+
+    /// The layout, read through a pointer: `header`, a class's stored property, is checked for
+    /// exclusive access on every read (a tenth of a predicate's scan, `findTrips` profile).
+    var layout: RowLayout {
+        @inline(__always) get { withUnsafeMutablePointerToHeader { $0.pointee } }
+    }
+
+    deinit {
+        _ = withUnsafeMutablePointers { layout, slots in slots.deinitialize(count: layout.pointee.count) }
+    }
+}
+
+/// A stored model's values by attribute name, kept by position in a shared ``RowLayout``: one
+/// allocation (``RowSlots``) holding the layout and a slot per name.
 ///
 /// It reads like the `[String: AttributeValue]` it replaces — a subscript by name, a sequence of
 /// (name, value) pairs, `count` of the names that have a value, equality and hashing that ignore
-/// the layout — at about half the memory: a dictionary of a Trip's six values took 410 bytes (keys,
-/// values and a hash table per row), the array takes 176 (docs/DECISIONS.md D9).
-struct RowValues: Sendable, Hashable, Sequence, AttributeValuesByName, ExpressibleByDictionaryLiteral {
-    private(set) var layout: RowLayout
-    private var slots: [AttributeValue?]
+/// the layout — at a fraction of the memory: a dictionary of a Trip's six values took 410 bytes
+/// (keys, values and a hash table per row), an array of slots and a layout reference 192 and 16,
+/// one allocation 176 and 8 (docs/DECISIONS.md D9).
+struct RowValues: @unchecked Sendable, Hashable, Sequence, AttributeValuesByName, ExpressibleByDictionaryLiteral {
+    // @unchecked: the slots are changed only through a RowValues holding the only reference to
+    // them (copied first otherwise), so values shared between threads are never changed.
+    private var storage: RowSlots
+
+    var layout: RowLayout { storage.layout }
 
     /// No values, in `layout` (every slot empty).
     init(layout: RowLayout = .empty) {
-        self.layout = layout
-        self.slots = Array(repeating: nil, count: layout.count)
+        storage = layout === RowLayout.empty ? RowSlots.empty : RowSlots.make(layout)
     }
 
     /// The values of `pairs` (a later value of one name wins), in `layout` or a layout extended
     /// from it by the names it lacks.
     init<Pairs: Sequence<(key: String, value: AttributeValue)>>(_ pairs: Pairs, layout: RowLayout) {
-        self.layout = layout
-        self.slots = [AttributeValue?](repeating: nil, count: layout.count)
+        self.init(layout: layout)
         assign(pairs)
+    }
+
+    /// The value in slot `position`.
+    @inline(__always)
+    private func slot(_ position: Int) -> AttributeValue? {
+        assert(position < storage.layout.count, "slot \(position) of \(storage.layout.count)")
+        return storage.withUnsafeMutablePointerToElements { $0[position] }
+    }
+
+    /// Sets slot `position`, copying the slots first when they are shared.
+    @inline(__always)
+    private mutating func setSlot(_ position: Int, _ value: AttributeValue?) {
+        assert(position < storage.layout.count, "slot \(position) of \(storage.layout.count)")
+        if !isKnownUniquelyReferenced(&storage) {
+            storage = RowSlots.make(storage.layout, copying: storage.layout.count, of: storage)
+        }
+        storage.withUnsafeMutablePointerToElements { $0[position] = value }
+    }
+
+    /// Moves the row to its layout extended by `name`, holding `value` there.
+    private mutating func append(_ name: String, _ value: AttributeValue) {
+        let extended = storage.layout.extended(with: name)
+        let count = storage.layout.count
+        storage = RowSlots.make(extended, copying: count, of: storage)
+        storage.withUnsafeMutablePointerToElements { $0[count] = value }
+        assert(extended.count == count + 1, "a layout extended by one name has \(extended.count) names after \(count)")
     }
 
     /// Sets the values of `pairs` (a later value of one name wins). Names the layout lacks extend
@@ -88,17 +154,13 @@ struct RowValues: Sendable, Hashable, Sequence, AttributeValuesByName, Expressib
         var missing: [String: AttributeValue] = [:]
         for (name, value) in pairs {
             if let position = layout.position(of: name) {
-                slots[position] = value
+                setSlot(position, value)
             } else {
                 missing[name] = value
             }
         }
         guard !missing.isEmpty else { return }
-        for name in missing.keys.sorted() {
-            layout = layout.extended(with: name)
-            slots.append(missing[name]!)
-        }
-        assert(slots.count == layout.count, "a row has \(slots.count) slots for \(layout.count) names")
+        for name in missing.keys.sorted() { append(name, missing[name]!) }
     }
 
     /// These values in a layout of their names (tests and one-off rows).
@@ -110,15 +172,13 @@ struct RowValues: Sendable, Hashable, Sequence, AttributeValuesByName, Expressib
     subscript(name: String) -> AttributeValue? {
         get {
             guard let position = layout.position(of: name) else { return nil }
-            return slots[position]
+            return slot(position)
         }
         set {
             if let position = layout.position(of: name) {
-                slots[position] = newValue
+                setSlot(position, newValue)
             } else if let newValue {
-                layout = layout.extended(with: name)
-                slots.append(newValue)
-                assert(slots.count == layout.count, "a row has \(slots.count) slots for \(layout.count) names")
+                append(name, newValue)
             }
         }
     }
@@ -153,21 +213,21 @@ struct RowValues: Sendable, Hashable, Sequence, AttributeValuesByName, Expressib
             cache.position = layout.position(of: name)
         }
         guard let position = cache.position else { return nil }
-        return slots[position]
+        return slot(position)
     }
 
     /// Removes the value of `name`, returning it.
     @discardableResult
     mutating func removeValue(forKey name: String) -> AttributeValue? {
         guard let position = layout.position(of: name) else { return nil }
-        defer { slots[position] = nil }
-        return slots[position]
+        defer { setSlot(position, nil) }
+        return slot(position)
     }
 
     /// The number of names with a value.
-    var count: Int { slots.reduce(0) { $0 + ($1 == nil ? 0 : 1) } }
+    var count: Int { (0..<layout.count).reduce(0) { $0 + (slot($1) == nil ? 0 : 1) } }
 
-    var isEmpty: Bool { !slots.contains { $0 != nil } }
+    var isEmpty: Bool { !(0..<layout.count).contains { slot($0) != nil } }
 
     /// The values as a dictionary (what snapshots and history hand to users).
     var dictionary: [String: AttributeValue] {
@@ -178,30 +238,33 @@ struct RowValues: Sendable, Hashable, Sequence, AttributeValuesByName, Expressib
     }
 
     /// The values, without names (for scans that need no names: references).
-    var storedValues: some Sequence<AttributeValue> { slots.lazy.compactMap { $0 } }
+    var storedValues: some Sequence<AttributeValue> { (0..<layout.count).lazy.compactMap { slot($0) } }
 
     struct Iterator: IteratorProtocol {
-        fileprivate let names: [String]
-        fileprivate let slots: [AttributeValue?]
+        fileprivate let values: RowValues
         fileprivate var position = 0
 
         mutating func next() -> (key: String, value: AttributeValue)? {
-            while position < slots.count {
+            let names = values.layout.names
+            while position < names.count {
                 defer { position += 1 }
-                if let value = slots[position] { return (names[position], value) }
+                if let value = values.slot(position) { return (names[position], value) }
             }
             return nil
         }
     }
 
     /// The (name, value) pairs of the names with a value, in layout order.
-    func makeIterator() -> Iterator { Iterator(names: layout.names, slots: slots) }
+    func makeIterator() -> Iterator { Iterator(values: self) }
 
     var underestimatedCount: Int { 0 }
 
     /// Equal when the same names have the same values, whatever the layouts.
     static func == (left: RowValues, right: RowValues) -> Bool {
-        if left.layout === right.layout { return left.slots == right.slots }
+        if left.storage === right.storage { return true }
+        if left.layout === right.layout {
+            return (0..<left.layout.count).allSatisfy { left.slot($0) == right.slot($0) }
+        }
         guard left.count == right.count else { return false }
         for (name, value) in left where right[name] != value { return false }
         return true
