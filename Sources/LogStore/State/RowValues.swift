@@ -70,7 +70,7 @@ final class RowSlots: ManagedBuffer<RowLayout, AttributeValue?> {
     /// (Never changed: a RowValues holding it never holds the only reference.)
     nonisolated(unsafe) static let empty = make(.empty)
 
-    /// Slots for `layout`, the first `count` moved from `source`'s (a layout extended from
+    /// Slots for `layout`, the first `count` copied from `source`'s (a layout extended from
     /// its) and the rest empty; `source` keeps its own.
     static func make(_ layout: RowLayout, copying count: Int, of source: RowSlots) -> RowSlots {
         precondition(count <= layout.count && count <= source.layout.count, "copying \(count) slots too many")
@@ -242,10 +242,10 @@ struct RowValues: @unchecked Sendable, Hashable, Sequence, AttributeValuesByName
 
     struct Iterator: IteratorProtocol {
         fileprivate let values: RowValues
+        fileprivate let names: [String]
         fileprivate var position = 0
 
         mutating func next() -> (key: String, value: AttributeValue)? {
-            let names = values.layout.names
             while position < names.count {
                 defer { position += 1 }
                 if let value = values.slot(position) { return (names[position], value) }
@@ -255,7 +255,7 @@ struct RowValues: @unchecked Sendable, Hashable, Sequence, AttributeValuesByName
     }
 
     /// The (name, value) pairs of the names with a value, in layout order.
-    func makeIterator() -> Iterator { Iterator(values: self) }
+    func makeIterator() -> Iterator { Iterator(values: self, names: layout.names) }
 
     var underestimatedCount: Int { 0 }
 
