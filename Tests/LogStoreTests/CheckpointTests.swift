@@ -533,6 +533,67 @@ import Testing
 
     // MARK: Payload encoding
 
+    /// A checkpoint of `rows` (Trips) in the order given, as the encoder writes it.
+    static func checkpointRecords(of rows: [(UUID, FoldState.Row)], store: UUID) throws
+        -> [(type: RecordType, payload: [UInt8])]
+    {
+        let schema = Schema(sampleTripsModels.map { $0.schemaEntity })
+        let table = try #require(try SchemaTable().extended(toCover: schema)?.table)
+        var trips = EntityRows()
+        for (key, row) in rows { trips.append(key, row) }
+        let state = FoldState(restoring: ["Trip": trips], sequenceEnd: 100)
+        let header = CheckpointHeader(
+            storeID: store, offset: 100, lastToken: DefaultHistoryToken(storeIdentifier: store, offset: 1, check: 1),
+            table: table, sequenceEnd: 100, lastTimestampMicroseconds: 1, lowWaterMark: nil, bookmarks: [])
+        var records: [(type: RecordType, payload: [UInt8])] = []
+        _ = try CheckpointEncoder().encode(header: header, state: state) { records.append(($0, $1)) }
+        return records
+    }
+
+    static func decodeCheckpoint(_ records: [(type: RecordType, payload: [UInt8])], store: UUID) throws -> FoldState {
+        var decoder = CheckpointDecoder(storeIdentifier: store.uuidString, decodesRows: true)
+        for record in records { try decoder.take(record.type, record.payload) }
+        return try #require(try decoder.finish().1)
+    }
+
+    /// Rows read straight into the state: a checkpoint whose rows are not in insertion order (no
+    /// writer of this build makes one) still opens with its rows in sequence order, and a row
+    /// whose key appeared before is refused.
+    @Test func rowsOutOfOrderAreSortedAndARepeatedKeyIsRefused() throws {
+        let store = UUID()
+        let keys = (0..<5).map { _ in UUID() }
+        let sequences: [UInt64] = [40, 10, 30, 0, 20]
+        let rows = zip(keys, sequences).map { key, sequence in
+            (key, FoldState.Row(sequence: sequence, values: ["name": .string("trip \(sequence)"), "destination": .string("d")]))
+        }
+        let decoded = try Self.decodeCheckpoint(try Self.checkpointRecords(of: rows, store: store), store: store)
+        let trips = decoded.rows(of: "Trip")
+        #expect(trips.map(\.1.sequence) == [0, 10, 20, 30, 40])
+        #expect(trips.map(\.0) == [keys[3], keys[1], keys[4], keys[2], keys[0]])
+        for (key, row) in rows { #expect(decoded.row(entity: "Trip", primaryKey: key) == row) }
+        #expect(decoded.sequenceEnd == 100)
+
+        // In order: read as they are.
+        let ordered = rows.sorted { $0.1.sequence < $1.1.sequence }
+        let decodedOrdered = try Self.decodeCheckpoint(try Self.checkpointRecords(of: ordered, store: store), store: store)
+        #expect(decodedOrdered.rows(of: "Trip").map(\.0) == ordered.map(\.0))
+
+        // The second row's key made the first's: refused.
+        var records = try Self.checkpointRecords(of: Array(ordered.prefix(2)), store: store)
+        let chunk = try #require(records.firstIndex { $0.type == .checkpointChunk })
+        let (first, second) = (ordered[0].0.uuid, ordered[1].0.uuid)
+        let firstBytes = withUnsafeBytes(of: first) { Array($0) }
+        let secondBytes = withUnsafeBytes(of: second) { Array($0) }
+        let at = try #require(
+            records[chunk].payload.indices.first { records[chunk].payload[$0...].starts(with: secondBytes) })
+        records[chunk].payload.replaceSubrange(at..<(at + 16), with: firstBytes)
+        #expect {
+            _ = try Self.decodeCheckpoint(records, store: store)
+        } throws: { error in
+            "\(error)".contains("appears twice")
+        }
+    }
+
     /// Chunking by size and splitting rows too large for one chunk, checked through the decoder
     /// (rows decoded and not).
     @Test func chunksAndSplitRowsRoundTrip() throws {

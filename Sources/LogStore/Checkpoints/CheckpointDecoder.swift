@@ -10,9 +10,17 @@ struct CheckpointDecoder {
 
     private(set) var header: CheckpointHeader?
     private(set) var trailer: CheckpointTrailer?
-    private var entities: [String: [UUID: FoldState.Row]] = [:]
-    /// entity id → the layout its rows are decoded into (its attributes in id order).
-    private var layouts: [UInt32: RowLayout] = [:]
+    /// Each entity's rows as they are read: a checkpoint holds them in insertion order, so they
+    /// go straight into the state's rows (a dictionary by key, sorted at the end, was half of an
+    /// open's decoding, P8 profile); an entity whose rows come in another order is sorted at the end.
+    private var entities: [String: EntityRows] = [:]
+    /// The entities whose rows did not come in increasing sequence.
+    private var unordered: Set<String> = []
+    /// The sequence of the last row read of the current entity.
+    private var lastSequence: UInt64?
+    /// entity id → the layout its rows are decoded into (its attributes in id order) and the
+    /// attribute ids in that order (an attribute's position in the layout).
+    private var layouts: [UInt32: (layout: RowLayout, ids: [UInt32])] = [:]
     private var chunkCount: UInt64 = 0
     private var rowCount: UInt64 = 0
     private var entityCount: UInt64 = 0
@@ -66,7 +74,16 @@ struct CheckpointDecoder {
     func finish() throws(ByteReaderError) -> (CheckpointHeader, FoldState?) {
         guard let header else { throw .malformed("the file holds no checkpoint header") }
         guard trailer != nil else { throw .malformed("the file ends without a trailer") }
-        return (header, decodesRows ? FoldState(restoring: entities, sequenceEnd: header.sequenceEnd) : nil)
+        guard decodesRows else { return (header, nil) }
+        var entities = entities
+        for name in unordered {
+            let rows = entities[name]!.sorted { $0.1.sequence < $1.1.sequence }
+            var ordered = EntityRows()
+            ordered.reserveCapacity(rows.count)
+            for (primaryKey, row) in rows { ordered.append(primaryKey, row) }
+            entities[name] = ordered
+        }
+        return (header, FoldState(restoring: entities, sequenceEnd: header.sequenceEnd))
     }
 
     private mutating func takeChunk(_ payload: [UInt8]) throws(ByteReaderError) {
@@ -98,15 +115,20 @@ struct CheckpointDecoder {
                 guard !continues else { throw .malformed("the first chunk of entity id \(entityID) continues a row") }
                 entityCount += 1
                 currentEntityID = entityID
+                lastSequence = nil
             }
             chunkCount += 1
             rowCount += entryCount - (continues ? 1 : 0)
             guard decodesRows else { return }
-            let names = attributes[entityID]!
-            let layout = layouts[entityID] ?? RowLayout(names: names.sorted { $0.key < $1.key }.map(\.value))
-            layouts[entityID] = layout
-            // Taken out while filled, so the dictionary is not copied (it is uniquely referenced).
-            var rows = entities.removeValue(forKey: entityName) ?? [:]
+            let (layout, attributeIDs) =
+                layouts[entityID]
+                ?? {
+                    let sorted = attributes[entityID]!.sorted { $0.key < $1.key }
+                    return (RowLayout(names: sorted.map(\.value)), sorted.map(\.key))
+                }()
+            layouts[entityID] = (layout, attributeIDs)
+            // Taken out while filled, so the rows are not copied (they are uniquely referenced).
+            var rows = entities.removeValue(forKey: entityName) ?? EntityRows()
             defer { entities[entityName] = rows }
             for index in 0..<entryCount {
                 let primaryKey = try reader.readUUID()
@@ -118,35 +140,38 @@ struct CheckpointDecoder {
                 guard valueCount <= UInt64(reader.remainingByteCount) else {
                     throw .malformed("value count \(valueCount)")
                 }
-                var values = RowValues(layout: layout)
+                // A continued row's values go into the row read last; any other row is new.
+                let continued = index == 0 && continues
+                var values: RowValues
+                if continued {
+                    guard let last = lastEntry, last.entityName == entityName, last.primaryKey == primaryKey,
+                        last.sequence == sequence, let row = rows[primaryKey]
+                    else {
+                        throw .malformed("a continued row that does not continue the previous chunk's last row")
+                    }
+                    values = row.values
+                } else {
+                    values = RowValues(layout: layout)
+                }
                 for _ in 0..<valueCount {
                     let attributeID = UInt32(truncatingIfNeeded: try reader.readVarint())
-                    guard let name = names[attributeID] else {
+                    // By position: the layout is the entity's attributes in id order.
+                    guard let position = attributeIDs.firstIndex(of: attributeID) else {
                         throw .malformed("unknown attribute id \(attributeID) of \(entityName)")
                     }
                     let value = try ValueCodec.read(
                         &reader, entityNames: entityNames, storeIdentifier: storeIdentifier, strings: strings)
-                    guard values.updateValue(value, forKey: name) == nil else {
-                        throw .malformed("attribute \(entityName).\(name) twice in one row")
+                    guard values.updateValue(value, at: position, in: layout) == nil else {
+                        throw .malformed("attribute \(entityName).\(layout.names[position]) twice in one row")
                     }
                 }
-                if index == 0 && continues {
-                    guard let last = lastEntry, last.entityName == entityName, last.primaryKey == primaryKey,
-                        last.sequence == sequence, var row = rows[primaryKey]
-                    else {
-                        throw .malformed("a continued row that does not continue the previous chunk's last row")
-                    }
-                    for (name, value) in values {
-                        guard row.values.updateValue(value, forKey: name) == nil else {
-                            throw .malformed("attribute \(entityName).\(name) twice in one row")
-                        }
-                    }
-                    rows[primaryKey] = row
+                if continued {
+                    rows.update(primaryKey) { $0.values = values }
                 } else {
-                    guard rows.updateValue(FoldState.Row(sequence: sequence, values: values), forKey: primaryKey) == nil
-                    else {
-                        throw .malformed("\(entityName) row \(primaryKey) appears twice")
-                    }
+                    guard rows[primaryKey] == nil else { throw .malformed("\(entityName) row \(primaryKey) appears twice") }
+                    if let lastSequence, sequence <= lastSequence { unordered.insert(entityName) }
+                    lastSequence = sequence
+                    rows.append(primaryKey, FoldState.Row(sequence: sequence, values: values))
                 }
                 lastEntry = (entityName, primaryKey, sequence)
             }

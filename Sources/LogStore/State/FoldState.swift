@@ -189,14 +189,10 @@ struct FoldState: Sendable {
 
     /// A state loaded from a checkpoint: its rows and its sequence counter, which may be past
     /// every row's sequence (rows inserted last may have been deleted since).
-    init(restoring entities: [String: [UUID: Row]], sequenceEnd: UInt64) {
+    /// A state of these entities' rows (each in insertion order, as a checkpoint holds them).
+    init(restoring entities: [String: EntityRows], sequenceEnd: UInt64) {
         for (name, rows) in entities {
-            var ordered = EntityRows()
-            ordered.reserveCapacity(rows.count)
-            for (primaryKey, row) in rows.sorted(by: { $0.value.sequence < $1.value.sequence }) {
-                ordered.append(primaryKey, row)
-            }
-            tables[positionMade(for: name)] = ordered
+            tables[positionMade(for: name)] = rows.trimmed()
         }
         self.nextSequence = sequenceEnd
     }
@@ -271,6 +267,23 @@ struct EntityRows: Sendable, Sequence, Equatable {
             makeHole(at: replaced)
         }
         return values
+    }
+
+    /// These rows in arrays of their size: rows appended one by one leave up to half of each
+    /// array's room unused (a checkpoint's rows are read without knowing how many follow).
+    func trimmed() -> EntityRows {
+        guard rows.capacity > rows.count + rows.count / 8 else { return self }
+        var trimmed = self
+        trimmed.keys = []
+        trimmed.rows = []
+        trimmed.isLive = []
+        trimmed.keys.reserveCapacity(keys.count)
+        trimmed.rows.reserveCapacity(rows.count)
+        trimmed.isLive.reserveCapacity(isLive.count)
+        trimmed.keys.append(contentsOf: keys)
+        trimmed.rows.append(contentsOf: rows)
+        trimmed.isLive.append(contentsOf: isLive)
+        return trimmed
     }
 
     /// Adds a row as it is (its own layout); ``append(_:sequence:values:)`` shares the entity's.

@@ -183,6 +183,16 @@ struct RowValues: @unchecked Sendable, Hashable, Sequence, AttributeValuesByName
         }
     }
 
+    /// Sets the value at `position` of `layout`, which must be this row's, returning the value it
+    /// replaces (a decoder that knows each value's position: no name looked up).
+    @discardableResult
+    mutating func updateValue(_ value: AttributeValue, at position: Int, in layout: RowLayout) -> AttributeValue? {
+        precondition(layout === self.layout && position < layout.count, "slot \(position) of another layout")
+        let previous = slot(position)
+        setSlot(position, value)
+        return previous
+    }
+
     /// Sets the value of `name`, returning the value it replaces.
     @discardableResult
     mutating func updateValue(_ value: AttributeValue, forKey name: String) -> AttributeValue? {
