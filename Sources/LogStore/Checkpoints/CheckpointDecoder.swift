@@ -86,6 +86,18 @@ struct CheckpointDecoder {
         return (header, FoldState(restoring: entities, sequenceEnd: header.sequenceEnd))
     }
 
+    /// The position of `id` in `ids` (sorted): `from` when it is there, else a binary search.
+    @inline(__always)
+    private static func position(of id: UInt32, in ids: [UInt32], from: Int) -> Int? {
+        if from < ids.count, ids[from] == id { return from }
+        var (low, high) = (0, ids.count)
+        while low < high {
+            let middle = (low + high) / 2
+            if ids[middle] < id { low = middle + 1 } else { high = middle }
+        }
+        return low < ids.count && ids[low] == id ? low : nil
+    }
+
     private mutating func takeChunk(_ payload: [UInt8]) throws(ByteReaderError) {
         let sequenceEnd = header!.sequenceEnd
         try ByteReader.read(payload) { reader throws(ByteReaderError) in
@@ -153,12 +165,15 @@ struct CheckpointDecoder {
                 } else {
                     values = RowValues(layout: layout)
                 }
+                // Values come in table order, which is id order: the next position is tried first.
+                var nextPosition = 0
                 for _ in 0..<valueCount {
                     let attributeID = UInt32(truncatingIfNeeded: try reader.readVarint())
                     // By position: the layout is the entity's attributes in id order.
-                    guard let position = attributeIDs.firstIndex(of: attributeID) else {
+                    guard let position = Self.position(of: attributeID, in: attributeIDs, from: nextPosition) else {
                         throw .malformed("unknown attribute id \(attributeID) of \(entityName)")
                     }
+                    nextPosition = position + 1
                     let value = try ValueCodec.read(
                         &reader, entityNames: entityNames, storeIdentifier: storeIdentifier, strings: strings)
                     guard values.updateValue(value, at: position, in: layout) == nil else {

@@ -187,9 +187,9 @@ struct FoldState: Sendable {
         assert(tables.count == tableNames.count && tableIndex.count == tables.count, "entity tables out of step")
     }
 
-    /// A state loaded from a checkpoint: its rows and its sequence counter, which may be past
-    /// every row's sequence (rows inserted last may have been deleted since).
-    /// A state of these entities' rows (each in insertion order, as a checkpoint holds them).
+    /// A state loaded from a checkpoint: its rows, each entity's already in sequence (insertion)
+    /// order — kept as they are, not sorted — and its sequence counter, which may be past every
+    /// row's sequence (rows inserted last may have been deleted since).
     init(restoring entities: [String: EntityRows], sequenceEnd: UInt64) {
         for (name, rows) in entities {
             tables[positionMade(for: name)] = rows.trimmed()

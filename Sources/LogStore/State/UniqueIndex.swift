@@ -27,10 +27,12 @@ struct UniqueIndex: Sendable {
         }
 
         /// The values' hash: the values only (an entity's keys share a few constraints, and
-        /// hashing their names too doubled the cost of every lookup).
+        /// hashing their names too doubled the cost of every lookup). The same as
+        /// ``UniqueIndex/digest(of:values:)`` of a row holding them.
         @Sendable static func digest(of values: [AttributeValue]) -> Int {
             var hasher = Hasher()
-            hasher.combine(values)
+            hasher.combine(values.count)
+            for value in values { hasher.combine(value) }
             return hasher.finalize()
         }
 
@@ -51,6 +53,11 @@ struct UniqueIndex: Sendable {
         init(_ key: Key) {
             constraintIndex = key.constraintIndex
             digest = key.digest
+        }
+
+        init(constraintIndex: UInt32, digest: Int) {
+            self.constraintIndex = constraintIndex
+            self.digest = digest
         }
     }
 
@@ -193,11 +200,12 @@ struct UniqueIndex: Sendable {
     private var tables: [Table] = []
     /// entity name → position in ``tables`` (constrained entities only).
     private let tablePositions: [String: Int]
-    /// ``Key/digest(of:)``; tests pass a worse one, so that different keys share slots.
-    private let digest: @Sendable ([AttributeValue]) -> Int
+    /// Applied to every ``Key/digest(of:)``: none, or in tests a worse one, so that different
+    /// keys share slots.
+    private let worsen: (@Sendable (Int) -> Int)?
 
-    init(schema: Schema, digest: @escaping @Sendable ([AttributeValue]) -> Int = Key.digest(of:)) {
-        self.digest = digest
+    init(schema: Schema, digest worsen: (@Sendable (Int) -> Int)? = nil) {
+        self.worsen = worsen
         var positions: [String: Int] = [:]
         for entity in schema.entities where !entity.allUniquenessConstraints.isEmpty {
             positions[entity.name] = tables.count
@@ -214,9 +222,24 @@ struct UniqueIndex: Sendable {
     private func keys(constraints: [[String]], values: some AttributeValuesByName) -> [Key] {
         constraints.enumerated().compactMap { index, constraint in
             let keyValues = constraint.map { values[$0] ?? .null }
-            return keyValues.contains(where: \.isNull)
-                ? nil : Key(constraintIndex: index, values: keyValues, digest: digest(keyValues))
+            guard !keyValues.contains(where: \.isNull) else { return nil }
+            let digest = Key.digest(of: keyValues)
+            return Key(constraintIndex: index, values: keyValues, digest: worsen?(digest) ?? digest)
         }
+    }
+
+    /// The slot `row`'s values of `constraint` are filed under — ``Key/digest(of:)`` of them,
+    /// read where they are (no array of values and keys per change: a fifth of an open's
+    /// index building, and every save's) — or `nil` when one of them is null.
+    private func slot(constraintIndex: Int, _ constraint: [String], row: RowValues) -> Slot? {
+        var hasher = Hasher()
+        hasher.combine(constraint.count)
+        for name in constraint {
+            guard let value = row[name], !value.isNull else { return nil }
+            hasher.combine(value)
+        }
+        let digest = hasher.finalize()
+        return Slot(constraintIndex: UInt32(constraintIndex), digest: worsen?(digest) ?? digest)
     }
 
     /// Whether `entity` has uniqueness constraints (models of others are never filed).
@@ -262,14 +285,12 @@ struct UniqueIndex: Sendable {
         guard let position = tablePositions[identifier.entityName] else { return }
         let primaryKey = identifier.primaryKey
         let constraints = tables[position].constraints
-        if let old {
-            for key in keys(constraints: constraints, values: old) {
-                tables[position].remove(primaryKey, from: Slot(key))
+        for (index, constraint) in constraints.enumerated() {
+            if let old, let slot = slot(constraintIndex: index, constraint, row: old) {
+                tables[position].remove(primaryKey, from: slot)
             }
-        }
-        if let new {
-            for key in keys(constraints: constraints, values: new) {
-                tables[position].file(primaryKey, under: Slot(key))
+            if let new, let slot = slot(constraintIndex: index, constraint, row: new) {
+                tables[position].file(primaryKey, under: slot)
             }
         }
     }
