@@ -28,7 +28,7 @@ struct UniqueIndex: Sendable {
 
         /// The values' hash: the values only (an entity's keys share a few constraints, and
         /// hashing their names too doubled the cost of every lookup). The same as
-        /// ``UniqueIndex/digest(of:values:)`` of a row holding them.
+        /// the slot a row holding them is filed under (`slot(constraintIndex:_:row:)`).
         @Sendable static func digest(of values: [AttributeValue]) -> Int {
             var hasher = Hasher()
             hasher.combine(values.count)
@@ -204,7 +204,7 @@ struct UniqueIndex: Sendable {
     /// keys share slots.
     private let worsen: (@Sendable (Int) -> Int)?
 
-    init(schema: Schema, digest worsen: (@Sendable (Int) -> Int)? = nil) {
+    init(schema: Schema, worsen: (@Sendable (Int) -> Int)? = nil) {
         self.worsen = worsen
         var positions: [String: Int] = [:]
         for entity in schema.entities where !entity.allUniquenessConstraints.isEmpty {
