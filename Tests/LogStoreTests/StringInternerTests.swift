@@ -69,7 +69,7 @@ import Testing
     /// from a full replay alike (P8: each row kept a copy of its own).
     @Test(arguments: [true, false])
     func rowsOpenedShareRepeatedStrings(fromCheckpoint: Bool) throws {
-        let directory = try TemporaryDirectory()
+        let directory = TemporaryDirectory()
         let configuration = LogStoreConfiguration(directory: directory.path, durability: .none)
         do {
             let container = try ModelContainer(for: sampleTripsModels, configuration: configuration)
