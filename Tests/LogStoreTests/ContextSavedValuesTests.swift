@@ -95,10 +95,9 @@ import Testing
     let (fileSystem, container, context) = try contextWithoutCheckpoints("/insert-changed")
     let trip = datedTrip("A", "Alpha", startingAt: 0)
     context.insert(trip)
-    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
-    trip.destination = "Zeta"
-    fileSystem.releaseSyncs()
-    try await saving.value
+    try await whileSaving(context, fileSystem) {
+        trip.destination = "Zeta"
+    }
     #expect(context.hasChanges)
     try await context.save()
     let stored = try ModelContext(container).fetch(FetchDescriptor<Trip>())
@@ -114,11 +113,10 @@ import Testing
     let (fileSystem, container, context) = try contextWithoutCheckpoints(directory)
     context.insert(first)
     context.insert(second)
-    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
-    context.delete(first)
-    context.insert(first)
-    fileSystem.releaseSyncs()
-    try await saving.value
+    try await whileSaving(context, fileSystem) {
+        context.delete(first)
+        context.insert(first)
+    }
     return (context, container)
 }
 
@@ -148,6 +146,16 @@ import Testing
     return saving
 }
 
+/// Runs `meanwhile` while `context.save()` waits in its held fdatasync, then lets the save finish.
+@MainActor private func whileSaving(
+    _ context: ModelContext, _ fileSystem: SimulatedFileSystem, meanwhile: @MainActor () async throws -> Void
+) async throws {
+    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
+    try await meanwhile()
+    fileSystem.releaseSyncs()
+    try await saving.value
+}
+
 /// A trip starting `start` seconds after 1970 and ending a second later.
 private func datedTrip(_ name: String, _ destination: String, startingAt start: Int) -> Trip {
     Trip(
@@ -164,10 +172,9 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
     let second = datedTrip("Second", "B", startingAt: 2)
     context.insert(first)
     context.insert(second)
-    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
-    context.delete(first)
-    fileSystem.releaseSyncs()
-    try await saving.value
+    try await whileSaving(context, fileSystem) {
+        context.delete(first)
+    }
     #expect(!first.persistentModelID.isTemporary)
     #expect(context.hasChanges)
     try await context.save()
@@ -260,10 +267,9 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
     context.insert(trip)
     try await context.save()
     context.delete(trip)
-    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
-    context.delete(item)
-    fileSystem.releaseSyncs()
-    try await saving.value
+    try await whileSaving(context, fileSystem) {
+        context.delete(item)
+    }
     #expect(!context.hasChanges)
     try await context.save()
     #expect(try storedCount(BucketListItem.self, container) == 0)
@@ -297,10 +303,9 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
     context.insert(trip)
     try await context.save()
     context.delete(stay)
-    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
-    trip.destination = "New"
-    fileSystem.releaseSyncs()
-    try await saving.value
+    try await whileSaving(context, fileSystem) {
+        trip.destination = "New"
+    }
     #expect(trip.destination == "New")
     #expect(trip.livingAccommodation == nil)
     #expect(context.hasChanges)
@@ -314,10 +319,9 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
     let (fileSystem, container, context) = try contextWithoutCheckpoints("/reinsert-meanwhile")
     let trip = try await savedTrip(context, destination: "T")
     context.delete(trip)
-    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
-    context.insert(trip)
-    fileSystem.releaseSyncs()
-    try await saving.value
+    try await whileSaving(context, fileSystem) {
+        context.insert(trip)
+    }
     #expect(try storedCount(Trip.self, container) == 0)
     #expect(context.hasChanges)
     try await context.save()
@@ -334,13 +338,12 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
     let (fileSystem, container, context) = try contextWithoutCheckpoints("/rollback-update")
     let trip = try await savedTrip(context, destination: "A")
     trip.destination = "B"
-    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
-    trip.name = "Renamed"
-    context.rollback()
-    #expect(trip.destination == "B")
-    #expect(trip.name == "Trip")
-    fileSystem.releaseSyncs()
-    try await saving.value
+    try await whileSaving(context, fileSystem) {
+        trip.name = "Renamed"
+        context.rollback()
+        #expect(trip.destination == "B")
+        #expect(trip.name == "Trip")
+    }
     #expect(!context.hasChanges)
     let stored = try ModelContext(container).fetch(FetchDescriptor<Trip>())
     #expect(stored.map(\.destination) == ["B"] && stored.map(\.name) == ["Trip"])
@@ -352,10 +355,9 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
     let (fileSystem, container, context) = try contextWithoutCheckpoints("/update-deleted")
     let trip = try await savedTrip(context, destination: "A")
     trip.destination = "B"
-    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
-    context.delete(trip)
-    fileSystem.releaseSyncs()
-    try await saving.value
+    try await whileSaving(context, fileSystem) {
+        context.delete(trip)
+    }
     context.rollback()
     #expect(!context.hasChanges)
     trip.destination = "A"
@@ -373,10 +375,9 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
     let second = datedTrip("Same", "B", startingAt: 0)
     context.insert(first)
     context.insert(second)
-    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
-    context.delete(first)
-    fileSystem.releaseSyncs()
-    try await saving.value
+    try await whileSaving(context, fileSystem) {
+        context.delete(first)
+    }
     #expect(!context.hasChanges)
     let registered: Trip? = context.registeredModel(for: second.persistentModelID)
     #expect(registered === second)
@@ -399,11 +400,10 @@ private func datedTrip(_ name: String, _ destination: String, startingAt start: 
     context.autosaveEnabled = false
     let trip = datedTrip("Trip", "T", startingAt: 0)
     context.insert(trip)
-    let saving = try await asyncSaveHeldAtItsSync(context, fileSystem)
-    context.autosaveEnabled = true
-    context.delete(trip)
-    fileSystem.releaseSyncs()
-    try await saving.value
+    try await whileSaving(context, fileSystem) {
+        context.autosaveEnabled = true
+        context.delete(trip)
+    }
     let deadline = Date().addingTimeInterval(10)
     while context.hasChanges && Date() < deadline { try await Task.sleep(for: .milliseconds(1)) }
     #expect(!context.hasChanges)

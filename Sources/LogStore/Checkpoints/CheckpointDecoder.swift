@@ -183,10 +183,12 @@ struct CheckpointDecoder {
                 if continued {
                     rows.update(primaryKey) { $0.values = values }
                 } else {
-                    guard rows[primaryKey] == nil else { throw .malformed("\(entityName) row \(primaryKey) appears twice") }
+                    // One lookup of the key: a row replaced is refused (the state is thrown away).
+                    guard !rows.append(primaryKey, FoldState.Row(sequence: sequence, values: values)) else {
+                        throw .malformed("\(entityName) row \(primaryKey) appears twice")
+                    }
                     if let lastSequence, sequence <= lastSequence { unordered.insert(entityName) }
                     lastSequence = sequence
-                    rows.append(primaryKey, FoldState.Row(sequence: sequence, values: values))
                 }
                 lastEntry = (entityName, primaryKey, sequence)
             }

@@ -14,13 +14,15 @@ import LogStoreEngine
 /// Not shared between threads: one decode (a checkpoint's rows, a replay's fold) owns one.
 final class StringInterner {
     private static let bucketBits = 10
-    /// The strings last decoded per bucket ("" when none).
-    private var buckets = [String](repeating: "", count: 1 << StringInterner.bucketBits)
+    /// The strings last decoded per bucket ("" when none); made at the first string looked up, so
+    /// a decode that meets none (a follower's refresh of a few records) allocates nothing.
+    private var buckets: [String] = []
 
     init() {}
 
     func string(_ bytes: UnsafeRawBufferPointer) throws(ByteReaderError) -> String {
         guard bytes.count > 15, bytes.count <= 256 else { return try ValueCodec.string(bytes) }
+        if buckets.isEmpty { buckets = [String](repeating: "", count: 1 << Self.bucketBits) }
         let bucket = Self.bucket(of: bytes)
         let cached = buckets[bucket]
         let same =

@@ -252,6 +252,13 @@ struct EntityRows: Sendable, Sequence, Equatable {
     /// its values made in the entity's layout; the row's layout becomes the entity's.
     @discardableResult
     mutating func append(_ primaryKey: UUID, sequence: UInt64, values: (RowLayout) -> RowValues) -> RowValues {
+        appended(primaryKey, sequence: sequence, values: values).values
+    }
+
+    /// ``append(_:sequence:values:)``, telling whether a row with the key was replaced.
+    private mutating func appended(_ primaryKey: UUID, sequence: UInt64, values: (RowLayout) -> RowValues)
+        -> (values: RowValues, replaced: Bool)
+    {
         let values = values(layout)
         layout = values.layout
         let position = rows.count
@@ -266,7 +273,7 @@ struct EntityRows: Sendable, Sequence, Equatable {
             assert(isLive[replaced] && keys[replaced] == primaryKey, "the index named a hole or another row")
             makeHole(at: replaced)
         }
-        return values
+        return (values, replaced != nil)
     }
 
     /// These rows in arrays of their size: rows appended one by one leave up to half of each
@@ -274,21 +281,18 @@ struct EntityRows: Sendable, Sequence, Equatable {
     func trimmed() -> EntityRows {
         guard rows.capacity > rows.count + rows.count / 8 else { return self }
         var trimmed = self
-        trimmed.keys = []
-        trimmed.rows = []
-        trimmed.isLive = []
-        trimmed.keys.reserveCapacity(keys.count)
-        trimmed.rows.reserveCapacity(rows.count)
-        trimmed.isLive.reserveCapacity(isLive.count)
-        trimmed.keys.append(contentsOf: keys)
-        trimmed.rows.append(contentsOf: rows)
-        trimmed.isLive.append(contentsOf: isLive)
+        // Copied from buffers: arrays of exactly their count.
+        trimmed.keys = keys.withUnsafeBufferPointer { Array($0) }
+        trimmed.rows = rows.withUnsafeBufferPointer { Array($0) }
+        trimmed.isLive = isLive.withUnsafeBufferPointer { Array($0) }
         return trimmed
     }
 
     /// Adds a row as it is (its own layout); ``append(_:sequence:values:)`` shares the entity's.
-    mutating func append(_ primaryKey: UUID, _ row: FoldState.Row) {
-        append(primaryKey, sequence: row.sequence) { _ in row.values }
+    /// Returns whether a row with the key was replaced (a checkpoint's reader refuses that).
+    @discardableResult
+    mutating func append(_ primaryKey: UUID, _ row: FoldState.Row) -> Bool {
+        appended(primaryKey, sequence: row.sequence) { _ in row.values }.replaced
     }
 
     /// Changes the row of `primaryKey` in place, returning its values after (`nil`: no such row).

@@ -54,7 +54,7 @@ struct PositionTable: Sendable {
     ) -> Int? {
         precondition(position >= 0 && position <= Self.maxPosition, "position \(position) out of a table's range")
         if buckets.isEmpty { grow(toHold: 1, hashOf: hashOf) }
-        var mask = buckets.count - 1
+        let mask = buckets.count - 1
         var bucket = home(hash)
         while true {
             let stored = buckets[bucket]
@@ -63,9 +63,7 @@ struct PositionTable: Sendable {
                 // replacement never grows it), and the position goes to its first empty bucket.
                 if (count + 1) * 4 > buckets.count * 3 {
                     grow(toHold: count + 1, hashOf: hashOf)
-                    mask = buckets.count - 1
-                    bucket = home(hash)
-                    while buckets[bucket] != 0 { bucket = (bucket &+ 1) & mask }
+                    bucket = emptyBucket(for: hash)
                 }
                 buckets[bucket] = UInt32(position + 1)
                 count += 1
@@ -144,12 +142,9 @@ struct PositionTable: Sendable {
         shift = 64
         count = 0
         grow(toHold: positions.count, hashOf: hashOf)
-        let mask = buckets.count - 1
         for position in positions {
             precondition(position >= 0 && position <= Self.maxPosition, "position \(position) out of a table's range")
-            var bucket = home(hashOf(position))
-            while buckets[bucket] != 0 { bucket = (bucket &+ 1) & mask }
-            buckets[bucket] = UInt32(position + 1)
+            buckets[emptyBucket(for: hashOf(position))] = UInt32(position + 1)
             count += 1
         }
     }
@@ -163,11 +158,18 @@ struct PositionTable: Sendable {
         let old = buckets
         buckets = [UInt32](repeating: 0, count: size)
         shift = UInt64(64 - size.trailingZeroBitCount)
-        let mask = size - 1
         for stored in old where stored != 0 {
-            var bucket = home(hashOf(Int(stored &- 1)))
-            while buckets[bucket] != 0 { bucket = (bucket &+ 1) & mask }
-            buckets[bucket] = stored
+            buckets[emptyBucket(for: hashOf(Int(stored &- 1)))] = stored
         }
+    }
+
+    /// The first empty bucket from `hash`'s home (for a position not filed: it is not looked for).
+    @inline(__always)
+    private func emptyBucket(for hash: Int) -> Int {
+        let mask = buckets.count - 1
+        var bucket = home(hash)
+        // Bounded: the table is never full.
+        while buckets[bucket] != 0 { bucket = (bucket &+ 1) & mask }
+        return bucket
     }
 }

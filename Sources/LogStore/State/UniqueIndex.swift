@@ -27,13 +27,24 @@ struct UniqueIndex: Sendable {
         }
 
         /// The values' hash: the values only (an entity's keys share a few constraints, and
-        /// hashing their names too doubled the cost of every lookup). The same as
-        /// the slot a row holding them is filed under (`slot(constraintIndex:_:row:)`).
+        /// hashing their names too doubled the cost of every lookup). A row's slot is hashed
+        /// the same way from its values where they are (`slot(constraintIndex:_:row:)`).
         @Sendable static func digest(of values: [AttributeValue]) -> Int {
-            var hasher = Hasher()
-            hasher.combine(values.count)
-            for value in values { hasher.combine(value) }
-            return hasher.finalize()
+            var digest = Digest(count: values.count)
+            for value in values { digest.add(value) }
+            return digest.value
+        }
+
+        /// A key's digest being made: the number of values, then each value in the
+        /// constraint's order (one definition for keys and for rows' slots).
+        struct Digest {
+            private var hasher = Hasher()
+
+            init(count: Int) { hasher.combine(count) }
+
+            mutating func add(_ value: AttributeValue) { hasher.combine(value) }
+
+            var value: Int { hasher.finalize() }
         }
 
         func hash(into hasher: inout Hasher) {
@@ -232,13 +243,12 @@ struct UniqueIndex: Sendable {
     /// read where they are (no array of values and keys per change: a fifth of an open's
     /// index building, and every save's) — or `nil` when one of them is null.
     private func slot(constraintIndex: Int, _ constraint: [String], row: RowValues) -> Slot? {
-        var hasher = Hasher()
-        hasher.combine(constraint.count)
+        var made = Key.Digest(count: constraint.count)
         for name in constraint {
             guard let value = row[name], !value.isNull else { return nil }
-            hasher.combine(value)
+            made.add(value)
         }
-        let digest = hasher.finalize()
+        let digest = made.value
         return Slot(constraintIndex: UInt32(constraintIndex), digest: worsen?(digest) ?? digest)
     }
 
