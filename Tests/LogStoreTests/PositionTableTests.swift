@@ -90,6 +90,71 @@ import Testing
         }
     }
 
+    /// A bucket's tag (the hash's bits the positions do not use) spares the owner's comparison:
+    /// looking for absent keys among 10,000 asks the owner about almost no position.
+    @Test func aProbeAsksTheOwnerOnlyAboutPositionsWhoseTagIsTheHashs() {
+        var owner = Owner(hash: { $0.hashValue })
+        for key in 0..<10_000 { _ = owner.file(key) }
+        var asked = 0
+        for key in 10_000..<20_000 {
+            let found = owner.table.find(hash: key.hashValue) { position in
+                asked += 1
+                return owner.keys[position] == key
+            }
+            #expect(found == nil)
+        }
+        // Each absent key's probe passes ~2 filed positions at this load; a tag of 17 bits
+        // matches by chance once in 131,072.
+        #expect(asked < 20, "the owner was asked \(asked) times for 10,000 absent keys")
+        var present = 0
+        for key in 0..<10_000 {
+            _ = owner.table.find(hash: key.hashValue) { position in
+                present += 1
+                return owner.keys[position] == key
+            }
+        }
+        #expect(present < 10_020, "the owner was asked \(present) times for 10,000 present keys")
+    }
+
+    /// Positions far apart widen the bits a bucket gives them (the tags narrowing, down to none at
+    /// the largest position): every position is still found, replaced, moved and removed.
+    @Test(arguments: [0, 1])
+    func positionsUpToTheLargestKeepBeingFoundAsTheTagsNarrow(hashIndex: Int) {
+        let (name, hash) = Self.hashes[hashIndex == 0 ? 0 : 1]
+        var table = PositionTable()
+        let positions = [0, 3, 255, 256, 70_000, 1 << 24, (1 << 31) + 5, PositionTable.maxPosition]
+        // Key i is filed at positions[i]; the owner's array is sparse (a dictionary).
+        var keyAt: [Int: Int] = [:]
+        for (key, position) in positions.enumerated() {
+            keyAt[position] = key
+            let snapshot = keyAt
+            #expect(
+                table.file(position, hash: hash(key), replacing: { snapshot[$0] == key }, hashOf: { hash(snapshot[$0]!) })
+                    == nil, "\(name): filing \(position)")
+            for (earlier, filed) in positions.prefix(key + 1).enumerated() {
+                #expect(table.find(hash: hash(earlier)) { snapshot[$0] == earlier } == filed, "\(name): find \(filed) after \(position)")
+            }
+        }
+        // Key 2 moves from 255 to 1 << 30; key 3 is replaced by a position; key 4 is removed.
+        keyAt[255] = nil
+        keyAt[1 << 30] = 2
+        table.move(255, to: 1 << 30, hash: hash(2))
+        keyAt[9] = 3
+        let afterMove = keyAt
+        #expect(table.file(9, hash: hash(3), replacing: { afterMove[$0] == 3 }, hashOf: { hash(afterMove[$0]!) }) == 256)
+        keyAt[256] = nil
+        let beforeRemoval = keyAt
+        #expect(table.remove(hash: hash(4), where: { beforeRemoval[$0] == 4 }, hashOf: { hash(beforeRemoval[$0]!) }) == 70_000)
+        keyAt[70_000] = nil
+        let final = keyAt
+        var expected = Dictionary(uniqueKeysWithValues: final.map { ($1, $0) })
+        expected[4] = nil
+        for key in positions.indices {
+            #expect(table.find(hash: hash(key)) { final[$0] == key } == expected[key], "\(name): key \(key) at the end")
+        }
+        #expect(table.count == positions.count - 1)
+    }
+
     @Test func anEmptyTableFindsAndRemovesNothingAndReservingGrowsOnce() {
         var table = PositionTable()
         #expect(table.find(hash: 7) { _ in true } == nil)

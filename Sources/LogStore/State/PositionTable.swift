@@ -1,7 +1,9 @@
 /// A hash table of positions into an array its owner keeps (``EntityRows``' keys,
 /// ``UniqueIndex``' entries): open addressing with linear probing and backward-shift deletion,
-/// each bucket 4 bytes holding a position + 1 (0: empty). The owner hashes and compares what
-/// lies at a position, so the table keeps no keys of its own.
+/// each bucket 4 bytes holding a position + 1 (0: empty) in its low bits and a tag of the hash
+/// in the bits the positions do not need. The owner hashes and compares what lies at a
+/// position, so the table keeps no keys of its own; the tag spares the owner's comparison (a
+/// cache miss in a large array) for the positions whose hashes differ in the tag's bits.
 ///
 /// It replaces `[Key: Int]` dictionaries that kept a key and a value per bucket: at 1M entries a
 /// dictionary has 2.1M buckets (at most 3/4 full, a power of two), 24 bytes each for a primary
@@ -16,6 +18,11 @@ struct PositionTable: Sendable {
     /// 64 − log2(buckets.count): a hash's home bucket is its Fibonacci product's top bits, so a
     /// hash whose low bits are alike (a test's deliberately poor digest) still spreads.
     private var shift: UInt64 = 64
+    /// The bits of a bucket that hold a position + 1 (the low ones; every position filed is
+    /// below this mask), the rest holding the tag. Widened as larger positions are filed, the
+    /// tag narrowing to the bits left: at 4 billion positions the tag is gone and every probe
+    /// asks the owner, as without tags.
+    private var positionMask: UInt32 = 0xFF
     /// The positions filed.
     private(set) var count = 0
 
@@ -29,18 +36,40 @@ struct PositionTable: Sendable {
         Int(truncatingIfNeeded: (UInt64(bitPattern: Int64(hash)) &* 0x9E37_79B9_7F4A_7C15) >> shift)
     }
 
-    /// The position whose entry `matches`, among those filed under `hash`.
+    /// A hash's tag: the top 32 bits of a second product (independent of the home's bits, and
+    /// spread for a hash whose low bits are alike), of which a bucket keeps those above
+    /// ``positionMask``.
+    @inline(__always)
+    private static func tag(_ hash: Int) -> UInt32 {
+        UInt32(truncatingIfNeeded: (UInt64(bitPattern: Int64(hash)) &* 0xC2B2_AE3D_27D4_EB4F) >> 32)
+    }
+
+    /// What a bucket holds for `position` filed under `hash`.
+    @inline(__always)
+    private func stored(_ position: Int, hash: Int) -> UInt32 {
+        (Self.tag(hash) & ~positionMask) | UInt32(position + 1)
+    }
+
+    /// The position a non-empty bucket holds.
+    @inline(__always)
+    private func position(in stored: UInt32) -> Int {
+        Int((stored & positionMask) &- 1)
+    }
+
+    /// The position whose entry `matches`, among those filed under `hash` (asked only of the
+    /// positions whose tags are the hash's).
     @inline(__always)
     func find(hash: Int, where matches: (Int) -> Bool) -> Int? {
         guard count > 0 else { return nil }
         let mask = buckets.count - 1
+        let tagMask = ~positionMask
+        let tag = Self.tag(hash) & tagMask
         var bucket = home(hash)
         // Bounded: the table is never full, so an empty bucket ends every probe.
         while true {
             let stored = buckets[bucket]
             if stored == 0 { return nil }
-            let position = Int(stored &- 1)
-            if matches(position) { return position }
+            if stored & tagMask == tag, matches(position(in: stored)) { return position(in: stored) }
             bucket = (bucket &+ 1) & mask
         }
     }
@@ -54,7 +83,10 @@ struct PositionTable: Sendable {
     ) -> Int? {
         precondition(position >= 0 && position <= Self.maxPosition, "position \(position) out of a table's range")
         if buckets.isEmpty { grow(toHold: 1, hashOf: hashOf) }
+        widen(toHold: position)
         let mask = buckets.count - 1
+        let tagMask = ~positionMask
+        let new = stored(position, hash: hash)
         var bucket = home(hash)
         while true {
             let stored = buckets[bucket]
@@ -65,14 +97,13 @@ struct PositionTable: Sendable {
                     grow(toHold: count + 1, hashOf: hashOf)
                     bucket = emptyBucket(for: hash)
                 }
-                buckets[bucket] = UInt32(position + 1)
+                buckets[bucket] = new
                 count += 1
                 return nil
             }
-            let filed = Int(stored &- 1)
-            if matches(filed) {
-                buckets[bucket] = UInt32(position + 1)
-                return filed
+            if stored & tagMask == new & tagMask, matches(self.position(in: stored)) {
+                buckets[bucket] = new
+                return self.position(in: stored)
             }
             bucket = (bucket &+ 1) & mask
         }
@@ -85,13 +116,15 @@ struct PositionTable: Sendable {
     mutating func remove(hash: Int, where matches: (Int) -> Bool, hashOf: (Int) -> Int) -> Int? {
         guard count > 0 else { return nil }
         let mask = buckets.count - 1
+        let tagMask = ~positionMask
+        let tag = Self.tag(hash) & tagMask
         var bucket = home(hash)
         var removed: Int?
         while true {
             let stored = buckets[bucket]
             if stored == 0 { return nil }
-            if matches(Int(stored &- 1)) {
-                removed = Int(stored &- 1)
+            if stored & tagMask == tag, matches(position(in: stored)) {
+                removed = position(in: stored)
                 break
             }
             bucket = (bucket &+ 1) & mask
@@ -102,7 +135,7 @@ struct PositionTable: Sendable {
         var hole = bucket
         var next = (bucket &+ 1) & mask
         while buckets[next] != 0 {
-            let nextHome = home(hashOf(Int(buckets[next] &- 1)))
+            let nextHome = home(hashOf(position(in: buckets[next])))
             if (next &- nextHome) & mask >= (next &- hole) & mask {
                 buckets[hole] = buckets[next]
                 hole = next
@@ -117,14 +150,15 @@ struct PositionTable: Sendable {
     mutating func move(_ old: Int, to new: Int, hash: Int) {
         precondition(new >= 0 && new <= Self.maxPosition, "position \(new) out of a table's range")
         precondition(count > 0, "position \(old) is not filed: the table is empty")
+        widen(toHold: new)
         let mask = buckets.count - 1
         var bucket = home(hash)
         // Bounded as `find`; `old` must be filed.
         while true {
             let stored = buckets[bucket]
             precondition(stored != 0, "position \(old) is not filed under its hash")
-            if stored == UInt32(old + 1) {
-                buckets[bucket] = UInt32(new + 1)
+            if position(in: stored) == old {
+                buckets[bucket] = self.stored(new, hash: hash)
                 return
             }
             bucket = (bucket &+ 1) & mask
@@ -141,10 +175,15 @@ struct PositionTable: Sendable {
         buckets = []
         shift = 64
         count = 0
+        positionMask = 0xFF
         grow(toHold: positions.count, hashOf: hashOf)
+        // Widened once for the largest (not at each power of two on the way).
+        if let largest = positions.max(), largest >= 0, largest <= Self.maxPosition { widen(toHold: largest) }
         for position in positions {
             precondition(position >= 0 && position <= Self.maxPosition, "position \(position) out of a table's range")
-            buckets[emptyBucket(for: hashOf(position))] = UInt32(position + 1)
+            widen(toHold: position)
+            let hash = hashOf(position)
+            buckets[emptyBucket(for: hash)] = stored(position, hash: hash)
             count += 1
         }
     }
@@ -159,7 +198,22 @@ struct PositionTable: Sendable {
         buckets = [UInt32](repeating: 0, count: size)
         shift = UInt64(64 - size.trailingZeroBitCount)
         for stored in old where stored != 0 {
-            buckets[emptyBucket(for: hashOf(Int(stored &- 1)))] = stored
+            buckets[emptyBucket(for: hashOf(position(in: stored)))] = stored
+        }
+    }
+
+    /// Makes room for `position` in a bucket's position bits, taking the bits from the tags
+    /// (whose other bits stay as they are: a tag is its hash's top bits).
+    @inline(__always)
+    private mutating func widen(toHold position: Int) {
+        guard UInt32(position + 1) > positionMask else { return }
+        // All ones up to position + 1's highest bit.
+        let widened = UInt32.max >> UInt32((position + 1).leadingZeroBitCount - (Int.bitWidth - 32))
+        let oldMask = positionMask
+        positionMask = widened
+        for bucket in buckets.indices where buckets[bucket] != 0 {
+            // The tag's bits that became position bits are cleared; the position + 1 stays.
+            buckets[bucket] = (buckets[bucket] & ~widened) | (buckets[bucket] & oldMask)
         }
     }
 
