@@ -103,8 +103,8 @@ import Testing
             }
             #expect(found == nil)
         }
-        // Each absent key's probe passes ~2 filed positions at this load; a tag of 17 bits
-        // matches by chance once in 131,072.
+        // Each absent key's probe passes ~2 filed positions at this load; a tag of 18 bits
+        // (positions below 2¹⁴) matches by chance once in 262,144.
         #expect(asked < 20, "the owner was asked \(asked) times for 10,000 absent keys")
         var present = 0
         for key in 0..<10_000 {
@@ -120,7 +120,7 @@ import Testing
     /// the largest position): every position is still found, replaced, moved and removed.
     @Test(arguments: [0, 1])
     func positionsUpToTheLargestKeepBeingFoundAsTheTagsNarrow(hashIndex: Int) {
-        let (name, hash) = Self.hashes[hashIndex == 0 ? 0 : 1]
+        let (name, hash) = Self.hashes[hashIndex]
         var table = PositionTable()
         let positions = [0, 3, 255, 256, 70_000, 1 << 24, (1 << 31) + 5, PositionTable.maxPosition]
         // Key i is filed at positions[i]; the owner's array is sparse (a dictionary).
@@ -153,6 +153,21 @@ import Testing
             #expect(table.find(hash: hash(key)) { final[$0] == key } == expected[key], "\(name): key \(key) at the end")
         }
         #expect(table.count == positions.count - 1)
+    }
+
+    /// A move to a position above the bits positions have had widens them (the owner's
+    /// swap-removes only move down; nothing forbids a move up).
+    @Test func aMoveUpWidensThePositionBits() {
+        let keys = Array(0..<100)
+        var table = PositionTable()
+        for position in keys.indices {
+            table.file(position, hash: keys[position].hashValue, replacing: { _ in false }, hashOf: { keys[$0].hashValue })
+        }
+        table.move(7, to: 1 << 20, hash: keys[7].hashValue)
+        #expect(table.find(hash: keys[7].hashValue) { $0 == 1 << 20 } == 1 << 20)
+        for position in keys.indices where position != 7 {
+            #expect(table.find(hash: keys[position].hashValue) { $0 == position } == position, "position \(position)")
+        }
     }
 
     @Test func anEmptyTableFindsAndRemovesNothingAndReservingGrowsOnce() {

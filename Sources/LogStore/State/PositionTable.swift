@@ -20,7 +20,7 @@ struct PositionTable: Sendable {
     private var shift: UInt64 = 64
     /// The bits of a bucket that hold a position + 1 (the low ones; every position filed is
     /// below this mask), the rest holding the tag. Widened as larger positions are filed, the
-    /// tag narrowing to the bits left: at 4 billion positions the tag is gone and every probe
+    /// tag narrowing to the bits left: from 2³¹ (2.1 billion) positions on the tag is gone and every probe
     /// asks the owner, as without tags.
     private var positionMask: UInt32 = 0xFF
     /// The positions filed.
@@ -181,7 +181,6 @@ struct PositionTable: Sendable {
         if let largest = positions.max(), largest >= 0, largest <= Self.maxPosition { widen(toHold: largest) }
         for position in positions {
             precondition(position >= 0 && position <= Self.maxPosition, "position \(position) out of a table's range")
-            widen(toHold: position)
             let hash = hashOf(position)
             buckets[emptyBucket(for: hash)] = stored(position, hash: hash)
             count += 1
@@ -206,7 +205,10 @@ struct PositionTable: Sendable {
     /// (whose other bits stay as they are: a tag is its hash's top bits).
     @inline(__always)
     private mutating func widen(toHold position: Int) {
-        guard UInt32(position + 1) > positionMask else { return }
+        if UInt32(position + 1) > positionMask { widenMask(toHold: position) }
+    }
+
+    private mutating func widenMask(toHold position: Int) {
         // All ones up to position + 1's highest bit.
         let widened = UInt32.max >> UInt32((position + 1).leadingZeroBitCount - (Int.bitWidth - 32))
         let oldMask = positionMask
