@@ -52,6 +52,44 @@ import Testing
         #expect(Self.violation(store, [Self.badge(2021, "fay", 1)]) == nil)
     }
 
+    /// Updates and deletes take their models' old values out of the index: after saves that
+    /// insert, change unique values and delete, it holds exactly what an index built from the
+    /// state holds, and a freed value can be taken by a new model.
+    @Test func updatesAndDeletesTakeTheOldValuesOut() throws {
+        let temporary = TemporaryDirectory("unique-index-old")
+        defer { temporary.remove() }
+        var configuration = LogStoreConfiguration(schema: Self.schema, directory: temporary.path, durability: .none)
+        configuration.uniqueCollisionPolicy = .throw
+        let store = try LogStore(configuration)
+        defer { try? store.close() }
+        func save(inserted: [DefaultSnapshot] = [], updated: [DefaultSnapshot] = [], deleted: [DefaultSnapshot] = [])
+            throws -> [PersistentIdentifier]
+        {
+            var request = DataStoreSaveChangesRequest<DefaultSnapshot>()
+            request.inserted = inserted
+            request.updated = updated
+            request.deleted = deleted
+            let result = try store.save(request)
+            return inserted.map { result.remappedIdentifiers[$0.persistentIdentifier]! }
+        }
+        func expectIndexAsBuiltFromTheState(_ step: String) {
+            let (index, state) = store.inner.withLock { ($0.uniqueIndex, $0.working) }
+            let rebuilt = UniqueIndex(schema: Self.schema, state: state, storeIdentifier: store.identifier)
+            #expect(index.filingCount == rebuilt.filingCount, "\(step): \(index.filingCount) filed, \(rebuilt.filingCount) from the state")
+        }
+        let ids = try save(inserted: [Self.badge(1, "ada", 2020), Self.badge(2, "bob", 2021), Self.badge(3, "cy", 2022)])
+        expectIndexAsBuiltFromTheState("inserts")
+        #expect(store.inner.withLock { $0.uniqueIndex.filingCount } == 6)
+        _ = try save(updated: [DefaultSnapshot(persistentIdentifier: ids[0], values: ["code": .int(10), "holder": .string("ada"), "year": .int(2030)])])
+        expectIndexAsBuiltFromTheState("an update of both constraints' values")
+        _ = try save(deleted: [DefaultSnapshot(persistentIdentifier: ids[1], values: [:])])
+        expectIndexAsBuiltFromTheState("a delete")
+        // The values the update and the delete freed are free.
+        _ = try save(inserted: [Self.badge(1, "ada", 2020), Self.badge(2, "bob", 2021)])
+        expectIndexAsBuiltFromTheState("inserts of the freed values")
+        #expect(store.inner.withLock { $0.uniqueIndex.filingCount } == 8)
+    }
+
     /// The index files keys by hash and keeps no values: a lookup reads the candidates' values
     /// from the state. Replay never validates, so two models can hold one combination (a store
     /// written by a faulty build): the one filed last is the owner, and when it goes the other one

@@ -107,6 +107,30 @@ struct FoldState: Sendable {
         }
     }
 
+    /// ``apply(_:)``, telling the model's values before the change too (`nil`: it had no row):
+    /// the unique index's old slots, with one lookup of the key where a lookup then a change
+    /// took two.
+    mutating func applyTellingOld(_ change: ResolvedChange) -> (old: RowValues?, new: RowValues?) {
+        switch change {
+        case .insert(let identifier, let values):
+            defer { nextSequence += 1 }
+            let (new, old) = tables[positionMade(for: identifier.entityName)].appended(
+                identifier.primaryKey, sequence: nextSequence) { RowValues(values, layout: $0) }
+            return (old, new)
+        case .update(let identifier, let values):
+            guard let position = rememberedPosition(of: identifier.entityName) else { return (nil, nil) }
+            var old: RowValues?
+            let new = tables[position].update(identifier.primaryKey) { row in
+                old = row.values
+                row.values.assign(values)
+            }
+            return (old, new)
+        case .delete(let identifier, _):
+            guard let position = rememberedPosition(of: identifier.entityName) else { return (nil, nil) }
+            return (tables[position].remove(identifier.primaryKey), nil)
+        }
+    }
+
     /// A new model whose row values another state made (the published state takes the working
     /// state's: one copy of a saved model's values, not two).
     mutating func insert(entityName: String, primaryKey: UUID, row values: RowValues) {
@@ -255,9 +279,9 @@ struct EntityRows: Sendable, Sequence, Equatable {
         appended(primaryKey, sequence: sequence, values: values).values
     }
 
-    /// ``append(_:sequence:values:)``, telling whether a row with the key was replaced.
-    private mutating func appended(_ primaryKey: UUID, sequence: UInt64, values: (RowLayout) -> RowValues)
-        -> (values: RowValues, replaced: Bool)
+    /// ``append(_:sequence:values:)``, telling the values of the row with the key it replaced.
+    mutating func appended(_ primaryKey: UUID, sequence: UInt64, values: (RowLayout) -> RowValues)
+        -> (values: RowValues, replaced: RowValues?)
     {
         let values = values(layout)
         layout = values.layout
@@ -269,11 +293,11 @@ struct EntityRows: Sendable, Sequence, Equatable {
         let replaced = index.file(
             position, hash: Self.hash(primaryKey), replacing: { [keys] in keys[$0] == primaryKey },
             hashOf: { [keys] in Self.hash(keys[$0]) })
-        if let replaced {
-            assert(isLive[replaced] && keys[replaced] == primaryKey, "the index named a hole or another row")
-            makeHole(at: replaced)
-        }
-        return (values, replaced != nil)
+        guard let replaced else { return (values, nil) }
+        assert(isLive[replaced] && keys[replaced] == primaryKey, "the index named a hole or another row")
+        let old = rows[replaced].values
+        makeHole(at: replaced)
+        return (values, old)
     }
 
     /// These rows in arrays of their size: rows appended one by one leave up to half of each
@@ -292,7 +316,7 @@ struct EntityRows: Sendable, Sequence, Equatable {
     /// Returns whether a row with the key was replaced (a checkpoint's reader refuses that).
     @discardableResult
     mutating func append(_ primaryKey: UUID, _ row: FoldState.Row) -> Bool {
-        appended(primaryKey, sequence: row.sequence) { _ in row.values }.replaced
+        appended(primaryKey, sequence: row.sequence) { _ in row.values }.replaced != nil
     }
 
     /// Changes the row of `primaryKey` in place, returning its values after (`nil`: no such row).
@@ -303,14 +327,18 @@ struct EntityRows: Sendable, Sequence, Equatable {
         return rows[position].values
     }
 
-    mutating func remove(_ primaryKey: UUID) {
+    /// Removes the row of `primaryKey`, returning its values (`nil`: no such row).
+    @discardableResult
+    mutating func remove(_ primaryKey: UUID) -> RowValues? {
         guard
             let position = index.remove(
                 hash: Self.hash(primaryKey), where: { [keys] in keys[$0] == primaryKey },
                 hashOf: { [keys] in Self.hash(keys[$0]) })
-        else { return }
+        else { return nil }
         assert(isLive[position] && keys[position] == primaryKey, "the index names a hole or another row")
+        let old = rows[position].values
         makeHole(at: position)
+        return old
     }
 
     /// Empties the slot of a row the index no longer names (compacting once holes outnumber rows).

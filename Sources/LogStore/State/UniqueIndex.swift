@@ -97,6 +97,13 @@ struct UniqueIndex: Sendable {
             }
         }
 
+        var count: Int {
+            switch self {
+            case .one: 1
+            case .crowd(let crowd): crowd.count
+            }
+        }
+
         /// Removes `primaryKey`; `false` when nothing is left.
         mutating func remove(_ primaryKey: UUID) -> Bool {
             switch self {
@@ -168,6 +175,8 @@ struct UniqueIndex: Sendable {
         private var positions = PositionTable()
 
         init(constraints: [[String]]) { self.constraints = constraints }
+
+        var filingCount: Int { entries.reduce(0) { $0 + $1.owners.count } }
 
         private func position(of slot: Slot) -> Int? {
             positions.find(hash: slot.digest) { entries[$0].isFiled(under: slot) }
@@ -254,6 +263,11 @@ struct UniqueIndex: Sendable {
 
     /// Whether `entity` has uniqueness constraints (models of others are never filed).
     func constrains(_ entity: String) -> Bool { tablePositions[entity] != nil }
+
+    /// The (model, constraint) pairs filed: one per constraint of each model holding its values
+    /// (tests compare it with an index built from the state: a change that left a model filed
+    /// under values it no longer holds shows here, where lookups, which check the state, hide it).
+    var filingCount: Int { tables.reduce(0) { $0 + $1.filingCount } }
 
     /// The property names of the constraint a key of `entity` is for.
     func constraint(of key: Key, entity: String) -> [String] {

@@ -268,9 +268,14 @@ extension LogStore.Inner {
     mutating func foldWritten(_ changes: [ResolvedChange], at position: LogPosition) {
         var insertedRows: [RowValues] = []
         for change in changes {
-            let old = uniqueIndex.constrains(change.identifier.entityName) ? working.row(change.identifier)?.values : nil
-            let new = working.apply(change)
-            uniqueIndex.replace(change.identifier, old: old, new: new)
+            let new: RowValues?
+            if uniqueIndex.constrains(change.identifier.entityName) {
+                let old: RowValues?
+                (old, new) = working.applyTellingOld(change)
+                uniqueIndex.replace(change.identifier, old: old, new: new)
+            } else {
+                new = working.apply(change)
+            }
             if case .insert = change {
                 guard let new else { preconditionFailure("an insert left no row for \(change.identifier)") }
                 insertedRows.append(new)
