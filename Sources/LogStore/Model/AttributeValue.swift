@@ -44,6 +44,16 @@ public enum AttributeValue: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// Whether the value is a reference or an array holding one (``referencedIdentifiers`` is not
+    /// empty), found without making the array.
+    var holdsReferences: Bool {
+        switch self {
+        case .reference: true
+        case .array(let values): values.contains(where: \.holdsReferences)
+        default: false
+        }
+    }
+
     /// The value with every reference passed through `transform` (nil removes it from arrays and
     /// makes a to-one reference null).
     public func mapReferences(_ transform: (PersistentIdentifier) -> PersistentIdentifier?) -> AttributeValue {

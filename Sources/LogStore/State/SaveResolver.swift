@@ -135,8 +135,10 @@ struct SaveResolver {
             let permanent = resolution.remapped[snapshot.persistentIdentifier]!
             guard !emitted.contains(permanent) else { continue }
             emitted.insert(permanent)
+            let inserted = insertedValues[permanent]!
+            // Most inserts refer to nothing: their values are kept as they are, not copied.
             let values = try checkedReferences(
-                insertedValues[permanent]!.mapValues { $0.mapReferences(remap) },
+                inserted.values.contains(where: \.holdsReferences) ? inserted.mapValues { $0.mapReferences(remap) } : inserted,
                 of: permanent, inserted: insertedValues)
             if upserts.contains(permanent) {
                 let current = state.row(permanent)?.values ?? RowValues()
@@ -145,7 +147,7 @@ struct SaveResolver {
                 resolution.reregister[permanent] = current.merging(changed).dictionary
             } else {
                 resolution.changes.append(.insert(permanent, values))
-                if dropsDeleted(insertedValues[permanent]!) { resolution.reregister[permanent] = values }
+                if dropsDeleted(inserted) { resolution.reregister[permanent] = values }
             }
         }
         for snapshot in request.updated {
@@ -277,6 +279,18 @@ struct SaveResolver {
     private func completed(
         _ values: [String: AttributeValue], entity: Schema.Entity, properties: [Schema.Property]
     ) throws(LogStoreError) -> [String: AttributeValue] {
+        if values.count == properties.count {
+            // Every property has a value (the names are the entity's, checked first, and a
+            // dictionary's are distinct): each value is checked against its property, found by
+            // name in the short array, with no lookup hashing a name.
+            for (name, value) in values {
+                guard let property = properties.first(where: { $0.name == name }) else {
+                    preconditionFailure("a value names no property of \(entity.name)")
+                }
+                try check(value, property: property, entity: entity)
+            }
+            return values
+        }
         var result = values
         for property in properties {
             if let value = values[property.name] {
