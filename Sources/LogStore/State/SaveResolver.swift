@@ -15,6 +15,9 @@ struct SaveResolver {
     /// gone — another process deleted it since this process read it — is dropped and reported in
     /// ``Resolution/droppedChanges`` (never resurrected), instead of failing the save.
     var dropsChangesToDeletedModels = false
+    /// Each entity's properties by name, made once by the store (``Schema/Entity/properties``
+    /// builds the array per call: 2 % of a one-Trip save); an entity missing here has them built.
+    var entityProperties: [String: [Schema.Property]] = [:]
     /// Saves of more inserts than this make their per-save maps with room for all of them.
     static let reservedInsertCountMin = 16
     /// Bound on cascaded deletes in one save (a named limit on the worklist).
@@ -73,7 +76,9 @@ struct SaveResolver {
         for snapshot in request.inserted {
             let temporary = snapshot.persistentIdentifier
             let entity = schema.entity(named: temporary.entityName)!
-            if lastEntity?.name != entity.name { lastEntity = (entity.name, entity.properties) }
+            if lastEntity?.name != entity.name {
+                lastEntity = (entity.name, entityProperties[entity.name] ?? entity.properties)
+            }
             let values = try completed(snapshot.values, entity: entity, properties: lastEntity!.properties)
             let keys = uniqueIndex.keys(entity: entity.name, values: values)
             var target: PersistentIdentifier?

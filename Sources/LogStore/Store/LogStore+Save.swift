@@ -168,7 +168,8 @@ extension LogStore {
                 schema: schema, storeIdentifier: identifier, state: inner.working,
                 uniqueIndex: inner.uniqueIndex,
                 collisionPolicy: configuration.uniqueCollisionPolicy,
-                dropsChangesToDeletedModels: log.isSharedByWriters
+                dropsChangesToDeletedModels: log.isSharedByWriters,
+                entityProperties: entityProperties
             ).resolve(request)
             if !resolution.droppedChanges.isEmpty {
                 inner.droppedChangeCount += resolution.droppedChanges.count

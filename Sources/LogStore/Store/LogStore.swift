@@ -18,6 +18,9 @@ public final class LogStore: DataStore, @unchecked Sendable {
     public let configuration: LogStoreConfiguration
     /// The schema it works with: the configuration's, or the stored one (``usesStoredSchema``).
     public let schema: Schema
+    /// Each entity's properties (``Schema/Entity/properties`` builds the array anew), by name,
+    /// for the save resolver.
+    let entityProperties: [String: [Schema.Property]]
     /// Opened without a schema in code (tools): the stored schema, and saves are refused.
     public var usesStoredSchema: Bool { configuration.schema == nil }
     /// The store's UUID (from `store.meta`) as a string: the store identifier of its permanent
@@ -232,6 +235,7 @@ public final class LogStore: DataStore, @unchecked Sendable {
             let uniqueIndex = UniqueIndex(schema: schema, state: replayed.state, storeIdentifier: log.storeID.uuidString)
             self.configuration = configuration
             self.schema = schema
+            self.entityProperties = Dictionary(schema.entities.map { ($0.name, $0.properties) }) { first, _ in first }
             self.identifier = log.storeID.uuidString
             self.log = log
             self.saveWriter = SaveWriter(
