@@ -13,7 +13,7 @@ extension LogStore {
         if configuration.durability == .synchronous {
             do throws(LogError) { try log.waitUntilDurable(written) } catch { throw forgetUndurable(error) }
         }
-        publish()
+        publishIfNeeded(through: written.endOffset)
         didPublish(endOffset: written.endOffset)
         result.token = DefaultHistoryToken(storeIdentifier: log.storeID, offset: written.offset, check: written.payloadCRC)
         return result
@@ -32,7 +32,7 @@ extension LogStore {
         if configuration.durability == .synchronous {
             do throws(LogError) { try await log.waitUntilDurable(written) } catch { throw forgetUndurable(error) }
         }
-        publish()
+        publishIfNeeded(through: written.endOffset)
         didPublish(endOffset: written.endOffset)
         result.token = DefaultHistoryToken(storeIdentifier: log.storeID, offset: written.offset, check: written.payloadCRC)
         return result
@@ -230,6 +230,13 @@ extension LogStore {
         inner.withLock { inner in publishLocked(&inner) }
     }
 
+    /// ``publish()`` unless a publication already took the record ending at `endOffset` (with
+    /// every record before it: publications go in log order).
+    func publishIfNeeded(through endOffset: UInt64) {
+        guard publishedThrough.load(ordering: .acquiring) < endOffset else { return }
+        publish()
+    }
+
     func publishLocked(_ inner: inout Inner) {
         let visibleEnd = log.visibleEnd
         // Every record ending at or before it is folded and published: not past what `working`
@@ -257,6 +264,9 @@ extension LogStore {
                 check: position.payloadCRC)
             published += 1
         }
+        guard published > 0 else { return }
+        // After the published state took them: a save that reads this finds its record there.
+        publishedThrough.store(inner.pending[published - 1].position.endOffset, ordering: .releasing)
         inner.pending.removeFirst(published)
     }
 }

@@ -70,6 +70,11 @@ public final class LogStore: DataStore, @unchecked Sendable {
     /// ``inlineSaveQuietNanosecondsDefault``; tests set a longer one (a loaded machine can take
     /// over a second for a few saves).
     let inlineSaveQuietNanoseconds = Atomic<UInt64>(LogStore.inlineSaveQuietNanosecondsDefault)
+    /// The end of the last record a publication published (stored under `inner`, after the
+    /// published state took it): a save whose record ends at or before it was published by
+    /// another save's publication — the group commit's first waiter to publish takes every
+    /// record its fdatasync covered — and returns without taking `inner` again.
+    let publishedThrough = Atomic<UInt64>(0)
 
     /// What a writer of a shared store folded and published, copied out of `inner` as it changes:
     /// the change watcher wakes at every write to the coordination file — this process's own
