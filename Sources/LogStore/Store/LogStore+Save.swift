@@ -233,7 +233,10 @@ extension LogStore {
     /// ``publish()`` unless a publication already took the record ending at `endOffset` (with
     /// every record before it: publications go in log order).
     func publishIfNeeded(through endOffset: UInt64) {
-        guard publishedThrough.load(ordering: .acquiring) < endOffset else { return }
+        guard publishedThrough.load(ordering: .acquiring) < endOffset else {
+            publicationsSkipped.add(1, ordering: .relaxed)
+            return
+        }
         publish()
     }
 

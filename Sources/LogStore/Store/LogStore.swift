@@ -72,9 +72,13 @@ public final class LogStore: DataStore, @unchecked Sendable {
     let inlineSaveQuietNanoseconds = Atomic<UInt64>(LogStore.inlineSaveQuietNanosecondsDefault)
     /// The end of the last record a publication published (stored under `inner`, after the
     /// published state took it): a save whose record ends at or before it was published by
-    /// another save's publication — the group commit's first waiter to publish takes every
-    /// record its fdatasync covered — and returns without taking `inner` again.
+    /// another save's publication — which takes every pending record up to the visible end it
+    /// reads, so the first waiter of a group commit to publish takes the others' too — and
+    /// returns without taking `inner` again. (After a failed sync the published state may be
+    /// folded again to the cut-back durable end, below this; no save follows a failed sync.)
     let publishedThrough = Atomic<UInt64>(0)
+    /// Saves that returned on ``publishedThrough`` (tests).
+    let publicationsSkipped = Atomic<Int>(0)
 
     /// What a writer of a shared store folded and published, copied out of `inner` as it changes:
     /// the change watcher wakes at every write to the coordination file — this process's own
