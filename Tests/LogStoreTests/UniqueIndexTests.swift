@@ -90,6 +90,33 @@ import Testing
         #expect(store.inner.withLock { $0.uniqueIndex.filingCount } == 8)
     }
 
+    /// Two inserts of one save with a unique key in common become one model (upsert policy): one
+    /// insert change with the later values, both temporary identifiers mapped to it.
+    @Test func twoInsertsWithAUniqueKeyInCommonAreOneInsert() throws {
+        let temporary = TemporaryDirectory("unique-merge")
+        defer { temporary.remove() }
+        let store = try LogStore(LogStoreConfiguration(schema: Self.schema, directory: temporary.path, durability: .none))
+        defer { try? store.close() }
+        var request = DataStoreSaveChangesRequest<DefaultSnapshot>()
+        let first = Self.badge(7, "ada", 2020)
+        let second = Self.badge(7, "bob", 2021)
+        let other = Self.badge(8, "cy", 2022)
+        request.inserted = [first, second, other]
+        let (state, index) = store.inner.withLock { ($0.working, $0.uniqueIndex) }
+        let resolution = try SaveResolver(
+            schema: Self.schema, storeIdentifier: store.identifier, state: state, uniqueIndex: index
+        ).resolve(request)
+        #expect(resolution.changes.count == 2, "\(resolution.changes)")
+        let merged = try #require(resolution.remapped[first.persistentIdentifier])
+        #expect(resolution.remapped[second.persistentIdentifier] == merged)
+        #expect(resolution.remapped[other.persistentIdentifier] != merged)
+        guard case .insert(merged, let values) = resolution.changes.first else {
+            Issue.record("the first change is not the merged insert: \(resolution.changes)")
+            return
+        }
+        #expect(values["holder"] == .string("bob") && values["year"] == .int(2021))
+    }
+
     /// The index files keys by hash and keeps no values: a lookup reads the candidates' values
     /// from the state. Replay never validates, so two models can hold one combination (a store
     /// written by a faulty build): the one filed last is the owner, and when it goes the other one

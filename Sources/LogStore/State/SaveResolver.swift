@@ -70,6 +70,9 @@ struct SaveResolver {
             reserved > 0 ? Dictionary(minimumCapacity: reserved) : [:]
         var keysOfThisSave: [String: [UniqueIndex.Key: PersistentIdentifier]] = [:]
         var upserts: Set<PersistentIdentifier> = []
+        /// Whether two inserts of this save became one model (a unique key in common): only then
+        /// can two inserts name one permanent identifier, which is emitted once.
+        var merged = false
         // The properties of the entity inserted last (a save's inserts are mostly of one entity):
         // `Schema.Entity.properties` builds an array.
         var lastEntity: (name: String, properties: [Schema.Property])?
@@ -113,6 +116,7 @@ struct SaveResolver {
             resolution.remapped[temporary] = permanent
             if let earlier = insertedValues[permanent] {
                 insertedValues[permanent] = earlier.merging(values) { $1 }
+                merged = true
             } else {
                 insertedValues[permanent] = values
             }
@@ -135,11 +139,13 @@ struct SaveResolver {
                 }
         }
         // Insert (and upsert) changes, in request order.
-        var emitted: Set<PersistentIdentifier> = reserved > 0 ? Set(minimumCapacity: reserved) : []
+        var emitted: Set<PersistentIdentifier> = merged && reserved > 0 ? Set(minimumCapacity: reserved) : []
         for snapshot in request.inserted {
             let permanent = resolution.remapped[snapshot.persistentIdentifier]!
-            guard !emitted.contains(permanent) else { continue }
-            emitted.insert(permanent)
+            if merged {
+                guard !emitted.contains(permanent) else { continue }
+                emitted.insert(permanent)
+            }
             let inserted = insertedValues[permanent]!
             // Most inserts refer to nothing: their values are kept as they are, not copied.
             let values = try checkedReferences(
@@ -289,10 +295,11 @@ struct SaveResolver {
             // dictionary's are distinct): each value is checked against its property, found by
             // name in the short array, with no lookup hashing a name.
             for (name, value) in values {
-                guard let property = properties.first(where: { $0.name == name }) else {
+                // By index: `first(where:)` copied the property out (its strings and default).
+                guard let index = properties.firstIndex(where: { $0.name == name }) else {
                     preconditionFailure("a value names no property of \(entity.name)")
                 }
-                try check(value, property: property, entity: entity)
+                try check(value, property: properties[index], entity: entity)
             }
             return values
         }
