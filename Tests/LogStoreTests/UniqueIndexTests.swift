@@ -13,7 +13,8 @@ import Testing
         Schema.Entity(
             "Badge",
             attributes: [.init("code", .int), .init("holder", .string), .init("year", .int)],
-            uniquenessConstraints: [["code"], ["holder", "year"]])
+            uniquenessConstraints: [["code"], ["holder", "year"]]),
+        Schema.Entity("Note", attributes: [.init("text", .string)]),
     ])
 
     static func badge(_ code: Int64, _ holder: String, _ year: Int64) -> DefaultSnapshot {
@@ -115,6 +116,33 @@ import Testing
             return
         }
         #expect(values["holder"] == .string("bob") && values["year"] == .int(2021))
+        // One temporary identifier given twice is one model as well (of an entity without
+        // constraints: no key makes the second insert find the first).
+        let note = DefaultSnapshot(persistentIdentifier: .temporary(entityName: "Note"), values: ["text": .string("hi")])
+        var twice = DataStoreSaveChangesRequest<DefaultSnapshot>()
+        twice.inserted = [note, note]
+        let once = try SaveResolver(
+            schema: Self.schema, storeIdentifier: store.identifier, state: state, uniqueIndex: index
+        ).resolve(twice)
+        #expect(once.changes.count == 1, "\(once.changes)")
+    }
+
+    /// A snapshot with several values of the wrong type is refused naming the first such
+    /// property in declaration order (not the dictionary's order, which differs per instance).
+    @Test func theFirstWrongValueInDeclarationOrderIsNamed() throws {
+        let temporary = TemporaryDirectory("unique-wrong")
+        defer { temporary.remove() }
+        let store = try LogStore(LogStoreConfiguration(schema: Self.schema, directory: temporary.path, durability: .none))
+        defer { try? store.close() }
+        for _ in 0..<20 {
+            var request = DataStoreSaveChangesRequest<DefaultSnapshot>()
+            request.inserted = [
+                DefaultSnapshot(
+                    persistentIdentifier: .temporary(entityName: "Badge"),
+                    values: ["year": .string("x"), "holder": .int(1), "code": .string("y")])
+            ]
+            #expect(Self.violation(store, request.inserted)?.attribute == "code")
+        }
     }
 
     /// The index files keys by hash and keeps no values: a lookup reads the candidates' values

@@ -70,8 +70,9 @@ struct SaveResolver {
             reserved > 0 ? Dictionary(minimumCapacity: reserved) : [:]
         var keysOfThisSave: [String: [UniqueIndex.Key: PersistentIdentifier]] = [:]
         var upserts: Set<PersistentIdentifier> = []
-        /// Whether two inserts of this save became one model (a unique key in common): only then
-        /// can two inserts name one permanent identifier, which is emitted once.
+        /// Whether two inserts of this save became one model (a unique key in common, or one
+        /// temporary identifier given twice): only then can two inserts name one permanent
+        /// identifier, which is emitted once.
         var merged = false
         // The properties of the entity inserted last (a save's inserts are mostly of one entity):
         // `Schema.Entity.properties` builds an array.
@@ -113,7 +114,8 @@ struct SaveResolver {
                 ?? .permanent(for: storeIdentifier, entityName: entity.name, primaryKey: RandomUUID.make())
             // A collision with a stored model is an upsert; with an earlier insert of this save, a merge.
             if let target, state.contains(target) { upserts.insert(target) }
-            resolution.remapped[temporary] = permanent
+            // A temporary identifier given twice is one model too (the later insert's).
+            if resolution.remapped.updateValue(permanent, forKey: temporary) != nil { merged = true }
             if let earlier = insertedValues[permanent] {
                 insertedValues[permanent] = earlier.merging(values) { $1 }
                 merged = true
@@ -293,15 +295,17 @@ struct SaveResolver {
         if values.count == properties.count {
             // Every property has a value (the names are the entity's, checked first, and a
             // dictionary's are distinct): each value is checked against its property, found by
-            // name in the short array, with no lookup hashing a name.
-            for (name, value) in values {
+            // name in the short array, with no lookup hashing a name. A value that fails goes
+            // to the loop below, which names the first failing property in declaration order
+            // (the dictionary's order is not one).
+            let allValid = values.allSatisfy { name, value in
                 // By index: `first(where:)` copied the property out (its strings and default).
                 guard let index = properties.firstIndex(where: { $0.name == name }) else {
                     preconditionFailure("a value names no property of \(entity.name)")
                 }
-                try check(value, property: properties[index], entity: entity)
+                return (try? check(value, property: properties[index], entity: entity)) != nil
             }
-            return values
+            if allValid { return values }
         }
         var result = values
         for property in properties {
