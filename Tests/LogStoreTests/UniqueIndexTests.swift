@@ -127,6 +127,26 @@ import Testing
         #expect(once.changes.count == 1, "\(once.changes)")
     }
 
+    /// An update that takes the unique value an insert of the same save holds is refused (the
+    /// save's one insert still claims its keys when the save has updates).
+    @Test func anUpdateTakingTheValueOfAnInsertOfTheSameSaveIsRefused() throws {
+        let temporary = TemporaryDirectory("unique-insert-update")
+        defer { temporary.remove() }
+        let store = try LogStore(LogStoreConfiguration(schema: Self.schema, directory: temporary.path, durability: .none))
+        defer { try? store.close() }
+        var first = DataStoreSaveChangesRequest<DefaultSnapshot>()
+        let stored = Self.badge(1, "ada", 2020)
+        first.inserted = [stored]
+        let identifier = try #require(try store.save(first).remappedIdentifiers[stored.persistentIdentifier])
+        var request = DataStoreSaveChangesRequest<DefaultSnapshot>()
+        request.inserted = [Self.badge(2, "bob", 2021)]
+        request.updated = [
+            DefaultSnapshot(persistentIdentifier: identifier, values: ["code": .int(2), "holder": .string("ada"), "year": .int(2020)])
+        ]
+        #expect(throws: LogStoreError.self) { try store.save(request) }
+        #expect(store.inner.withLock { $0.published.count(of: "Badge") } == 1)
+    }
+
     /// A snapshot with several values of the wrong type is refused naming the first such
     /// property in declaration order (not the dictionary's order, which differs per instance).
     @Test func theFirstWrongValueInDeclarationOrderIsNamed() throws {

@@ -69,6 +69,7 @@ struct SaveResolver {
         var insertedValues: [PersistentIdentifier: [String: AttributeValue]] =
             reserved > 0 ? Dictionary(minimumCapacity: reserved) : [:]
         var keysOfThisSave: [String: [UniqueIndex.Key: PersistentIdentifier]] = [:]
+        let claimsKeys = request.inserted.count > 1 || !request.updated.isEmpty
         var upserts: Set<PersistentIdentifier> = []
         /// Whether two inserts of this save became one model (a unique key in common, or one
         /// temporary identifier given twice): only then can two inserts name one permanent
@@ -127,7 +128,10 @@ struct SaveResolver {
                 // times per 100; a save of many inserts of other entities must not reserve for them.
                 keysOfThisSave[entity.name] = Dictionary(minimumCapacity: min(reserved, 1_024) * keys.count)
             }
-            for key in keys { keysOfThisSave[entity.name, default: [:]][key] = permanent }
+            // Read by the later inserts and the updates of this save: none when this is its only change.
+            if claimsKeys {
+                for key in keys { keysOfThisSave[entity.name, default: [:]][key] = permanent }
+            }
         }
         let remap = { (identifier: PersistentIdentifier) -> PersistentIdentifier? in
             let mapped = resolution.remapped[identifier] ?? identifier
