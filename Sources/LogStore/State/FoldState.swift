@@ -94,40 +94,31 @@ struct FoldState: Sendable {
     /// never records) is applied as well as it can be and does not stop replay.
     @discardableResult
     mutating func apply(_ change: ResolvedChange) -> RowValues? {
-        switch change {
-        case .insert(let identifier, let values):
-            return insert(entityName: identifier.entityName, primaryKey: identifier.primaryKey) {
-                RowValues(values, layout: $0)
-            }
-        case .update(let identifier, let values):
-            return update(entityName: identifier.entityName, primaryKey: identifier.primaryKey, values: values)
-        case .delete(let identifier, _):
-            delete(entityName: identifier.entityName, primaryKey: identifier.primaryKey)
-            return nil
-        }
+        apply(change, tellingOld: false).new
     }
 
     /// ``apply(_:)``, telling the model's values before the change too (`nil`: it had no row):
     /// the unique index's old slots, with one lookup of the key where a lookup then a change
     /// took two.
     mutating func applyTellingOld(_ change: ResolvedChange) -> (old: RowValues?, new: RowValues?) {
+        apply(change, tellingOld: true)
+    }
+
+    /// An update keeps its old values only when told to: held across the change, they make it
+    /// copy the row's slots (a replay's fold does not need them).
+    private mutating func apply(_ change: ResolvedChange, tellingOld: Bool) -> (old: RowValues?, new: RowValues?) {
         switch change {
         case .insert(let identifier, let values):
-            defer { nextSequence += 1 }
-            let (new, old) = tables[positionMade(for: identifier.entityName)].appended(
-                identifier.primaryKey, sequence: nextSequence) { RowValues(values, layout: $0) }
-            return (old, new)
-        case .update(let identifier, let values):
-            guard let position = rememberedPosition(of: identifier.entityName) else { return (nil, nil) }
-            var old: RowValues?
-            let new = tables[position].update(identifier.primaryKey) { row in
-                old = row.values
-                row.values.assign(values)
+            let (new, old) = insert(entityName: identifier.entityName, primaryKey: identifier.primaryKey) {
+                RowValues(values, layout: $0)
             }
             return (old, new)
+        case .update(let identifier, let values):
+            return update(
+                entityName: identifier.entityName, primaryKey: identifier.primaryKey, values: values,
+                tellingOld: tellingOld)
         case .delete(let identifier, _):
-            guard let position = rememberedPosition(of: identifier.entityName) else { return (nil, nil) }
-            return (tables[position].remove(identifier.primaryKey), nil)
+            return (delete(entityName: identifier.entityName, primaryKey: identifier.primaryKey), nil)
         }
     }
 
@@ -148,12 +139,13 @@ struct FoldState: Sendable {
 
     /// A new model with values made in the entity's layout: a row that needs names the layout
     /// lacks extends it, and the entity's later rows share the extended layout.
+    /// Returns its values and those of the row with its key it replaced.
     @discardableResult
     private mutating func insert(entityName: String, primaryKey: UUID, values: (RowLayout) -> RowValues)
-        -> RowValues
+        -> (values: RowValues, replaced: RowValues?)
     {
         defer { nextSequence += 1 }
-        return tables[positionMade(for: entityName)].append(primaryKey, sequence: nextSequence, values: values)
+        return tables[positionMade(for: entityName)].appended(primaryKey, sequence: nextSequence, values: values)
     }
 
     /// Changed values of a model (nothing if it is missing); later values of one name win. A
@@ -163,13 +155,26 @@ struct FoldState: Sendable {
     mutating func update<Values: Sequence<(key: String, value: AttributeValue)>>(
         entityName: String, primaryKey: UUID, values: Values
     ) -> RowValues? {
-        guard let position = rememberedPosition(of: entityName) else { return nil }
-        return tables[position].update(primaryKey) { row in row.values.assign(values) }
+        update(entityName: entityName, primaryKey: primaryKey, values: values, tellingOld: false).new
     }
 
-    mutating func delete(entityName: String, primaryKey: UUID) {
-        guard let position = rememberedPosition(of: entityName) else { return }
-        tables[position].remove(primaryKey)
+    private mutating func update<Values: Sequence<(key: String, value: AttributeValue)>>(
+        entityName: String, primaryKey: UUID, values: Values, tellingOld: Bool
+    ) -> (old: RowValues?, new: RowValues?) {
+        guard let position = rememberedPosition(of: entityName) else { return (nil, nil) }
+        var old: RowValues?
+        let new = tables[position].update(primaryKey) { row in
+            if tellingOld { old = row.values }
+            row.values.assign(values)
+        }
+        return (old, new)
+    }
+
+    /// Removes a model's row, returning its values (`nil`: it had none).
+    @discardableResult
+    mutating func delete(entityName: String, primaryKey: UUID) -> RowValues? {
+        guard let position = rememberedPosition(of: entityName) else { return nil }
+        return tables[position].remove(primaryKey)
     }
 
     var sequenceEnd: UInt64 { nextSequence }

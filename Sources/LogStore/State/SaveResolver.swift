@@ -71,10 +71,6 @@ struct SaveResolver {
         var keysOfThisSave: [String: [UniqueIndex.Key: PersistentIdentifier]] = [:]
         let claimsKeys = request.inserted.count > 1 || !request.updated.isEmpty
         var upserts: Set<PersistentIdentifier> = []
-        /// Whether two inserts of this save became one model (a unique key in common, or one
-        /// temporary identifier given twice): only then can two inserts name one permanent
-        /// identifier, which is emitted once.
-        var merged = false
         // The properties of the entity inserted last (a save's inserts are mostly of one entity):
         // `Schema.Entity.properties` builds an array.
         var lastEntity: (name: String, properties: [Schema.Property])?
@@ -115,11 +111,9 @@ struct SaveResolver {
                 ?? .permanent(for: storeIdentifier, entityName: entity.name, primaryKey: RandomUUID.make())
             // A collision with a stored model is an upsert; with an earlier insert of this save, a merge.
             if let target, state.contains(target) { upserts.insert(target) }
-            // A temporary identifier given twice is one model too (the later insert's).
-            if resolution.remapped.updateValue(permanent, forKey: temporary) != nil { merged = true }
+            resolution.remapped[temporary] = permanent
             if let earlier = insertedValues[permanent] {
                 insertedValues[permanent] = earlier.merging(values) { $1 }
-                merged = true
             } else {
                 insertedValues[permanent] = values
             }
@@ -144,7 +138,12 @@ struct SaveResolver {
                     $0.referencedIdentifiers.contains { deleted.contains(resolution.remapped[$0] ?? $0) }
                 }
         }
-        // Insert (and upsert) changes, in request order.
+        // Insert (and upsert) changes, in request order. Only when two inserts became one model (a
+        // unique key in common: fewer models than inserts) or a temporary identifier was given
+        // twice (fewer identifiers than inserts, the later insert's model kept) can two inserts
+        // name one permanent identifier, which is emitted once.
+        let merged =
+            insertedValues.count < request.inserted.count || resolution.remapped.count < request.inserted.count
         var emitted: Set<PersistentIdentifier> = merged && reserved > 0 ? Set(minimumCapacity: reserved) : []
         for snapshot in request.inserted {
             let permanent = resolution.remapped[snapshot.persistentIdentifier]!

@@ -233,7 +233,7 @@ extension LogStore {
     /// ``publish()`` unless a publication already took the record ending at `endOffset` (with
     /// every record before it: publications go in log order).
     func publishIfNeeded(through endOffset: UInt64) {
-        guard publishedThrough.load(ordering: .acquiring) < endOffset else {
+        guard followMirror.publishedVisibleEnd.load(ordering: .acquiring) < endOffset else {
             publicationsSkipped.add(1, ordering: .relaxed)
             return
         }
@@ -246,7 +246,8 @@ extension LogStore {
         // folds (another process's records the log caught up with may not be folded yet; a fold
         // under the turn publishes nothing, and the follow's fast path must not skip them).
         defer {
-            inner.mirror?.publishedVisibleEnd.store(min(visibleEnd, inner.workingEnd), ordering: .releasing)
+            // In every store, not only a shared one: saves return on it (publishIfNeeded).
+            followMirror.publishedVisibleEnd.store(min(visibleEnd, inner.workingEnd), ordering: .releasing)
         }
         var published = 0
         for (position, changes, insertedRows) in inner.pending {
@@ -267,9 +268,6 @@ extension LogStore {
                 check: position.payloadCRC)
             published += 1
         }
-        guard published > 0 else { return }
-        // After the published state took them: a save that reads this finds its record there.
-        publishedThrough.store(inner.pending[published - 1].position.endOffset, ordering: .releasing)
         inner.pending.removeFirst(published)
     }
 }

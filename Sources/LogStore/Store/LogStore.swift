@@ -70,14 +70,7 @@ public final class LogStore: DataStore, @unchecked Sendable {
     /// ``inlineSaveQuietNanosecondsDefault``; tests set a longer one (a loaded machine can take
     /// over a second for a few saves).
     let inlineSaveQuietNanoseconds = Atomic<UInt64>(LogStore.inlineSaveQuietNanosecondsDefault)
-    /// The end of the last record a publication published (stored under `inner`, after the
-    /// published state took it): a save whose record ends at or before it was published by
-    /// another save's publication — which takes every pending record up to the visible end it
-    /// reads, so the first waiter of a group commit to publish takes the others' too — and
-    /// returns without taking `inner` again. (After a failed sync the published state may be
-    /// folded again to the cut-back durable end, below this; no save follows a failed sync.)
-    let publishedThrough = Atomic<UInt64>(0)
-    /// Saves that returned on ``publishedThrough`` (tests).
+    /// Saves that returned on ``FollowMirror/publishedVisibleEnd`` without publishing (tests).
     let publicationsSkipped = Atomic<Int>(0)
 
     /// What a writer of a shared store folded and published, copied out of `inner` as it changes:
@@ -87,7 +80,12 @@ public final class LogStore: DataStore, @unchecked Sendable {
     final class FollowMirror: Sendable {
         let workingEnd = Atomic<UInt64>(0)
         let loadedMaintenanceCounter = Atomic<UInt64>(0)
-        /// The visible end the last publication published through: every pending record ends past it.
+        /// The visible end the last publication published through: every pending record ends past
+        /// it. Kept in every store (stored under `inner` after the published state took the
+        /// records): a save whose record ends at or before it was published by another save's
+        /// publication — the first waiter of a group commit to publish takes the others' too — and
+        /// returns without taking `inner` again. (After a failed sync the published state may be
+        /// folded again to the cut-back durable end, below this; no save follows a failed sync.)
         let publishedVisibleEnd = Atomic<UInt64>(0)
     }
 
