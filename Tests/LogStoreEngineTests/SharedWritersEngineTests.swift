@@ -382,6 +382,47 @@ final class FaultyWriteHandle: LogStoreEngine.FileHandle, Sendable {
         try b.close()
     }
 
+    /// A writer of a shared store reads both slots from a mapping of the coordination file (no
+    /// `pread` per turn and per `fdatasync`): it sees every `pwrite` another process makes, at
+    /// once; a file an older writer left at 80 bytes grows to both slots, slot 1 kept; a damaged
+    /// slot read there is still an error, not a guess.
+    @Test func aWriterReadsTheSlotsFromAMappingThatSeesTheOthersWrites() throws {
+        let temporary = TemporaryDirectory("shared-mapped-slots")
+        defer { temporary.remove() }
+        let fileSystem = PosixFileSystem()
+        try fileSystem.createDirectory(temporary.path)
+        let storeID = UUID()
+        let other = try CoordinationFile.openForWriting(directory: temporary.path, fileSystem: fileSystem)
+        defer { other.close() }
+        #expect(!other.readsMapping)
+        let first = SharedEnd(storeID: storeID, epoch: 3, changeCounter: 1, lastSegmentBaseOffset: 0, visibleEnd: 100)
+        try other.writeChecked(first)
+        #expect(try fileSystem.openFile(CoordinationFile.path(in: temporary.path), mode: .readOnly).size() == 80)
+
+        let mapped = try CoordinationFile.openForWriting(directory: temporary.path, fileSystem: fileSystem, mapsSlots: true)
+        defer { mapped.close() }
+        #expect(mapped.readsMapping)
+        #expect(try fileSystem.openFile(CoordinationFile.path(in: temporary.path), mode: .readOnly).size() == 160)
+        #expect(mapped.read() == first)
+        #expect(try mapped.readTurnChecked(in: temporary.path) == nil)
+        // Bounded: 50 rewrites, each seen by the very next read.
+        for counter in 1...50 as ClosedRange<UInt64> {
+            var slot = first
+            slot.visibleEnd = 100 + counter
+            slot.changeCounter = counter
+            try other.writeChecked(slot)
+            let turn = TurnSlot(storeID: storeID, writtenEnd: 200 + counter, lastSegmentBaseOffset: 0, turnCounter: counter)
+            try other.writeTurn(turn)
+            #expect(mapped.read() == slot)
+            #expect(mapped.readBytes() == slot.encoded())
+            #expect(try mapped.readTurnChecked(in: temporary.path) == turn)
+            #expect(mapped.readTurn() == turn)
+        }
+        try Self.overwriteTurnSlot(temporary.path, with: 0x5A)
+        #expect(throws: LogError.self) { try mapped.readTurnChecked(in: temporary.path) }
+        #expect(mapped.readTurn() == nil)
+    }
+
     /// Overwrites the turn slot's bytes in the coordination file.
     static func overwriteTurnSlot(_ directory: String, with byte: UInt8) throws {
         let handle = try PosixFileSystem().openFile(CoordinationFile.path(in: directory), mode: .createOrOpen)

@@ -19,7 +19,8 @@ extension LogCore {
     /// that followed the previous writer then go on. Otherwise (a repair, a damaged or foreign
     /// slot, or a slot past the recovered end) it moves, and those readers must reopen.
     func startPublishing(repaired: Bool) throws(LogError) {
-        let coordination = try CoordinationFile.openForWriting(directory: directory, fileSystem: fileSystem)
+        let coordination = try CoordinationFile.openForWriting(
+            directory: directory, fileSystem: fileSystem, mapsSlots: writers != nil)
         let previous = coordination.read()
         let end = state.durableEnd
         let keepsEpoch =

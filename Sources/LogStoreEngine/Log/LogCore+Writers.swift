@@ -92,7 +92,8 @@ extension LogCore {
             // Opened for writing: this process publishes durable ends (slot 1) and written ends (the
             // turn slot) like every other writer (a read-only descriptor made those writes fail,
             // unseen: found by the four-process test, whose fetches then missed acknowledged saves).
-            let coordination = try CoordinationFile.openForWriting(directory: directory, fileSystem: fileSystem)
+            let coordination = try CoordinationFile.openForWriting(
+                directory: directory, fileSystem: fileSystem, mapsSlots: true)
             guard let slot = coordination.read().flatMap({ $0.storeID == meta.storeID ? $0 : nil }) else {
                 coordination.close()
                 throw LogError(
@@ -294,7 +295,8 @@ extension LogCore {
             let segment = state.segments.last!
             var scanner = SegmentScanner(
                 segment: segment,
-                position: SegmentScanner.filePosition(logicalOffset: offset, baseOffset: segment.baseOffset))
+                position: SegmentScanner.filePosition(logicalOffset: offset, baseOffset: segment.baseOffset),
+                firstReadByteCount: 4096)
             // Bounded by the segment's length: each record moves the scanner forward.
             while true {
                 switch try scanner.next(decodesPayload: false) {

@@ -7,9 +7,10 @@ import CFutex
 #endif
 
 /// Bytes of a file mapped shared between processes (``FileHandle/mapShared(byteCount:)``), used
-/// only as 32-bit words read and changed atomically and waited on with the futex system call
-/// (`WAKE`, FORMAT.md §10.2). Unmapped when the last reference goes, so a thread still using a
-/// word (a waiter woken after its store closed) never touches an unmapped page.
+/// only as 32-bit words read and changed atomically: waited on with the futex system call
+/// (`WAKE`, FORMAT.md §10.2), or read as the coordination file's slots (§10.1). Unmapped when
+/// the last reference goes, so a thread still using a word (a waiter woken after its store
+/// closed) never touches an unmapped page.
 public final class SharedMapping: @unchecked Sendable {
     // @unchecked: `address` never changes, and every access to the bytes is atomic (CFutex).
     private let address: UnsafeMutableRawPointer
@@ -29,6 +30,20 @@ public final class SharedMapping: @unchecked Sendable {
     func zero() {
         // Word by word, atomically: a process that was closing may still touch a word.
         for offset in stride(from: 0, to: byteCount, by: 4) { cfutex_store(word(at: offset), 0) }
+    }
+
+    /// `count` bytes from byte `offset` (both multiples of 4), read word by word, each word
+    /// atomically: bytes another process rewrites meanwhile may mix old and new words, which the
+    /// checksum of what they hold tells (the coordination file's slots, FORMAT.md §10.1).
+    func loadBytes(at offset: Int, count: Int) -> [UInt8] {
+        precondition(offset >= 0 && offset % 4 == 0 && count % 4 == 0 && offset + count <= byteCount)
+        var bytes = [UInt8](repeating: 0, count: count)
+        bytes.withUnsafeMutableBytes { out in
+            for index in stride(from: 0, to: count, by: 4) {
+                out.storeBytes(of: cfutex_load(word(at: offset + index)), toByteOffset: index, as: UInt32.self)
+            }
+        }
+        return bytes
     }
 
     /// The word at byte `offset` (a multiple of 4 inside the mapping).
