@@ -196,7 +196,14 @@ final class FaultyWriteHandle: LogStoreEngine.FileHandle, Sendable {
         try a.waitUntilDurable(second)
         let turn = try PosixFileSystem().openFile(
             temporary.path + "/" + FormatConstants.turnLockFileName, mode: .createOrOpen)
-        #expect(try turn.tryLockExclusive())
+        // a parks TURN after its turn (SharedFileLock) and lets it go once idle for about 1 ms;
+        // this descriptor has no `WAKE` and is not counted as a sleeper. Bounded: 5 s.
+        var locked = false
+        for _ in 0..<5_000 where !locked {
+            locked = try turn.tryLockExclusive()
+            if !locked { usleep(1_000) }
+        }
+        #expect(locked)
         try a.close()
         #expect(a.statistics.markCount == 0)
         try turn.unlock()
@@ -380,6 +387,109 @@ final class FaultyWriteHandle: LogStoreEngine.FileHandle, Sendable {
         #expect(b.statistics.syncsCoveredElsewhere == before.syncsCoveredElsewhere + 1)
         coordination.close()
         try b.close()
+    }
+
+    /// A lone writer of a shared store keeps `TURN` between its turns (parked: no `flock`, no
+    /// catch-up); another process that wants it gets it once the keeper is idle, and the keeper's
+    /// next turn is a full one that catches up with the other's record before writing (never over
+    /// it); while the other process writes, nothing is kept. Seen failing with every fresh `flock`
+    /// counted as kept (the keeper wrote over the other's record: its own records read back
+    /// wrong), and with nothing kept (no kept turn).
+    @Test func aLoneWriterKeepsTheTurnAndHandsItToAnotherProcessWhenIdle() throws {
+        let temporary = TemporaryDirectory("shared-kept-turn")
+        defer { temporary.remove() }
+        let fileSystemA = ObservedPosixFileSystem(process: 1), fileSystemB = ObservedPosixFileSystem(process: 2)
+        var optionsA = Self.options(fileSystemA)
+        optionsA.segmentByteCountMax = 1 << 20
+        var optionsB = optionsA
+        optionsB.fileSystem = fileSystemB
+        let a = try Log.open(directory: temporary.path, options: optionsA)
+        let b = try Log.open(directory: temporary.path, options: optionsB)
+        defer {
+            try? a.close()
+            try? b.close()
+        }
+        func turn(_ log: Log, _ text: String) throws -> LogPosition {
+            try log.beginTurn()
+            defer { log.endTurn() }
+            return try log.write(Array(text.utf8) + [UInt8](repeating: 9, count: 40))
+        }
+        var written: [String] = []
+        func write(_ log: Log, _ text: String) throws {
+            try log.waitUntilDurable(try turn(log, text))
+            written.append(text)
+        }
+        // b opened after a: a's first turn is a full one, the ten after it kept.
+        for index in 0..<11 { try write(a, "a \(index) ") }
+        #expect(a.statistics.keptTurnCount == 10)
+        // b waits for a's kept turn (a is idle: let go within about a millisecond) and catches
+        // up with a's records; then a's next turn is not kept and catches up with b's.
+        let start = Date()
+        try write(b, "b 0 ")
+        #expect(Date().timeIntervalSince(start) < 5)
+        let keptBefore = a.statistics.keptTurnCount
+        try write(a, "a after b ")
+        #expect(a.statistics.keptTurnCount == keptBefore, "a turn after another process's write was kept")
+        // a has read b's record: while others write (for a second), a keeps nothing.
+        for index in 0..<5 { try write(a, "a again \(index) ") }
+        #expect(a.statistics.keptTurnCount == keptBefore)
+        let read = try readAll(a).map { String(decoding: $0.payload.prefix(while: { $0 != 9 }), as: UTF8.self) }
+        #expect(read == written)
+    }
+
+    /// A process that keeps `TURN` while it writes without pause lets it go at least every
+    /// ``SharedFileLock/keptNanosecondsMax``: a waiter that is never counted among the sleepers
+    /// (a build without `WAKE`, here a bare descriptor's `flock`) still gets it. Seen failing with
+    /// that bound removed (the bare descriptor never got the lock in 3 s).
+    @Test func aKeeperBusyWritingStillLetsAnUncountedWaiterHaveTheTurn() throws {
+        let temporary = TemporaryDirectory("shared-kept-bound")
+        defer { temporary.remove() }
+        var options = Self.options(ObservedPosixFileSystem(process: 1))
+        options.segmentByteCountMax = 64 << 20
+        let a = try Log.open(directory: temporary.path, options: options)
+        defer { try? a.close() }
+        let stop = Atomic<Bool>(false)
+        let done = DispatchSemaphore(value: 0)
+        let finished = Atomic<Bool>(false)
+        let writer = Thread {
+            defer {
+                finished.store(true, ordering: .relaxed)
+                done.signal()
+            }
+            // Bounded: 10 s, or until told to stop.
+            let deadline = Date().addingTimeInterval(10)
+            while !stop.load(ordering: .relaxed) && Date() < deadline {
+                do {
+                    try a.beginTurn()
+                    _ = try a.write(Array("busy ".utf8) + [UInt8](repeating: 3, count: 40))
+                    a.endTurn()
+                } catch {
+                    return
+                }
+            }
+        }
+        writer.start()
+        // Bounded: 5 s for the writer to be keeping the turn.
+        let keeping = Date().addingTimeInterval(5)
+        while a.statistics.keptTurnCount < 10 && Date() < keeping { usleep(100) }
+        let turn = try PosixFileSystem().openFile(
+            temporary.path + "/" + FormatConstants.turnLockFileName, mode: .createOrOpen)
+        defer { turn.close() }
+        // Bounded: 3 s of tries 100 µs apart.
+        var locked = false
+        let deadline = Date().addingTimeInterval(3)
+        while !locked && Date() < deadline {
+            locked = try turn.tryLockExclusive()
+            if !locked { usleep(100) }
+        }
+        let keptWhileBusy = a.statistics.keptTurnCount
+        let writerWasWriting = !finished.load(ordering: .relaxed)
+        if locked { try turn.unlock() }
+        stop.store(true, ordering: .relaxed)
+        done.wait()
+        #expect(locked, "a busy keeper never let TURN go")
+        #expect(keptWhileBusy >= 10, "the busy writer kept nothing")
+        #expect(writerWasWriting, "the writer stopped before the waiter got the turn")
     }
 
     /// A writer of a shared store reads both slots from a mapping of the coordination file (no

@@ -2,8 +2,9 @@ import Foundation
 import LogStoreEngine
 
 /// A store shared by writing processes: one thread writes this process's saves, in the order
-/// their `save` calls were made (DECISIONS.md D11) — except a synchronous save that finds it idle
-/// while no other process writes, which writes on its own thread (``runInlineIfIdle(_:)``).
+/// their `save` calls were made (DECISIONS.md D11) — except a synchronous save that finds nothing
+/// queued or being written by the thread while no other process writes, which writes on its own
+/// thread (``runInlineIfIdle(_:)``; several such saves at once take turns on `TURN`'s mutex).
 ///
 /// A save there waits for the turn — another process's `flock`, up to 30 s — so an asynchronous
 /// save must not write on its calling thread (the cooperative pool has 2 threads here and Linux
@@ -41,10 +42,10 @@ final class SaveWriter: @unchecked Sendable {
     }
     private var thread: Thread?
     private var stopped = false
-    /// A caller's save is being written on the caller's thread (``runInlineIfIdle(_:)``): the
-    /// thread starts no batch until it is done (once stopped, it fails the queued saves with
+    /// Callers' saves being written on their callers' threads (``runInlineIfIdle(_:)``): the
+    /// thread starts no batch until they are done (once stopped, it fails the queued saves with
     /// `closed` meanwhile, taking no turn).
-    private var inline = false
+    private var inline = 0
     /// Saves ``runInlineIfIdle(_:)`` ran (tests).
     private var inlineCount = 0
     /// Jobs in the batch being written (0: none).
@@ -70,24 +71,29 @@ final class SaveWriter: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// Runs `body` on the calling thread when no save is queued, being written, or running inline
-    /// — the caller's save is then next in call order anyway, and saves called meanwhile queue
-    /// behind it (the thread waits for it). Returns `nil`, without running `body`, otherwise or
-    /// once stopped. `body` takes the turn itself: a single save skips the hand-over to this
-    /// thread and back (about a fifth of a lone writer's save, issue 12).
+    /// Runs `body` on the calling thread when no save is queued or being written by the thread
+    /// — the caller's save then follows every save called before it that is not itself running
+    /// inline (those are concurrent calls: any order is theirs), and saves queued meanwhile wait
+    /// for every inline one (the thread starts no batch while one runs). Returns `nil`, without
+    /// running `body`, otherwise or once stopped. `body` takes the turn itself: a save skips the
+    /// hand-over to this thread and back (about a fifth of a lone writer's save, issue 12); while
+    /// nobody else writes, `TURN` is kept between this process's turns (SharedFileLock, parked),
+    /// so concurrent inline saves take turns on its mutex for little more than the store's lock
+    /// costs a store opened alone. No starvation: once a save is queued, later ones queue too,
+    /// and the inline ones drain.
     func runInlineIfIdle<T>(_ body: () throws -> T) rethrows -> T? {
         condition.lock()
-        guard !stopped, jobs.isEmpty, running == 0, !inline else {
+        guard !stopped, jobs.isEmpty, running == 0 else {
             condition.unlock()
             return nil
         }
-        inline = true
+        inline += 1
         inlineCount += 1
         condition.unlock()
         defer {
             condition.lock()
-            inline = false
-            condition.signal()
+            inline -= 1
+            if inline == 0 { condition.signal() }
             condition.unlock()
         }
         return try body()
@@ -125,7 +131,7 @@ final class SaveWriter: @unchecked Sendable {
         condition.lock()
         // Bounded by `stop()`: the loop ends once stopped with nothing queued.
         while true {
-            while (jobs.isEmpty || inline) && !stopped { condition.wait() }
+            while (jobs.isEmpty || inline > 0) && !stopped { condition.wait() }
             guard !jobs.isEmpty else { break }
             do {
                 // Scoped: the batch (whose jobs hold the store) is released before `condition` is

@@ -178,6 +178,9 @@ public struct LogStatistics: Sendable, Equatable {
     public var syncerWakeCount: UInt64 = 0
     /// A store shared by several writers: turns this process took (D11 stage 2).
     public var turnCount: UInt64 = 0
+    /// Of those, turns taken with `TURN` kept since this process's previous turn (parked: no
+    /// `flock`, no catch-up; nobody else wrote in between).
+    public var keptTurnCount: UInt64 = 0
     /// A store shared by several writers: records of other processes this one caught up with.
     public var caughtUpRecordCount: UInt64 = 0
     /// A store shared by several writers: `fdatasync`s another process's made unnecessary (its
