@@ -58,9 +58,11 @@ extension LogStore {
     /// on the calling thread.
     ///
     /// When no other process wrote lately and nothing of this process is queued, the save is
-    /// written on the calling thread instead (``SaveWriter/runInlineIfIdle(_:)``), taking the
-    /// turn itself: no hand-over. While others write, saves go through the writer, whose batches
-    /// share one turn (and one catch-up) — inline saves then took more turns and were slower.
+    /// written on the calling thread instead (``SaveWriter/runInlineIfIdle(_:)``, several at
+    /// once), taking the turn itself — kept from this process's last turn then, so no `flock`
+    /// and no catch-up: no hand-over. While others write, saves go through the writer, whose
+    /// batches share one turn (and one catch-up) — inline saves then took more turns and were
+    /// slower.
     private func writeInCallOrder(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) throws
         -> (LogPosition?, DataStoreSaveChangesResult<DefaultSnapshot>)
     {
