@@ -262,13 +262,19 @@ import Testing
         context.insert(Trip(name: "Before", destination: "Somewhere"))
         try context.save()
         // What a writer killed in the middle of its pwrite leaves past the written end it had not
-        // published yet: the first bytes of a record that does not check out.
+        // published yet: the first bytes of a record that does not check out. Written under
+        // `TURN`, as that writer held it (the kernel releases it at the kill): this process keeps
+        // `TURN` between its turns while nobody else wants it, and lets it go once idle.
+        let turn = try PosixFileSystem().openFile(directory + "/" + FormatConstants.turnLockFileName, mode: .createOrOpen)
+        defer { turn.close() }
+        #expect(try Self.lockExclusively(turn))
         let end = writer.log.writtenEnd
         let base = writer.log.segmentBaseOffsets.last!
         let segment = FileHandle(forUpdatingAtPath: directory + "/" + String(format: "%020llu.log", base))!
         try segment.seek(toOffset: UInt64(FormatConstants.segmentHeaderByteCount) + end - base)
         segment.write(Data(repeating: 0xA5, count: 300))
         try segment.close()
+        try turn.unlock()
 
         context.insert(Trip(name: "After", destination: "Somewhere"))
         try context.save()
