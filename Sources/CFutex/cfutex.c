@@ -5,6 +5,7 @@
 #include <time.h>
 
 #if defined(__linux__)
+#include <sys/vfs.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -55,5 +56,16 @@ void cfutex_wake_all(uint32_t *word) {
     (void)syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 #else
     (void)word;
+#endif
+}
+
+uint64_t cfutex_file_system_magic(const char *path) {
+#if defined(__linux__)
+    struct statfs info;
+    if (statfs(path, &info) != 0) return 0;
+    return (uint64_t)info.f_type;
+#else
+    (void)path;
+    return 0;
 #endif
 }

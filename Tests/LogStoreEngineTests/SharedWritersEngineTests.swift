@@ -415,13 +415,17 @@ final class FaultyWriteHandle: LogStoreEngine.FileHandle, Sendable {
             return try log.write(Array(text.utf8) + [UInt8](repeating: 9, count: 40))
         }
         var written: [String] = []
+        // Not waiting for durability between turns: a gap of a millisecond (an fdatasync, or a
+        // preemption on a loaded machine) lets the releaser take the turn back (review of
+        // b7bde05, finding 3); the turns are kept only when they follow each other closely.
+        var positions: [LogPosition] = []
         func write(_ log: Log, _ text: String) throws {
-            try log.waitUntilDurable(try turn(log, text))
+            positions.append(try turn(log, text))
             written.append(text)
         }
-        // b opened after a: a's first turn is a full one, the ten after it kept.
+        // b opened after a: a's first turn is a full one, most of the ten after it kept.
         for index in 0..<11 { try write(a, "a \(index) ") }
-        #expect(a.statistics.keptTurnCount == 10)
+        #expect(a.statistics.keptTurnCount >= 5)
         // b waits for a's kept turn (a is idle: let go within about a millisecond) and catches
         // up with a's records; then a's next turn is not kept and catches up with b's.
         let start = Date()
@@ -433,6 +437,7 @@ final class FaultyWriteHandle: LogStoreEngine.FileHandle, Sendable {
         // a has read b's record: while others write (for a second), a keeps nothing.
         for index in 0..<5 { try write(a, "a again \(index) ") }
         #expect(a.statistics.keptTurnCount == keptBefore)
+        try a.waitUntilDurable(positions.last!)
         let read = try readAll(a).map { String(decoding: $0.payload.prefix(while: { $0 != 9 }), as: UTF8.self) }
         #expect(read == written)
     }
@@ -440,7 +445,8 @@ final class FaultyWriteHandle: LogStoreEngine.FileHandle, Sendable {
     /// A process that keeps `TURN` while it writes without pause lets it go at least every
     /// ``SharedFileLock/keptNanosecondsMax``: a waiter that is never counted among the sleepers
     /// (a build without `WAKE`, here a bare descriptor's `flock`) still gets it. Seen failing with
-    /// that bound removed (the bare descriptor never got the lock in 3 s).
+    /// that bound removed (the bare descriptor never got the lock in 3 s), and flaky without the
+    /// hold-off after a forced release (a gap of microseconds every 10 ms: got it after 0.8 s).
     @Test func aKeeperBusyWritingStillLetsAnUncountedWaiterHaveTheTurn() throws {
         let temporary = TemporaryDirectory("shared-kept-bound")
         defer { temporary.remove() }
@@ -475,12 +481,13 @@ final class FaultyWriteHandle: LogStoreEngine.FileHandle, Sendable {
         let turn = try PosixFileSystem().openFile(
             temporary.path + "/" + FormatConstants.turnLockFileName, mode: .createOrOpen)
         defer { turn.close() }
-        // Bounded: 3 s of tries 100 µs apart.
+        // Bounded: 10 s of tries 50 µs apart (after each release forced by the bound, the keeper
+        // leaves the lock alone for 200 µs: several tries land in it).
         var locked = false
-        let deadline = Date().addingTimeInterval(3)
+        let deadline = Date().addingTimeInterval(10)
         while !locked && Date() < deadline {
             locked = try turn.tryLockExclusive()
-            if !locked { usleep(100) }
+            if !locked { usleep(50) }
         }
         let keptWhileBusy = a.statistics.keptTurnCount
         let writerWasWriting = !finished.load(ordering: .relaxed)

@@ -33,4 +33,9 @@ int cfutex_wait(uint32_t *word, uint32_t expected, uint64_t timeout_nanoseconds)
 /// no futex.
 void cfutex_wake_all(uint32_t *word);
 
+/// The magic number of the file system holding `path` (`statfs`'s `f_type`), or 0 when it cannot
+/// be learnt (not Linux, or `statfs` failed). The coordination file's slots are read through a
+/// mapping only on local file systems whose mapped pages and `pwrite`s are one page cache.
+uint64_t cfutex_file_system_magic(const char *path);
+
 #endif

@@ -1,3 +1,4 @@
+import CFutex
 import Foundation
 
 /// The store's `coordination` file: one ``SharedEnd`` slot the writing process rewrites (one
@@ -50,8 +51,20 @@ final class CoordinationFile: Sendable {
         } catch {
             throw LogError.io(error, "Opening the coordination file of \(directory)")
         }
+        let mapsSlots = mapsSlots && Self.cachesFilesInOnePlace(path(in: directory))
         let mapping = mapsSlots ? (try? handle.mapShared(byteCount: mappedByteCount)) ?? nil : nil
         return CoordinationFile(handle: handle, mapping: mapping)
+    }
+
+    /// Whether the file lies on a local file system whose mapped pages and `pwrite`s are one
+    /// page cache (ext4, XFS, Btrfs, F2FS, tmpfs, overlayfs over them): a read through the mapping
+    /// sees every `pwrite` of another process at once. Elsewhere (FUSE with direct I/O, network
+    /// file systems) a mapped read could be stale and still check out, so the slots are read
+    /// with `pread` there (review of c5bc436, finding 5).
+    static func cachesFilesInOnePlace(_ path: String) -> Bool {
+        // ext4 (and ext2/3), XFS, Btrfs, F2FS, tmpfs, overlayfs.
+        let local: Set<UInt64> = [0xEF53, 0x5846_5342, 0x9123_683E, 0xF2F5_2010, 0x0102_1994, 0x794C_7630]
+        return local.contains(cfutex_file_system_magic(path))
     }
 
     /// Opens the file for reading, or `nil` when no writer of this version has created it yet.

@@ -303,7 +303,13 @@ extension LogCore {
             sharedDurableEnd = slot.visibleEnd
             state.shared = slot
         }
-        if kept {
+        // A kept turn checks that the turn slot is still the one this process published last (a
+        // mapped read: ~20 loads); anything else — a `flock` lost some way this process did not
+        // see — means a full catch-up (review of b7bde05, finding 6).
+        if kept, let turn = coordination.readTurn(), turn.storeID == meta.storeID,
+            turn.turnCounter == state.turnCounter, turn.writtenEnd == state.publishedTurnEnd,
+            turn.lastSegmentBaseOffset == state.publishedTurnBase, state.publishedTurnEnd == state.writtenEnd
+        {
             if let sharedDurableEnd {
                 state.durableEnd = max(state.durableEnd, min(sharedDurableEnd, state.writtenEnd))
                 state.syncRequestedEnd = max(state.syncRequestedEnd, state.durableEnd)

@@ -57,11 +57,19 @@ final class SharedFileLock: @unchecked Sendable {
     /// Whether the holder took the lock parked (no other process held it since this process's
     /// last holder). Read by the holder only.
     private var kept = false
+    /// After a release forced by ``keptNanosecondsMax``, this process tries the `flock` again only
+    /// from then on: a waiter that retries on a timer (no `WAKE`, so never counted) then finds
+    /// the lock free for one of its tries, instead of a gap of a few microseconds before this
+    /// process's next holder takes it again (review of b7bde05, finding 1).
+    private var holdOffUntil: UInt64 = 0
 
     /// How long a parked lock may stay idle before the releaser lets it go.
     static let parkedIdleNanosecondsMax: UInt64 = 1_000_000
     /// How long a process holds the `flock` across parks before a release lets it go for real.
     static let keptNanosecondsMax: UInt64 = 10_000_000
+    /// How long after such a release this process leaves the lock to others: twice the longest
+    /// pause between a timed waiter's tries.
+    static let holdOffNanoseconds: UInt64 = 200_000
 
     private init(
         name: String, directory: String, handle: any FileHandle, wake: WakeChannel?, wakeSleepNanosecondsMax: UInt64,
@@ -110,6 +118,8 @@ final class SharedFileLock: @unchecked Sendable {
     ) throws(LogError) -> Found? {
         mutex.lock()
         if takeParked() { return nil }
+        let now = monotonicNanoseconds()
+        if now < holdOffUntil { usleep(UInt32((holdOffUntil - now) / 1000)) }
         var pause: UInt64 = 20_000
         var deadline: UInt64?
         // Bounded: every failed pass sleeps, and the deadline ends it.
@@ -159,7 +169,7 @@ final class SharedFileLock: @unchecked Sendable {
     func tryAcquire() -> Bool {
         guard mutex.try() else { return false }
         if takeParked() { return true }
-        if (try? tryLockUnlessClosed()) == true {
+        if monotonicNanoseconds() >= holdOffUntil, (try? tryLockUnlessClosed()) == true {
             kept = false
             flockedAt = monotonicNanoseconds()
             return true
@@ -197,7 +207,11 @@ final class SharedFileLock: @unchecked Sendable {
     func release(keeping: Bool) {
         if keeping, let releaser, let wake, wake.sleepers == 0 {
             let now = monotonicNanoseconds()
-            if now &- flockedAt < Self.keptNanosecondsMax, !handleLock.withLock({ closed }) {
+            guard now &- flockedAt < Self.keptNanosecondsMax else {
+                holdOffUntil = now + Self.holdOffNanoseconds
+                return release()
+            }
+            if !handleLock.withLock({ closed }) {
                 parked = true
                 parkedAt = now
                 mutex.unlock()
@@ -228,6 +242,7 @@ final class SharedFileLock: @unchecked Sendable {
             return true
         }
         parked = false
+        if long { holdOffUntil = now + Self.holdOffNanoseconds }
         release()
         return false
     }
@@ -248,6 +263,9 @@ final class SharedFileLock: @unchecked Sendable {
         handleLock.withLock {
             guard !closed else { return }
             closed = true
+            // Explicitly, not only by the close: a descriptor a `fork` without `exec` duplicated
+            // would keep a parked `flock` alive in the child (review of b7bde05, finding 7).
+            try? handle.unlock()
             handle.close()
         }
         // A thread of this process asleep for the lock looks again now, and finds it closed. A
