@@ -442,6 +442,51 @@ final class FaultyWriteHandle: LogStoreEngine.FileHandle, Sendable {
         #expect(read == written)
     }
 
+    /// Turns that end with `TURN` kept leave the turn slot as it was (one `pwrite` a save less);
+    /// it states the written end once `TURN` is let go — by the releaser when idle, and at close.
+    /// Seen failing without the write before the release (the slot stayed at the first turn's end).
+    @Test func aKeptTurnWritesTheTurnSlotWhenTheTurnIsLetGo() throws {
+        let temporary = TemporaryDirectory("shared-kept-slot")
+        defer { temporary.remove() }
+        var options = Self.options(ObservedPosixFileSystem(process: 1))
+        options.segmentByteCountMax = 1 << 20
+        let a = try Log.open(directory: temporary.path, options: options)
+        func turnSlotEnd() throws -> UInt64? {
+            let coordination = try #require(
+                CoordinationFile.openForReading(directory: temporary.path, fileSystem: PosixFileSystem()))
+            defer { coordination.close() }
+            return coordination.readTurn()?.writtenEnd
+        }
+        // Bounded: 3 turns, each right after the other (kept unless the machine pauses this
+        // thread for a millisecond).
+        for index in 0..<3 {
+            try a.beginTurn()
+            _ = try a.write(Array("kept \(index) ".utf8) + [UInt8](repeating: 5, count: 40))
+            a.endTurn()
+        }
+        let kept = a.statistics.keptTurnCount
+        if kept == 2 { #expect(try turnSlotEnd() != a.writtenEnd, "a kept turn rewrote the turn slot") }
+        let turn = try PosixFileSystem().openFile(
+            temporary.path + "/" + FormatConstants.turnLockFileName, mode: .createOrOpen)
+        defer { turn.close() }
+        var locked = false
+        // Bounded: 10 s for the releaser to let the idle turn go.
+        for _ in 0..<10_000 where !locked {
+            locked = try turn.tryLockExclusive()
+            if !locked { usleep(1_000) }
+        }
+        #expect(locked)
+        #expect(try turnSlotEnd() == a.writtenEnd)
+        try turn.unlock()
+        // Kept again, then closed: the slot states the end at close.
+        try a.beginTurn()
+        _ = try a.write(Array("last ".utf8) + [UInt8](repeating: 5, count: 40))
+        a.endTurn()
+        let end = a.writtenEnd
+        try a.close()
+        #expect(try turnSlotEnd() ?? 0 >= end)
+    }
+
     /// A process that keeps `TURN` while it writes without pause lets it go at least every
     /// ``SharedFileLock/keptNanosecondsMax``: a waiter that is never counted among the sleepers
     /// (a build without `WAKE`, here a bare descriptor's `flock`) still gets it. Seen failing with
@@ -540,6 +585,23 @@ final class FaultyWriteHandle: LogStoreEngine.FileHandle, Sendable {
         #expect(mapped.readTurn() == nil)
     }
 
+    /// Overwrites the turn slot's bytes under `TURN` (a bare descriptor's `flock`), once the
+    /// writers let it go: a writer that keeps `TURN` while idle writes its turn slot as it lets
+    /// go, which would undo damage made before.
+    static func overwriteTurnSlotUnderTurn(_ directory: String, with byte: UInt8) throws {
+        let turn = try PosixFileSystem().openFile(directory + "/" + FormatConstants.turnLockFileName, mode: .createOrOpen)
+        defer { turn.close() }
+        var locked = false
+        // Bounded: 10 s.
+        for _ in 0..<10_000 where !locked {
+            locked = try turn.tryLockExclusive()
+            if !locked { usleep(1_000) }
+        }
+        #expect(locked)
+        try overwriteTurnSlot(directory, with: byte)
+        try turn.unlock()
+    }
+
     /// Overwrites the turn slot's bytes in the coordination file.
     static func overwriteTurnSlot(_ directory: String, with byte: UInt8) throws {
         let handle = try PosixFileSystem().openFile(CoordinationFile.path(in: directory), mode: .createOrOpen)
@@ -557,7 +619,7 @@ final class FaultyWriteHandle: LogStoreEngine.FileHandle, Sendable {
         let a = try Log.open(directory: temporary.path, options: Self.options(fileSystemA))
         let b = try Log.open(directory: temporary.path, options: Self.options(fileSystemB))
         try Self.appendUntilRoll(a)
-        try Self.overwriteTurnSlot(temporary.path, with: 0x5A)
+        try Self.overwriteTurnSlotUnderTurn(temporary.path, with: 0x5A)
         let failure = logError {
             try b.beginTurn()
             defer { b.endTurn() }
@@ -578,7 +640,7 @@ final class FaultyWriteHandle: LogStoreEngine.FileHandle, Sendable {
         let a = try Log.open(directory: temporary.path, options: Self.options(fileSystemA))
         let b = try Log.open(directory: temporary.path, options: Self.options(fileSystemB))
         try Self.appendUntilRoll(a)
-        try Self.overwriteTurnSlot(temporary.path, with: 0)
+        try Self.overwriteTurnSlotUnderTurn(temporary.path, with: 0)
         try b.beginTurn()
         #expect(b.segmentBaseOffsets == a.segmentBaseOffsets)
         try b.append(Array("in the new segment".utf8))

@@ -221,8 +221,10 @@ extension LogCore {
     /// saves per second (a process between two tries, not yet counted as a sleeper, found the
     /// lock kept and slept until the keeper's next release).
     var keepsSharedLocksLocked: Bool {
-        state.lastForeignRecordsNanoseconds.map { monotonicNanoseconds() &- $0 >= Self.sharedLocksKeptQuietNanoseconds }
-            ?? true
+        guard !state.isClosed else { return false }
+        return state.lastForeignRecordsNanoseconds.map {
+            monotonicNanoseconds() &- $0 >= Self.sharedLocksKeptQuietNanoseconds
+        } ?? true
     }
 
     static let sharedLocksKeptQuietNanoseconds: UInt64 = 1_000_000_000
@@ -231,8 +233,13 @@ extension LogCore {
         guard let writers else { return }
         let keeps = conditionLock.withLock {
             precondition(state.turnHeld, "endTurn without beginTurn")
-            // A log closed during the turn (an open that failed) closed the coordination file.
-            if !state.isClosed {
+            let keeps = keepsSharedLocksLocked
+            if keeps {
+                // Written before `TURN` is really released (publishTurnSlotBeforeRelease): nobody
+                // else reads it while this process keeps `TURN` (one `pwrite` a save less).
+                state.turnSlotUnpublished = true
+            } else if !state.isClosed {
+                // A log closed during the turn (an open that failed) closed the coordination file.
                 do throws(LogError) { try publishTurnSlotLocked() } catch {
                     // The slot may be torn: the next turn holder refuses it (an error, not a
                     // guess), and every process stops.
@@ -240,11 +247,29 @@ extension LogCore {
                 }
             }
             state.turnHeld = false
-            return keepsSharedLocksLocked
+            return keeps
         }
         // Kept while no other process waits for it: the next turn here costs no `flock` and no
         // catch-up (SharedFileLock, parked).
         writers.turn.release(keeping: keeps)
+    }
+
+    /// `TURN` is about to be really released (its mutex held, on any thread: a holder's release,
+    /// the releaser's, close): the turn slot that turns ending with `TURN` kept left unpublished
+    /// is written now, so whoever takes `TURN` next reads this process's written end. (Were this
+    /// process killed first, the next holder would adopt its whole records past the published
+    /// end: D11's crash argument, step 3.)
+    func publishTurnSlotBeforeRelease() {
+        conditionLock.withLock {
+            guard state.turnSlotUnpublished, !state.coordinationClosed else { return }
+            let held = state.turnHeld
+            state.turnHeld = true
+            defer { state.turnHeld = held }
+            do throws(LogError) { try publishTurnSlotLocked() } catch {
+                state.turnSlotUnpublished = false
+                failStopShared(error)
+            }
+        }
     }
 
     /// Writes the turn slot (lock and turn held) when the written end or the last segment moved
@@ -253,6 +278,7 @@ extension LogCore {
     func publishTurnSlotLocked(lastSegmentBase: UInt64? = nil) throws(LogError) {
         guard let coordination = state.coordination else { return }
         precondition(state.turnHeld, "the turn slot is written under the turn")
+        if lastSegmentBase == nil { state.turnSlotUnpublished = false }
         let base = lastSegmentBase ?? state.segments.last!.baseOffset
         guard state.publishedTurnEnd != state.writtenEnd || state.publishedTurnBase != base else { return }
         state.turnCounter &+= 1
@@ -308,7 +334,7 @@ extension LogCore {
         // see — means a full catch-up (review of b7bde05, finding 6).
         if kept, let turn = coordination.readTurn(), turn.storeID == meta.storeID,
             turn.turnCounter == state.turnCounter, turn.writtenEnd == state.publishedTurnEnd,
-            turn.lastSegmentBaseOffset == state.publishedTurnBase, state.publishedTurnEnd == state.writtenEnd
+            turn.lastSegmentBaseOffset == state.publishedTurnBase
         {
             if let sharedDurableEnd {
                 state.durableEnd = max(state.durableEnd, min(sharedDurableEnd, state.writtenEnd))
