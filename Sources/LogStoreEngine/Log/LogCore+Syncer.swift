@@ -1,3 +1,4 @@
+import Foundation
 extension LogCore {
     /// The syncer thread's loop. In order of priority: an `fdatasync` for anyone waiting (or a
     /// batched interval that ran out, or the final sync at close); a durable-end mark once idle
@@ -256,11 +257,18 @@ extension LogCore {
         conditionLock.unlock()
         // At close, wait a little: the turn is often held by another process's open or
         // preallocation, with no later record coming to be marked by anyone else.
-        let acquired =
-            closing
-            ? (try? writers.turn.acquire(for: "mark the log durable at close", waitNanosecondsMax: 1_000_000_000))
-                != nil
-            : writers.turn.tryAcquire()
+        // Tries, not `acquire`: the closing thread may hold the turn's mutex itself (a store
+        // whose open fails inside its turn closes the log there), and `acquire` waits for the
+        // mutex without a bound (review of eec4ccf, finding 3).
+        var acquired = writers.turn.tryAcquire()
+        if closing {
+            let deadline = monotonicNanoseconds() + 1_000_000_000
+            // Bounded: 1 s of tries 1 ms apart.
+            while !acquired && monotonicNanoseconds() < deadline {
+                usleep(1_000)
+                acquired = writers.turn.tryAcquire()
+            }
+        }
         conditionLock.lock()
         guard acquired else {
             if state.isClosed { state.needsDurableEndMark = false } else {

@@ -343,6 +343,9 @@ extension LogCore {
             checkInvariants()
             return
         }
+        // A full catch-up: the slot is whoever wrote it last; a slot this process left unwritten
+        // is not written over it later (what this process wrote is adopted below).
+        state.turnSlotUnpublished = false
         let turn = try coordination.readTurnChecked(in: directory)
         if let turn, turn.storeID != meta.storeID {
             throw LogError(
@@ -350,7 +353,10 @@ extension LogCore {
                 "The turn slot of \(directory)'s coordination file names another store (\(turn.storeID)).",
                 file: CoordinationFile.path(in: directory), offset: TurnSlot.fileOffset)
         }
-        let publishedEnd = turn?.writtenEnd ?? state.writtenEnd
+        // Every record before the shared durable end D is whole and durable: damage below it is
+        // never a dead writer's torn write, even where the turn slot's W lags behind D (a process
+        // that kept TURN writes its slot only as it lets TURN go; review of eec4ccf, finding 6).
+        let publishedEnd = max(turn?.writtenEnd ?? state.writtenEnd, sharedDurableEnd ?? 0)
         let publishedBase = turn?.lastSegmentBaseOffset ?? state.segments.last!.baseOffset
         if let turn {
             state.turnCounter = turn.turnCounter

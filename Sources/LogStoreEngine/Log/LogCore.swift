@@ -235,6 +235,16 @@ final class LogCore: @unchecked Sendable {
         writers?.turn.releaseIfParked()
         for segment in conditionLock.withLock({ state.segments }) { segment.handle.close() }
         conditionLock.withLock {
+            // A turn slot left unwritten means this process still holds the `TURN` flock (the
+            // flag is cleared before every real release): written now, before closing the handle
+            // drops the flock — `releaseIfParked` only tries, and the lock may be busy (review of
+            // eec4ccf, finding 1). Nobody else reads the slot while this process holds `TURN`.
+            if state.turnSlotUnpublished {
+                let held = state.turnHeld
+                state.turnHeld = true
+                try? publishTurnSlotLocked()
+                state.turnHeld = held
+            }
             state.coordinationClosed = true
             return state.coordination
         }?.close()
