@@ -221,10 +221,8 @@ extension LogCore {
     /// saves per second (a process between two tries, not yet counted as a sleeper, found the
     /// lock kept and slept until the keeper's next release).
     var keepsSharedLocksLocked: Bool {
-        guard !state.isClosed else { return false }
-        return state.lastForeignRecordsNanoseconds.map {
-            monotonicNanoseconds() &- $0 >= Self.sharedLocksKeptQuietNanoseconds
-        } ?? true
+        state.lastForeignRecordsNanoseconds.map { monotonicNanoseconds() &- $0 >= Self.sharedLocksKeptQuietNanoseconds }
+            ?? true
     }
 
     static let sharedLocksKeptQuietNanoseconds: UInt64 = 1_000_000_000
@@ -233,13 +231,8 @@ extension LogCore {
         guard let writers else { return }
         let keeps = conditionLock.withLock {
             precondition(state.turnHeld, "endTurn without beginTurn")
-            let keeps = keepsSharedLocksLocked
-            if keeps {
-                // Written before `TURN` is really released (publishTurnSlotBeforeRelease): nobody
-                // else reads it while this process keeps `TURN` (one `pwrite` a save less).
-                state.turnSlotUnpublished = true
-            } else if !state.isClosed {
-                // A log closed during the turn (an open that failed) closed the coordination file.
+            // A log closed during the turn (an open that failed) closed the coordination file.
+            if !state.isClosed {
                 do throws(LogError) { try publishTurnSlotLocked() } catch {
                     // The slot may be torn: the next turn holder refuses it (an error, not a
                     // guess), and every process stops.
@@ -247,29 +240,11 @@ extension LogCore {
                 }
             }
             state.turnHeld = false
-            return keeps
+            return keepsSharedLocksLocked
         }
         // Kept while no other process waits for it: the next turn here costs no `flock` and no
         // catch-up (SharedFileLock, parked).
         writers.turn.release(keeping: keeps)
-    }
-
-    /// `TURN` is about to be really released (its mutex held, on any thread: a holder's release,
-    /// the releaser's, close): the turn slot that turns ending with `TURN` kept left unpublished
-    /// is written now, so whoever takes `TURN` next reads this process's written end. (Were this
-    /// process killed first, the next holder would adopt its whole records past the published
-    /// end: D11's crash argument, step 3.)
-    func publishTurnSlotBeforeRelease() {
-        conditionLock.withLock {
-            guard state.turnSlotUnpublished, !state.coordinationClosed else { return }
-            let held = state.turnHeld
-            state.turnHeld = true
-            defer { state.turnHeld = held }
-            do throws(LogError) { try publishTurnSlotLocked() } catch {
-                state.turnSlotUnpublished = false
-                failStopShared(error)
-            }
-        }
     }
 
     /// Writes the turn slot (lock and turn held) when the written end or the last segment moved
@@ -278,7 +253,6 @@ extension LogCore {
     func publishTurnSlotLocked(lastSegmentBase: UInt64? = nil) throws(LogError) {
         guard let coordination = state.coordination else { return }
         precondition(state.turnHeld, "the turn slot is written under the turn")
-        if lastSegmentBase == nil { state.turnSlotUnpublished = false }
         let base = lastSegmentBase ?? state.segments.last!.baseOffset
         guard state.publishedTurnEnd != state.writtenEnd || state.publishedTurnBase != base else { return }
         state.turnCounter &+= 1
@@ -334,7 +308,7 @@ extension LogCore {
         // see — means a full catch-up (review of b7bde05, finding 6).
         if kept, let turn = coordination.readTurn(), turn.storeID == meta.storeID,
             turn.turnCounter == state.turnCounter, turn.writtenEnd == state.publishedTurnEnd,
-            turn.lastSegmentBaseOffset == state.publishedTurnBase
+            turn.lastSegmentBaseOffset == state.publishedTurnBase, state.publishedTurnEnd == state.writtenEnd
         {
             if let sharedDurableEnd {
                 state.durableEnd = max(state.durableEnd, min(sharedDurableEnd, state.writtenEnd))
@@ -343,9 +317,6 @@ extension LogCore {
             checkInvariants()
             return
         }
-        // A full catch-up: the slot is whoever wrote it last; a slot this process left unwritten
-        // is not written over it later (what this process wrote is adopted below).
-        state.turnSlotUnpublished = false
         let turn = try coordination.readTurnChecked(in: directory)
         if let turn, turn.storeID != meta.storeID {
             throw LogError(
@@ -354,8 +325,7 @@ extension LogCore {
                 file: CoordinationFile.path(in: directory), offset: TurnSlot.fileOffset)
         }
         // Every record before the shared durable end D is whole and durable: damage below it is
-        // never a dead writer's torn write, even where the turn slot's W lags behind D (a process
-        // that kept TURN writes its slot only as it lets TURN go; review of eec4ccf, finding 6).
+        // never a dead writer's torn write (review of eec4ccf, finding 6).
         let publishedEnd = max(turn?.writtenEnd ?? state.writtenEnd, sharedDurableEnd ?? 0)
         let publishedBase = turn?.lastSegmentBaseOffset ?? state.segments.last!.baseOffset
         if let turn {

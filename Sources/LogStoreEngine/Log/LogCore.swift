@@ -87,11 +87,6 @@ final class LogCore: @unchecked Sendable {
         var lastSharedPublishNanoseconds: UInt64 = 0
         /// A shared store: a thread of this process holds the turn (and has caught up).
         var turnHeld = false
-        /// A turn ended with `TURN` kept and the turn slot not rewritten: it is written before
-        /// `TURN` is really released (``LogCore/publishTurnSlotBeforeRelease()``).
-        var turnSlotUnpublished = false
-        /// The coordination file is closed (or about to be, at close): nothing more is written.
-        var coordinationClosed = false
         /// A shared store: the turn slot this process last published or read.
         var turnCounter: UInt64 = 0
         /// A shared store: the written end and last base the turn slot states, as last read or written.
@@ -172,7 +167,6 @@ final class LogCore: @unchecked Sendable {
             isReadOnly: lock == nil, preallocatedPosition: lastPosition)
         state.needsDurableEndMark = needsDurableEndMark && lock != nil
         state.lastWriteNanoseconds = monotonicNanoseconds()
-        writers?.turn.setBeforeRelease { [weak self] in self?.publishTurnSlotBeforeRelease() }
     }
 
     /// Starts the syncer thread (writers only).
@@ -230,24 +224,8 @@ final class LogCore: @unchecked Sendable {
         for waiter in waiters {
             waiter.continuation.resume(returning: .failure(failure ?? LogError(.closed, "The log was closed.")))
         }
-        // A `TURN` still kept is released while the coordination file is open: its turn slot
-        // is written first (publishTurnSlotBeforeRelease).
-        writers?.turn.releaseIfParked()
         for segment in conditionLock.withLock({ state.segments }) { segment.handle.close() }
-        conditionLock.withLock {
-            // A turn slot left unwritten means this process still holds the `TURN` flock (the
-            // flag is cleared before every real release): written now, before closing the handle
-            // drops the flock — `releaseIfParked` only tries, and the lock may be busy (review of
-            // eec4ccf, finding 1). Nobody else reads the slot while this process holds `TURN`.
-            if state.turnSlotUnpublished {
-                let held = state.turnHeld
-                state.turnHeld = true
-                try? publishTurnSlotLocked()
-                state.turnHeld = held
-            }
-            state.coordinationClosed = true
-            return state.coordination
-        }?.close()
+        conditionLock.withLock { state.coordination }?.close()
         writers?.close()
         if cutBackFailed, let directoryLock {
             // The page cache may still hold bytes that were never durable: keep the store locked

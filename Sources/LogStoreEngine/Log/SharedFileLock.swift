@@ -62,11 +62,6 @@ final class SharedFileLock: @unchecked Sendable {
     /// the lock free for one of its tries, instead of a gap of a few microseconds before this
     /// process's next holder takes it again (review of b7bde05, finding 1).
     private var holdOffUntil: UInt64 = 0
-    /// Run, with the mutex held, just before the `flock` is really released (not at a park): the
-    /// turn's owner publishes the turn slot it left unpublished while it kept `TURN`.
-    /// Its own leaf lock, not `mutex`: it is set while the lock may be held (a process opening
-    /// beside others holds `TURN` while it makes its log).
-    private let beforeRelease = Mutex<(@Sendable () -> Void)?>(nil)
 
     /// How long a parked lock may stay idle before the releaser lets it go.
     static let parkedIdleNanosecondsMax: UInt64 = 1_000_000
@@ -197,21 +192,6 @@ final class SharedFileLock: @unchecked Sendable {
     /// holder let go, so no other process held the lock in between. Only for the holder.
     var keptSinceRelease: Bool { kept }
 
-    /// Sets the hook run before every real release.
-    func setBeforeRelease(_ hook: @escaping @Sendable () -> Void) {
-        beforeRelease.withLock { $0 = hook }
-    }
-
-    /// Releases the lock if it is parked and no thread holds it now (at close, so that the hook
-    /// runs while the files are open). Never waits: the closing thread may hold it (a store
-    /// whose open fails in its turn closes the log there), and a holder lets it go itself.
-    func releaseIfParked() {
-        guard mutex.try() else { return }
-        guard parked else { return mutex.unlock() }
-        parked = false
-        release()
-    }
-
     /// One non-blocking `flock` — never on a closed handle, whose descriptor number may be
     /// another file's by now (a save queued across the store's close, say).
     private func tryLockUnlessClosed() throws(LogError) -> Bool {
@@ -270,7 +250,6 @@ final class SharedFileLock: @unchecked Sendable {
     /// Releases the `flock`, then the mutex (on the thread that acquired it), then wakes the
     /// processes sleeping for the lock.
     func release() {
-        beforeRelease.withLock { $0 }?()
         // A failed LOCK_UN leaves the flock until the handle closes; nothing to repair here. A
         // closed handle released it already (and its descriptor number may be another file's now).
         handleLock.withLock {
