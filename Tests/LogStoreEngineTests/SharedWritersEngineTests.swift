@@ -91,6 +91,29 @@ final class FaultyWriteHandle: LogStoreEngine.FileHandle, Sendable {
         return options
     }
 
+    /// Two "processes" (two logs with their own descriptors) on 1 MiB segments.
+    static func twoProcessOptions() -> (LogOptions, LogOptions) {
+        var a = options(ObservedPosixFileSystem(process: 1)), b = options(ObservedPosixFileSystem(process: 2))
+        a.segmentByteCountMax = 1 << 20
+        b.segmentByteCountMax = 1 << 20
+        return (a, b)
+    }
+
+    /// A bare descriptor's `flock` of the store's `TURN`, tried every millisecond until the
+    /// writers let it go (a writer keeps `TURN` while idle for about a millisecond, and this
+    /// descriptor, without `WAKE`, is never counted as a sleeper), for at most `seconds`. Returns
+    /// the descriptor and whether it holds the lock.
+    static func lockTurn(_ directory: String, seconds: Int) throws -> (any LogStoreEngine.FileHandle, Bool) {
+        let turn = try PosixFileSystem().openFile(directory + "/" + FormatConstants.turnLockFileName, mode: .createOrOpen)
+        var locked = false
+        // Bounded: `seconds` × 1,000 tries.
+        for _ in 0..<(seconds * 1_000) where !locked {
+            locked = try turn.tryLockExclusive()
+            if !locked { usleep(1_000) }
+        }
+        return (turn, locked)
+    }
+
     /// Appends under one turn until the log rolls to a new segment (or an append throws).
     static func appendUntilRoll(_ log: Log) throws(LogError) {
         let segments = log.segmentBaseOffsets.count
@@ -109,12 +132,9 @@ final class FaultyWriteHandle: LogStoreEngine.FileHandle, Sendable {
     @Test func aSharedStoreStatesItsLastGroupCommitDurableAndRefusesRotInIt() throws {
         let temporary = TemporaryDirectory("shared-mark")
         defer { temporary.remove() }
-        let fileSystemA = ObservedPosixFileSystem(process: 1), fileSystemB = ObservedPosixFileSystem(process: 2)
-        var optionsA = Self.options(fileSystemA)
-        optionsA.segmentByteCountMax = 1 << 20
+        var (optionsA, optionsB) = Self.twoProcessOptions()
         optionsA.durableEndMarkDelay = .milliseconds(20)
-        var optionsB = optionsA
-        optionsB.fileSystem = fileSystemB
+        optionsB.durableEndMarkDelay = .milliseconds(20)
         let a = try Log.open(directory: temporary.path, options: optionsA)
         let b = try Log.open(directory: temporary.path, options: optionsB)
         var positions: [LogPosition] = []
@@ -139,9 +159,9 @@ final class FaultyWriteHandle: LogStoreEngine.FileHandle, Sendable {
         // Every record is followed by a stated durable end: a flipped bit in the last one is
         // corruption at the next open (alone), not a torn tail to cut.
         let last = positions.last!
-        try Self.expectRotInRecordRefused(last, directory: temporary.path, options: Self.options(fileSystemA))
+        try Self.expectRotInRecordRefused(last, directory: temporary.path, options: Self.options(ObservedPosixFileSystem(process: 1)))
         // Intact, the log reads every record (readers never see the marks).
-        let reopened = try Log.open(directory: temporary.path, options: Self.options(fileSystemA))
+        let reopened = try Log.open(directory: temporary.path, options: Self.options(ObservedPosixFileSystem(process: 1)))
         #expect(try readAll(reopened).map(\.offset) == positions.map(\.offset))
         #expect(try reopened.firstRecord(atOrAfter: last.endOffset, includingMarks: true)?.type == .durableEndMark)
         try reopened.close()
@@ -170,11 +190,7 @@ final class FaultyWriteHandle: LogStoreEngine.FileHandle, Sendable {
     @Test func aSharedStoreMarksItsLastRecordsDurableAtCloseEvenWhenTheTurnWasBusy() throws {
         let temporary = TemporaryDirectory("shared-mark-close")
         defer { temporary.remove() }
-        let fileSystemA = ObservedPosixFileSystem(process: 1), fileSystemB = ObservedPosixFileSystem(process: 2)
-        var optionsA = Self.options(fileSystemA)
-        optionsA.segmentByteCountMax = 1 << 20
-        var optionsB = optionsA
-        optionsB.fileSystem = fileSystemB
+        let (optionsA, optionsB) = Self.twoProcessOptions()
         #expect(optionsA.durableEndMarkDelay == nil, "marks at close only")
         // 1. Alone in its turn at close: a marks.
         var a = try Log.open(directory: temporary.path, options: optionsA)
@@ -194,15 +210,8 @@ final class FaultyWriteHandle: LogStoreEngine.FileHandle, Sendable {
         let second = try a.write(Array("second ".utf8) + [UInt8](repeating: 2, count: 60))
         a.endTurn()
         try a.waitUntilDurable(second)
-        let turn = try PosixFileSystem().openFile(
-            temporary.path + "/" + FormatConstants.turnLockFileName, mode: .createOrOpen)
-        // a parks TURN after its turn (SharedFileLock) and lets it go once idle for about 1 ms;
-        // this descriptor has no `WAKE` and is not counted as a sleeper. Bounded: 5 s.
-        var locked = false
-        for _ in 0..<5_000 where !locked {
-            locked = try turn.tryLockExclusive()
-            if !locked { usleep(1_000) }
-        }
+        // a parks TURN after its turn (SharedFileLock) and lets it go once idle for about 1 ms.
+        let (turn, locked) = try Self.lockTurn(temporary.path, seconds: 5)
         #expect(locked)
         try a.close()
         #expect(a.statistics.markCount == 0)
@@ -398,11 +407,7 @@ final class FaultyWriteHandle: LogStoreEngine.FileHandle, Sendable {
     @Test func aLoneWriterKeepsTheTurnAndHandsItToAnotherProcessWhenIdle() throws {
         let temporary = TemporaryDirectory("shared-kept-turn")
         defer { temporary.remove() }
-        let fileSystemA = ObservedPosixFileSystem(process: 1), fileSystemB = ObservedPosixFileSystem(process: 2)
-        var optionsA = Self.options(fileSystemA)
-        optionsA.segmentByteCountMax = 1 << 20
-        var optionsB = optionsA
-        optionsB.fileSystem = fileSystemB
+        let (optionsA, optionsB) = Self.twoProcessOptions()
         let a = try Log.open(directory: temporary.path, options: optionsA)
         let b = try Log.open(directory: temporary.path, options: optionsB)
         defer {
@@ -541,17 +546,10 @@ final class FaultyWriteHandle: LogStoreEngine.FileHandle, Sendable {
     }
 
     /// Overwrites the turn slot's bytes under `TURN` (a bare descriptor's `flock`), once the
-    /// writers let it go: a writer that keeps `TURN` while idle writes its turn slot as it lets
-    /// go, which would undo damage made before.
+    /// writers let it go: damage made by a writer in its turn, as a real one would have held it.
     static func overwriteTurnSlotUnderTurn(_ directory: String, with byte: UInt8) throws {
-        let turn = try PosixFileSystem().openFile(directory + "/" + FormatConstants.turnLockFileName, mode: .createOrOpen)
+        let (turn, locked) = try lockTurn(directory, seconds: 10)
         defer { turn.close() }
-        var locked = false
-        // Bounded: 10 s.
-        for _ in 0..<10_000 where !locked {
-            locked = try turn.tryLockExclusive()
-            if !locked { usleep(1_000) }
-        }
         #expect(locked)
         try overwriteTurnSlot(directory, with: byte)
         try turn.unlock()

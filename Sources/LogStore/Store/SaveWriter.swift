@@ -20,7 +20,7 @@ import LogStoreEngine
 /// once, its catch-up once, `endTurn` once): the turn is to writes what group commit is to
 /// `fdatasync`. A job is told whether the turn is held for it, or why not.
 final class SaveWriter: @unchecked Sendable {
-    // @unchecked: `jobs`, `thread`, `stopped`, `running`, `inline` and `inlineCount` are touched
+    // @unchecked: `jobs`, `thread`, `stopped`, `running`, `inlineRunning` and `inlineCount` are touched
     // only with `condition` locked.
     /// What a job's write finds: the turn held for its batch, the batch's failure to take it
     /// (every job of the batch reports it: one wait, not one per job), or a closed store.
@@ -45,7 +45,7 @@ final class SaveWriter: @unchecked Sendable {
     /// Callers' saves being written on their callers' threads (``runInlineIfIdle(_:)``): the
     /// thread starts no batch until they are done (once stopped, it fails the queued saves with
     /// `closed` meanwhile, taking no turn).
-    private var inline = 0
+    private var inlineRunning = 0
     /// Saves ``runInlineIfIdle(_:)`` ran (tests).
     private var inlineCount = 0
     /// Jobs in the batch being written (0: none).
@@ -87,13 +87,13 @@ final class SaveWriter: @unchecked Sendable {
             condition.unlock()
             return nil
         }
-        inline += 1
+        inlineRunning += 1
         inlineCount += 1
         condition.unlock()
         defer {
             condition.lock()
-            inline -= 1
-            if inline == 0 { condition.signal() }
+            inlineRunning -= 1
+            if inlineRunning == 0 { condition.signal() }
             condition.unlock()
         }
         return try body()
@@ -131,7 +131,7 @@ final class SaveWriter: @unchecked Sendable {
         condition.lock()
         // Bounded by `stop()`: the loop ends once stopped with nothing queued.
         while true {
-            while (jobs.isEmpty || inline > 0) && !stopped { condition.wait() }
+            while (jobs.isEmpty || inlineRunning > 0) && !stopped { condition.wait() }
             guard !jobs.isEmpty else { break }
             do {
                 // Scoped: the batch (whose jobs hold the store) is released before `condition` is
