@@ -447,6 +447,44 @@ final class FaultyWriteHandle: LogStoreEngine.FileHandle, Sendable {
         #expect(read == written)
     }
 
+    /// Turns that end with `TURN` kept leave the turn slot as it was (one `pwrite` a save less);
+    /// it states the written end once `TURN` is let go by the releaser when idle. Seen failing
+    /// without the write before the parked release (the slot stayed at the first turn's end).
+    @Test func aKeptTurnWritesTheTurnSlotWhenTheTurnIsLetGo() throws {
+        let temporary = TemporaryDirectory("shared-kept-slot")
+        defer { temporary.remove() }
+        var options = Self.options(ObservedPosixFileSystem(process: 1))
+        options.segmentByteCountMax = 1 << 20
+        let a = try Log.open(directory: temporary.path, options: options)
+        func turnSlotEnd() throws -> UInt64? {
+            let coordination = try #require(
+                CoordinationFile.openForReading(directory: temporary.path, fileSystem: PosixFileSystem()))
+            defer { coordination.close() }
+            return coordination.readTurn()?.writtenEnd
+        }
+        // Bounded: 3 turns, each right after the other (kept unless the machine pauses this
+        // thread for a millisecond).
+        for index in 0..<3 {
+            try a.beginTurn()
+            _ = try a.write(Array("kept \(index) ".utf8) + [UInt8](repeating: 5, count: 40))
+            a.endTurn()
+        }
+        // Read inside a fourth turn, kept: the releaser cannot let go while this thread holds the
+        // turn (read between turns, a pause of a millisecond here would let it write the slot).
+        let keptBefore = a.statistics.keptTurnCount
+        try a.beginTurn()
+        if a.statistics.keptTurnCount > keptBefore {
+            #expect(try turnSlotEnd() != a.writtenEnd, "a kept turn rewrote the turn slot")
+        }
+        a.endTurn()
+        let (turn, locked) = try Self.lockTurn(temporary.path, seconds: 10)
+        defer { turn.close() }
+        #expect(locked)
+        #expect(try turnSlotEnd() == a.writtenEnd)
+        try turn.unlock()
+        try a.close()
+    }
+
     /// A process that keeps `TURN` while it writes without pause lets it go at least every
     /// ``SharedFileLock/keptNanosecondsMax``: a waiter that is never counted among the sleepers
     /// (a build without `WAKE`, here a bare descriptor's `flock`) still gets it. Seen failing with

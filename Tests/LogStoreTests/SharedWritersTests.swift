@@ -248,6 +248,43 @@ import Testing
         #expect(names.filter { $0.hasPrefix("survivor-") }.count == 80)
     }
 
+    /// A writer alone in a shared store keeps `TURN` and leaves the turn slot unwritten between
+    /// its saves; killed so, the kernel drops its `flock` with the slot behind its records. The
+    /// other writer, idle until then, adopts every one of them at its next turn (D11's crash
+    /// argument, step 3) and loses nothing acknowledged.
+    @Test func aLoneWriterKilledWhileKeepingTheTurnLosesNothingAcknowledged() throws {
+        let temporary = TemporaryDirectory("writers")
+        defer { temporary.remove() }
+        let directory = temporary.appending("Trips.store")
+        let survivor = try HelperProcess("shared", directory, "survivor")
+        defer { survivor.stop() }
+        try survivor.expect("open")
+        let killed = try HelperProcess("shared-stream", directory, "killed")
+        defer { killed.stop() }
+        try killed.expect("open")
+        var acknowledged: [String] = []
+        // Bounded: the streamer saves until killed; nextLine throws if it stops saying anything.
+        while acknowledged.count < 60 {
+            let line = try killed.nextLine()
+            if line.hasPrefix("saved ") { acknowledged.append(String(line.dropFirst("saved ".count))) }
+        }
+        killed.stop()  // SIGKILL, mid-stream, alone: keeping TURN
+        while let line = try? killed.nextLine() {
+            if line.hasPrefix("saved ") { acknowledged.append(String(line.dropFirst("saved ".count))) }
+        }
+        survivor.send("burst 1 10")
+        acknowledged += try Self.acknowledged(by: survivor)
+        survivor.send("count")
+        let count = try survivor.nextLine()
+        try survivor.quit()
+
+        let names = try Self.namesAfterReopening(directory)
+        #expect(Set(names).count == names.count)
+        #expect(Set(acknowledged).isSubset(of: Set(names)))
+        #expect(count == "count \(names.count)")
+        #expect(names.filter { $0.hasPrefix("survivor-") }.count == 10)
+    }
+
     @Test func aTornRecordPastThePublishedWrittenEndIsZeroedByTheNextTurn() throws {
         let temporary = TemporaryDirectory("writers")
         defer { temporary.remove() }

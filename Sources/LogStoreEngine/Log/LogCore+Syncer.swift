@@ -278,14 +278,10 @@ extension LogCore {
         }
         precondition(!state.turnHeld, "the turn's mutex was free")
         state.turnHeld = true
-        defer {
-            state.turnHeld = false
-            conditionLock.unlock()
-            writers.turn.release()
-            conditionLock.lock()
-        }
+        // Kept (parked) or not, as a save's turn: the slot is written before `TURN` really goes.
+        defer { letGoOfTurnLocked(writers) }
         // A failed catch-up failed the log (or names damage the next turn reports): no mark.
-        guard (try? catchUpLocked(closing: closing)) != nil else {
+        guard (try? catchUpLocked(closing: closing, kept: writers.turn.keptSinceRelease)) != nil else {
             state.needsDurableEndMark = false
             return
         }
@@ -303,8 +299,6 @@ extension LogCore {
             return
         }
         writeDurableEndMarkLocked()
-        guard state.failure == nil else { return }
-        do throws(LogError) { try publishTurnSlotLocked() } catch { failStopShared(error) }
     }
 
     private func writeDurableEndMarkLocked() {
@@ -368,13 +362,10 @@ extension LogCore {
         }
         precondition(!state.turnHeld, "the turn's mutex was free")
         state.turnHeld = true
-        let caughtUp = (try? catchUpLocked()) != nil
+        let caughtUp = (try? catchUpLocked(kept: writers.turn.keptSinceRelease)) != nil
         if caughtUp && needsPreallocation { zeroFillChunk() }
         if !caughtUp { state.preallocationRetryNanoseconds = monotonicNanoseconds() + 1_000_000_000 }
-        state.turnHeld = false
-        conditionLock.unlock()
-        writers.turn.release()
-        conditionLock.lock()
+        letGoOfTurnLocked(writers)
     }
 
     private func zeroFillChunk() {

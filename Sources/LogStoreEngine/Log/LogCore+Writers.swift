@@ -229,22 +229,50 @@ extension LogCore {
 
     func endTurn() {
         guard let writers else { return }
-        let keeps = conditionLock.withLock {
-            precondition(state.turnHeld, "endTurn without beginTurn")
-            // A log closed during the turn (an open that failed) closed the coordination file.
-            if !state.isClosed {
-                do throws(LogError) { try publishTurnSlotLocked() } catch {
-                    // The slot may be torn: the next turn holder refuses it (an error, not a
-                    // guess), and every process stops.
-                    failStopShared(error)
-                }
+        conditionLock.lock()
+        letGoOfTurnLocked(writers)
+        conditionLock.unlock()
+    }
+
+    /// Ends a turn (lock and turn held; returns with the lock held). `TURN` is kept — parked —
+    /// while no other process waits for it (``keepsSharedLocksLocked``, ``SharedFileLock/park()``):
+    /// the next turn here costs no `flock` and no catch-up, and the turn slot is left unwritten —
+    /// nobody else reads it while this process holds the `flock` — until just before the `flock`
+    /// is really let go (``publishTurnSlotBeforeParkedRelease()``, by the releaser's thread or at
+    /// close). Otherwise the turn slot is written and `TURN` released. A slot left unwritten is
+    /// what a writer killed between its record's `pwrite` and the slot's leaves (D11's crash
+    /// argument, step 3): whoever takes `TURN` next adopts the whole records past it, and never
+    /// cuts one under slot 1's durable end. One `pwrite` a save less for a lone writer.
+    func letGoOfTurnLocked(_ writers: SharedWriters) {
+        precondition(state.turnHeld, "a turn ends only once begun")
+        state.turnHeld = false
+        if !state.isClosed && state.failure == nil && keepsSharedLocksLocked && writers.turn.park() { return }
+        state.turnHeld = true
+        // A log closed during the turn (an open that failed) closed the coordination file; the
+        // syncer's last pass at close (a durable-end mark) runs before it does.
+        if !state.coordinationClosed {
+            do throws(LogError) { try publishTurnSlotLocked() } catch {
+                // The slot may be torn: the next turn holder refuses it (an error, not a guess),
+                // and every process stops.
+                failStopShared(error)
             }
-            state.turnHeld = false
-            return keepsSharedLocksLocked
         }
-        // Kept while no other process waits for it: the next turn here costs no `flock` and no
-        // catch-up (SharedFileLock, parked).
-        writers.turn.release(keeping: keeps)
+        state.turnHeld = false
+        conditionLock.unlock()
+        writers.turn.release()
+        conditionLock.lock()
+    }
+
+    /// `TURN` is parked and about to be let go for real (its mutex held, on the releaser's thread
+    /// or at close): the turn slot this process's parked turns left unwritten is written now, so
+    /// whoever takes `TURN` next reads this process's written end.
+    func publishTurnSlotBeforeParkedRelease() {
+        conditionLock.withLock {
+            guard !state.coordinationClosed, !state.turnHeld, state.failure == nil, !state.isFailing else { return }
+            state.turnHeld = true
+            defer { state.turnHeld = false }
+            do throws(LogError) { try publishTurnSlotLocked() } catch { failStopShared(error) }
+        }
     }
 
     /// Writes the turn slot (lock and turn held) when the written end or the last segment moved
@@ -304,11 +332,12 @@ extension LogCore {
             state.shared = slot
         }
         // A kept turn checks that the turn slot is still the one this process published last (a
-        // mapped read: ~20 loads); anything else — a `flock` lost some way this process did not
+        // mapped read: ~20 loads; turns that ended parked wrote none, so it may state an earlier
+        // written end than this process's own); anything else — a `flock` lost some way this process did not
         // see — means a full catch-up (review of b7bde05, finding 6).
         if kept, let turn = coordination.readTurn(), turn.storeID == meta.storeID,
             turn.turnCounter == state.turnCounter, turn.writtenEnd == state.publishedTurnEnd,
-            turn.lastSegmentBaseOffset == state.publishedTurnBase, state.publishedTurnEnd == state.writtenEnd
+            turn.lastSegmentBaseOffset == state.publishedTurnBase
         {
             if let sharedDurableEnd {
                 state.durableEnd = max(state.durableEnd, min(sharedDurableEnd, state.writtenEnd))

@@ -87,6 +87,8 @@ final class LogCore: @unchecked Sendable {
         var lastSharedPublishNanoseconds: UInt64 = 0
         /// A shared store: a thread of this process holds the turn (and has caught up).
         var turnHeld = false
+        /// The coordination file is closed (or about to be, at close): nothing more is written to it.
+        var coordinationClosed = false
         /// A shared store: the turn slot this process last published or read.
         var turnCounter: UInt64 = 0
         /// A shared store: the written end and last base the turn slot states, as last read or written.
@@ -167,6 +169,7 @@ final class LogCore: @unchecked Sendable {
             isReadOnly: lock == nil, preallocatedPosition: lastPosition)
         state.needsDurableEndMark = needsDurableEndMark && lock != nil
         state.lastWriteNanoseconds = monotonicNanoseconds()
+        writers?.turn.setBeforeParkedRelease { [weak self] in self?.publishTurnSlotBeforeParkedRelease() }
     }
 
     /// Starts the syncer thread (writers only).
@@ -224,8 +227,15 @@ final class LogCore: @unchecked Sendable {
         for waiter in waiters {
             waiter.continuation.resume(returning: .failure(failure ?? LogError(.closed, "The log was closed.")))
         }
+        // A `TURN` still parked is let go while the coordination file is open: its turn slot is
+        // written first (publishTurnSlotBeforeParkedRelease). Nothing is written to the file after.
+        writers?.turn.releaseIfParked()
         for segment in conditionLock.withLock({ state.segments }) { segment.handle.close() }
-        conditionLock.withLock { state.coordination }?.close()
+        conditionLock.withLock {
+            state.coordinationClosed = true
+            return state.coordination
+        }?.close()
+        writers?.turn.setBeforeParkedRelease(nil)
         writers?.close()
         if cutBackFailed, let directoryLock {
             // The page cache may still hold bytes that were never durable: keep the store locked

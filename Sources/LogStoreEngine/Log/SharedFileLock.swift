@@ -62,6 +62,11 @@ final class SharedFileLock: @unchecked Sendable {
     /// the lock free for one of its tries, instead of a gap of a few microseconds before this
     /// process's next holder takes it again (review of b7bde05, finding 1).
     private var holdOffUntil: UInt64 = 0
+    /// Run with the mutex held just before a *parked* `flock` is let go — by the releaser's thread
+    /// or at close (``releaseIfParked()``), never at a holder's own release: `TURN`'s owner writes
+    /// the turn slot its parked turns left unwritten (``LogCore/endTurn()``). Its own leaf lock: it
+    /// is set while the lock may be held.
+    private let beforeParkedRelease = Mutex<(@Sendable () -> Void)?>(nil)
 
     /// How long a parked lock may stay idle before the releaser lets it go.
     static let parkedIdleNanosecondsMax: UInt64 = 1_000_000
@@ -205,20 +210,43 @@ final class SharedFileLock: @unchecked Sendable {
     /// `flock` — when no process sleeps for it, the handle is open and this process has not held
     /// the `flock` for ``keptNanosecondsMax`` yet; otherwise releases it.
     func release(keeping: Bool) {
-        if keeping, let releaser, let wake, wake.sleepers == 0 {
-            let now = monotonicNanoseconds()
-            guard now &- flockedAt < Self.keptNanosecondsMax else {
-                holdOffUntil = now + Self.holdOffNanoseconds
-                return release()
-            }
-            if !handleLock.withLock({ closed }) {
-                parked = true
-                parkedAt = now
-                mutex.unlock()
-                releaser.parked()
-                return
-            }
+        if keeping && park() { return }
+        release()
+    }
+
+    /// Lets go of the lock keeping the `flock` (on the thread that acquired it) — parks it — when
+    /// no process sleeps for it, the handle is open and this process has not held the `flock` for
+    /// ``keptNanosecondsMax`` yet, and returns `true`. Otherwise returns `false` still holding
+    /// the lock: the caller then calls ``release()`` (after whatever must precede a real release).
+    func park() -> Bool {
+        guard let releaser, let wake, wake.sleepers == 0 else { return false }
+        let now = monotonicNanoseconds()
+        guard now &- flockedAt < Self.keptNanosecondsMax else {
+            holdOffUntil = now + Self.holdOffNanoseconds
+            return false
         }
+        guard !handleLock.withLock({ closed }) else { return false }
+        parked = true
+        parkedAt = now
+        mutex.unlock()
+        releaser.parked()
+        return true
+    }
+
+    /// Sets (or, `nil`, clears) what runs just before a parked `flock` is let go.
+    func setBeforeParkedRelease(_ hook: (@Sendable () -> Void)?) {
+        beforeParkedRelease.withLock { $0 = hook }
+    }
+
+    /// Releases the lock if it is parked and no thread holds it now — at close, so that the
+    /// before-parked-release hook runs while the files are open. Never waits: the closing thread
+    /// may hold the mutex (a store whose open fails in its turn closes the log there), and a
+    /// holder releases it itself.
+    func releaseIfParked() {
+        guard mutex.try() else { return }
+        guard parked else { return mutex.unlock() }
+        parked = false
+        beforeParkedRelease.withLock { $0 }?()
         release()
     }
 
@@ -243,6 +271,7 @@ final class SharedFileLock: @unchecked Sendable {
         }
         parked = false
         if long { holdOffUntil = now + Self.holdOffNanoseconds }
+        beforeParkedRelease.withLock { $0 }?()
         release()
         return false
     }
