@@ -17,6 +17,8 @@ final class ObservedPosixFileSystem: FileSystem, Sendable {
     let failsCoordinationWrites = Atomic<Bool>(false)
     /// Every write to a segment file fails while set.
     let failsSegmentWrites = Atomic<Bool>(false)
+    /// Opening a segment file fails (EMFILE) while set.
+    let failsSegmentOpens = Atomic<Bool>(false)
 
     init(process: UInt64) { self.process = process }
 
@@ -24,6 +26,9 @@ final class ObservedPosixFileSystem: FileSystem, Sendable {
     func failNextDirectorySync() { counts.withLock { $0.failNextDirectorySync = true } }
 
     func openFile(_ path: String, mode: FileOpenMode) throws(FileSystemError) -> any LogStoreEngine.FileHandle {
+        if path.hasSuffix(".log") && failsSegmentOpens.load(ordering: .relaxed) {
+            throw FileSystemError(code: EMFILE, operation: "open", path: path)
+        }
         let handle = try base.openFile(path, mode: mode)
         if path.hasSuffix(".log") {
             return FaultyWriteHandle(handle: handle, fails: { self.failsSegmentWrites.load(ordering: .relaxed) })
@@ -239,6 +244,35 @@ final class FaultyWriteHandle: LogStoreEngine.FileHandle, Sendable {
         try b.beginTurn()
         #expect(b.segmentBaseOffsets == a.segmentBaseOffsets)
         #expect(fileSystemB.directorySyncCount > before)
+        try b.append(Array("after the roll".utf8))
+        b.endTurn()
+        try a.close()
+        try b.close()
+    }
+
+    /// A catch-up that throws — here opening the segment another writer rolled to (EMFILE) —
+    /// leaves this process's view of the turn slot as it was: it did not catch up with that slot,
+    /// so a kept turn after it must not take the slot as its own (review of 4989886, finding 1:
+    /// the syncer could then keep `TURN` and the next save skip the catch-up and write over the
+    /// other's records). Seen failing with the slot's values taken before the scan. The next turn
+    /// catches up fully and takes them.
+    @Test func aCatchUpThatThrowsLeavesTheTurnSlotItReadUntaken() throws {
+        let temporary = TemporaryDirectory("shared-failed-catch-up")
+        defer { temporary.remove() }
+        let fileSystemA = ObservedPosixFileSystem(process: 1), fileSystemB = ObservedPosixFileSystem(process: 2)
+        let a = try Log.open(directory: temporary.path, options: Self.options(fileSystemA))
+        let b = try Log.open(directory: temporary.path, options: Self.options(fileSystemB))
+        try b.beginTurn()
+        b.endTurn()
+        let seen = b.turnSlotSeen
+        try Self.appendUntilRoll(a)
+        fileSystemB.failsSegmentOpens.store(true, ordering: .relaxed)
+        #expect(logError { try b.beginTurn() } != nil)
+        fileSystemB.failsSegmentOpens.store(false, ordering: .relaxed)
+        #expect(b.turnSlotSeen == seen)
+        try b.beginTurn()
+        #expect(b.turnSlotSeen.lastSegmentBase == a.segmentBaseOffsets.last!)
+        #expect(b.segmentBaseOffsets == a.segmentBaseOffsets)
         try b.append(Array("after the roll".utf8))
         b.endTurn()
         try a.close()

@@ -251,7 +251,11 @@ import Testing
     /// A writer alone in a shared store keeps `TURN` and leaves the turn slot unwritten between
     /// its saves; killed so, the kernel drops its `flock` with the slot behind its records. The
     /// other writer, idle until then, adopts every one of them at its next turn (D11's crash
-    /// argument, step 3) and loses nothing acknowledged.
+    /// argument, step 3) and loses nothing acknowledged. (A regression test of that state, not of
+    /// the deferral: it passed before it too — every acknowledged save lies under slot 1's
+    /// durable end, which bounds catch-up whatever the turn slot says — and it cannot tell
+    /// whether the streamer kept `TURN` at the kill: it reads nobody's records, so it keeps it
+    /// unless the survivor's idle durable-end mark, about a second after its open, was read.)
     @Test func aLoneWriterKilledWhileKeepingTheTurnLosesNothingAcknowledged() throws {
         let temporary = TemporaryDirectory("writers")
         defer { temporary.remove() }

@@ -41,6 +41,13 @@ final class ConditionLock: @unchecked Sendable {
         pthread_mutex_lock(mutex)
     }
 
+    /// Takes the lock only if it is free now (never waits): `true` when taken.
+    func tryLock() -> Bool {
+        guard pthread_mutex_trylock(mutex) == 0 else { return false }
+        LockOrder.willAcquire(.logState)
+        return true
+    }
+
     func unlock() {
         pthread_mutex_unlock(mutex)
         LockOrder.didRelease(.logState)

@@ -265,6 +265,14 @@ extension Log {
         core.conditionLock.withLock { core.state.lastForeignRecordsNanoseconds.map { monotonicNanoseconds() - $0 } }
     }
 
+    /// A store shared by writers: the turn slot as this process last read or wrote it — its
+    /// counter, written end and last segment's base (tests: a catch-up that throws leaves it).
+    package var turnSlotSeen: (counter: UInt64, writtenEnd: UInt64, lastSegmentBase: UInt64) {
+        core.conditionLock.withLock {
+            (core.state.turnCounter, core.state.publishedTurnEnd, core.state.publishedTurnBase)
+        }
+    }
+
     /// Publishes the written end in the turn slot and releases the turn.
     public func endTurn() {
         core.endTurn()

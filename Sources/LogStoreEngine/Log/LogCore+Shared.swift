@@ -42,6 +42,8 @@ extension LogCore {
                 TurnSlot(
                     storeID: meta.storeID, writtenEnd: state.writtenEnd,
                     lastSegmentBaseOffset: state.segments.last!.baseOffset, turnCounter: state.turnCounter))
+            state.publishedTurnEnd = state.writtenEnd
+            state.publishedTurnBase = state.segments.last!.baseOffset
             return
         }
         publishSharedLocked(force: true)

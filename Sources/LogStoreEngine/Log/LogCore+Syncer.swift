@@ -279,9 +279,11 @@ extension LogCore {
         precondition(!state.turnHeld, "the turn's mutex was free")
         state.turnHeld = true
         // Kept (parked) or not, as a save's turn: the slot is written before `TURN` really goes.
-        defer { letGoOfTurnLocked(writers) }
+        var caughtUp = false
+        defer { letGoOfTurnLocked(writers, caughtUp: caughtUp) }
+        caughtUp = (try? catchUpLocked(closing: closing, kept: writers.turn.keptSinceRelease)) != nil
         // A failed catch-up failed the log (or names damage the next turn reports): no mark.
-        guard (try? catchUpLocked(closing: closing, kept: writers.turn.keptSinceRelease)) != nil else {
+        guard caughtUp else {
             state.needsDurableEndMark = false
             return
         }
@@ -365,7 +367,7 @@ extension LogCore {
         let caughtUp = (try? catchUpLocked(kept: writers.turn.keptSinceRelease)) != nil
         if caughtUp && needsPreallocation { zeroFillChunk() }
         if !caughtUp { state.preallocationRetryNanoseconds = monotonicNanoseconds() + 1_000_000_000 }
-        letGoOfTurnLocked(writers)
+        letGoOfTurnLocked(writers, caughtUp: caughtUp)
     }
 
     private func zeroFillChunk() {

@@ -206,7 +206,11 @@ extension LogCore {
         if kept { state.statistics.keptTurnCount += 1 }
         var failure: LogError?
         do throws(LogError) { try catchUpLocked(kept: kept) } catch { failure = reporting(error) }
-        if failure != nil { state.turnHeld = false }
+        if failure != nil {
+            state.turnHeld = false
+            // The `flock` goes with the slot as it is: what a writer killed in its turn leaves.
+            state.turnSlotUnpublished = false
+        }
         conditionLock.unlock()
         if let failure {
             writers.turn.release()
@@ -243,20 +247,34 @@ extension LogCore {
     /// what a writer killed between its record's `pwrite` and the slot's leaves (D11's crash
     /// argument, step 3): whoever takes `TURN` next adopts the whole records past it, and never
     /// cuts one under slot 1's durable end. One `pwrite` a save less for a lone writer.
-    func letGoOfTurnLocked(_ writers: SharedWriters) {
+    ///
+    /// `caughtUp`: false after a catch-up that threw — this process's view of the log may be
+    /// behind the turn slot it read, so it neither keeps `TURN` (a kept turn would skip the
+    /// catch-up it still needs) nor writes the slot (it could move it back): the `flock` goes
+    /// with the slot as it is (review of 4989886, finding 1). Nor is `TURN` kept while the slot
+    /// names a later segment than this process's last (a roll whose creation failed, ENOSPC):
+    /// the slot is put right at once (finding 3).
+    func letGoOfTurnLocked(_ writers: SharedWriters, caughtUp: Bool = true) {
         precondition(state.turnHeld, "a turn ends only once begun")
         state.turnHeld = false
-        if !state.isClosed && state.failure == nil && keepsSharedLocksLocked && writers.turn.park() { return }
+        if caughtUp && !state.isClosed && state.failure == nil && !state.isFailing && keepsSharedLocksLocked
+            && state.publishedTurnBase == state.segments.last!.baseOffset && writers.turn.park()
+        {
+            // The releaser's hook needs this lock to write the slot: it cannot run before this.
+            if state.publishedTurnEnd != state.writtenEnd { state.turnSlotUnpublished = true }
+            return
+        }
         state.turnHeld = true
         // A log closed during the turn (an open that failed) closed the coordination file; the
         // syncer's last pass at close (a durable-end mark) runs before it does.
-        if !state.coordinationClosed {
+        if caughtUp && !state.coordinationClosed {
             do throws(LogError) { try publishTurnSlotLocked() } catch {
                 // The slot may be torn: the next turn holder refuses it (an error, not a guess),
                 // and every process stops.
                 failStopShared(error)
             }
         }
+        state.turnSlotUnpublished = false
         state.turnHeld = false
         conditionLock.unlock()
         writers.turn.release()
@@ -266,13 +284,21 @@ extension LogCore {
     /// `TURN` is parked and about to be let go for real (its mutex held, on the releaser's thread
     /// or at close): the turn slot this process's parked turns left unwritten is written now, so
     /// whoever takes `TURN` next reads this process's written end.
-    func publishTurnSlotBeforeParkedRelease() {
-        conditionLock.withLock {
-            guard !state.coordinationClosed, !state.turnHeld, state.failure == nil, !state.isFailing else { return }
-            state.turnHeld = true
-            defer { state.turnHeld = false }
-            do throws(LogError) { try publishTurnSlotLocked() } catch { failStopShared(error) }
-        }
+    ///
+    /// Returns `false`, doing nothing, when the log's lock is busy: the releaser's thread never
+    /// waits for a holder (``ParkedLockReleaser``), and the lock stays parked until its next look.
+    /// (A failed slot write still fail-stops the process from here, waiting for `SYNC` to mark the
+    /// store failed: a coordination file whose `pwrite`s fail stops every process anyway.)
+    func publishTurnSlotBeforeParkedRelease() -> Bool {
+        guard conditionLock.tryLock() else { return false }
+        defer { conditionLock.unlock() }
+        guard state.turnSlotUnpublished else { return true }
+        state.turnSlotUnpublished = false
+        guard !state.coordinationClosed, !state.turnHeld, state.failure == nil, !state.isFailing else { return true }
+        state.turnHeld = true
+        defer { state.turnHeld = false }
+        do throws(LogError) { try publishTurnSlotLocked() } catch { failStopShared(error) }
+        return true
     }
 
     /// Writes the turn slot (lock and turn held) when the written end or the last segment moved
@@ -282,7 +308,10 @@ extension LogCore {
         guard let coordination = state.coordination else { return }
         precondition(state.turnHeld, "the turn slot is written under the turn")
         let base = lastSegmentBase ?? state.segments.last!.baseOffset
-        guard state.publishedTurnEnd != state.writtenEnd || state.publishedTurnBase != base else { return }
+        guard state.publishedTurnEnd != state.writtenEnd || state.publishedTurnBase != base else {
+            state.turnSlotUnpublished = false
+            return
+        }
         state.turnCounter &+= 1
         try coordination.writeTurn(
             TurnSlot(
@@ -290,6 +319,7 @@ extension LogCore {
                 turnCounter: state.turnCounter))
         state.publishedTurnEnd = state.writtenEnd
         state.publishedTurnBase = base
+        state.turnSlotUnpublished = false
     }
 
     /// The failure every process of a shared store reports once one of them failed an `fdatasync`.
@@ -357,11 +387,6 @@ extension LogCore {
         // never a dead writer's torn write (review of eec4ccf, finding 6).
         let publishedEnd = max(turn?.writtenEnd ?? state.writtenEnd, sharedDurableEnd ?? 0)
         let publishedBase = turn?.lastSegmentBaseOffset ?? state.segments.last!.baseOffset
-        if let turn {
-            state.turnCounter = turn.turnCounter
-            state.publishedTurnEnd = turn.writtenEnd
-            state.publishedTurnBase = turn.lastSegmentBaseOffset
-        }
         var offset = state.writtenEnd
         var caughtUp: UInt64 = 0
         var lastType: RecordType?
@@ -416,6 +441,14 @@ extension LogCore {
             }
         }
         state.writtenEnd = offset
+        // Only once the scan reached them: a catch-up that threw leaves this process's view as
+        // it was, and a kept turn's check then never matches a slot it did not catch up with
+        // (review of 4989886, finding 1).
+        if let turn {
+            state.turnCounter = turn.turnCounter
+            state.publishedTurnEnd = turn.writtenEnd
+            state.publishedTurnBase = turn.lastSegmentBaseOffset
+        }
         state.statistics.caughtUpRecordCount += caughtUp
         if caughtUp > 0 { state.lastForeignRecordsNanoseconds = monotonicNanoseconds() }
         // Whoever read the log's last records last takes charge of marking them durable (D12): a

@@ -89,6 +89,11 @@ final class LogCore: @unchecked Sendable {
         var turnHeld = false
         /// The coordination file is closed (or about to be, at close): nothing more is written to it.
         var coordinationClosed = false
+        /// This process keeps `TURN`'s `flock` (parked, or taken parked) and its parked turns left
+        /// the turn slot behind its written end: the slot is written before the `flock` goes
+        /// (``LogCore/publishTurnSlotBeforeParkedRelease()``, close). Cleared whenever the slot is
+        /// written or the `flock` is let go.
+        var turnSlotUnpublished = false
         /// A shared store: the turn slot this process last published or read.
         var turnCounter: UInt64 = 0
         /// A shared store: the written end and last base the turn slot states, as last read or written.
@@ -169,7 +174,7 @@ final class LogCore: @unchecked Sendable {
             isReadOnly: lock == nil, preallocatedPosition: lastPosition)
         state.needsDurableEndMark = needsDurableEndMark && lock != nil
         state.lastWriteNanoseconds = monotonicNanoseconds()
-        writers?.turn.setBeforeParkedRelease { [weak self] in self?.publishTurnSlotBeforeParkedRelease() }
+        writers?.turn.setBeforeParkedRelease { [weak self] in self?.publishTurnSlotBeforeParkedRelease() ?? true }
     }
 
     /// Starts the syncer thread (writers only).
@@ -228,10 +233,22 @@ final class LogCore: @unchecked Sendable {
             waiter.continuation.resume(returning: .failure(failure ?? LogError(.closed, "The log was closed.")))
         }
         // A `TURN` still parked is let go while the coordination file is open: its turn slot is
-        // written first (publishTurnSlotBeforeParkedRelease). Nothing is written to the file after.
+        // written first (publishTurnSlotBeforeParkedRelease). When another thread holds its mutex
+        // (the releaser looking, or a save that took it parked and will fail `closed`), this
+        // process still holds the `flock` — nobody else writes — and the slot is written here,
+        // under the log's lock, before the file closes. Nothing is written to the file after.
         writers?.turn.releaseIfParked()
         for segment in conditionLock.withLock({ state.segments }) { segment.handle.close() }
         conditionLock.withLock {
+            if state.turnSlotUnpublished && state.failure == nil && !state.isFailing {
+                let held = state.turnHeld
+                state.turnHeld = true
+                // A failure here leaves the slot as a writer killed in its turn leaves it (or torn:
+                // the next holder refuses it); close has nobody to tell.
+                try? publishTurnSlotLocked()
+                state.turnHeld = held
+            }
+            state.turnSlotUnpublished = false
             state.coordinationClosed = true
             return state.coordination
         }?.close()

@@ -66,7 +66,8 @@ final class SharedFileLock: @unchecked Sendable {
     /// or at close (``releaseIfParked()``), never at a holder's own release: `TURN`'s owner writes
     /// the turn slot its parked turns left unwritten (``LogCore/endTurn()``). Its own leaf lock: it
     /// is set while the lock may be held.
-    private let beforeParkedRelease = Mutex<(@Sendable () -> Void)?>(nil)
+    /// It returns `false` when it could not run without waiting: the lock then stays parked.
+    private let beforeParkedRelease = Mutex<(@Sendable () -> Bool)?>(nil)
 
     /// How long a parked lock may stay idle before the releaser lets it go.
     static let parkedIdleNanosecondsMax: UInt64 = 1_000_000
@@ -234,7 +235,7 @@ final class SharedFileLock: @unchecked Sendable {
     }
 
     /// Sets (or, `nil`, clears) what runs just before a parked `flock` is let go.
-    func setBeforeParkedRelease(_ hook: (@Sendable () -> Void)?) {
+    func setBeforeParkedRelease(_ hook: (@Sendable () -> Bool)?) {
         beforeParkedRelease.withLock { $0 = hook }
     }
 
@@ -244,9 +245,8 @@ final class SharedFileLock: @unchecked Sendable {
     /// holder releases it itself.
     func releaseIfParked() {
         guard mutex.try() else { return }
-        guard parked else { return mutex.unlock() }
+        guard parked, beforeParkedRelease.withLock({ $0 })?() ?? true else { return mutex.unlock() }
         parked = false
-        beforeParkedRelease.withLock { $0 }?()
         release()
     }
 
@@ -269,9 +269,13 @@ final class SharedFileLock: @unchecked Sendable {
             mutex.unlock()
             return true
         }
+        // The hook could not run without waiting (its owner's lock is busy): look again later.
+        guard beforeParkedRelease.withLock({ $0 })?() ?? true else {
+            mutex.unlock()
+            return true
+        }
         parked = false
         if long { holdOffUntil = now + Self.holdOffNanoseconds }
-        beforeParkedRelease.withLock { $0 }?()
         release()
         return false
     }
