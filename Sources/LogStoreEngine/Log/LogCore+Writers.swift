@@ -285,12 +285,13 @@ extension LogCore {
     /// or at close): the turn slot this process's parked turns left unwritten is written now, so
     /// whoever takes `TURN` next reads this process's written end.
     ///
-    /// Returns `false`, doing nothing, when the log's lock is busy: the releaser's thread never
-    /// waits for a holder (``ParkedLockReleaser``), and the lock stays parked until its next look.
+    /// Returns `false`, doing nothing, when the log's lock is busy and `mayWait` is false: the
+    /// releaser's thread does not wait for a holder (``ParkedLockReleaser``) until the `flock` has
+    /// been held for the bound, and the lock stays parked until its next look.
     /// (A failed slot write still fail-stops the process from here, waiting for `SYNC` to mark the
     /// store failed: a coordination file whose `pwrite`s fail stops every process anyway.)
-    func publishTurnSlotBeforeParkedRelease() -> Bool {
-        guard conditionLock.tryLock() else { return false }
+    func publishTurnSlotBeforeParkedRelease(mayWait: Bool) -> Bool {
+        if mayWait { conditionLock.lock() } else if !conditionLock.tryLock() { return false }
         defer { conditionLock.unlock() }
         guard state.turnSlotUnpublished else { return true }
         state.turnSlotUnpublished = false

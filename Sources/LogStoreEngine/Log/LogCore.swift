@@ -174,7 +174,9 @@ final class LogCore: @unchecked Sendable {
             isReadOnly: lock == nil, preallocatedPosition: lastPosition)
         state.needsDurableEndMark = needsDurableEndMark && lock != nil
         state.lastWriteNanoseconds = monotonicNanoseconds()
-        writers?.turn.setBeforeParkedRelease { [weak self] in self?.publishTurnSlotBeforeParkedRelease() ?? true }
+        writers?.turn.setBeforeParkedRelease { [weak self] mayWait in
+            self?.publishTurnSlotBeforeParkedRelease(mayWait: mayWait) ?? true
+        }
     }
 
     /// Starts the syncer thread (writers only).
@@ -234,9 +236,13 @@ final class LogCore: @unchecked Sendable {
         }
         // A `TURN` still parked is let go while the coordination file is open: its turn slot is
         // written first (publishTurnSlotBeforeParkedRelease). When another thread holds its mutex
-        // (the releaser looking, or a save that took it parked and will fail `closed`), this
-        // process still holds the `flock` — nobody else writes — and the slot is written here,
-        // under the log's lock, before the file closes. Nothing is written to the file after.
+        // (the releaser looking, or a save that took it parked), this process still holds the
+        // `flock` — nobody else writes — and the slot is written here, under the log's lock,
+        // before the file closes, unless that thread let the `flock` go first: a save's turn
+        // that fails `closed` (its catch-up's first check) releases it with the slot as it is,
+        // what a writer killed in its turn leaves — below slot 1's durable end after the final
+        // sync, so the next holder adopts nothing unacknowledged and cuts nothing (review of
+        // eb0cf20, finding 1). Nothing is written to the file after.
         writers?.turn.releaseIfParked()
         for segment in conditionLock.withLock({ state.segments }) { segment.handle.close() }
         conditionLock.withLock {

@@ -64,10 +64,11 @@ final class SharedFileLock: @unchecked Sendable {
     private var holdOffUntil: UInt64 = 0
     /// Run with the mutex held just before a *parked* `flock` is let go — by the releaser's thread
     /// or at close (``releaseIfParked()``), never at a holder's own release: `TURN`'s owner writes
-    /// the turn slot its parked turns left unwritten (``LogCore/endTurn()``). Its own leaf lock: it
-    /// is set while the lock may be held.
-    /// It returns `false` when it could not run without waiting: the lock then stays parked.
-    private let beforeParkedRelease = Mutex<(@Sendable () -> Bool)?>(nil)
+    /// the turn slot its parked turns left unwritten (`LogCore.publishTurnSlotBeforeParkedRelease`).
+    /// Its argument says whether it may wait for its owner's lock (else it only tries it); it
+    /// returns `false` when it did not run (the lock then stays parked). Its own leaf lock: it is
+    /// set while the lock may be held.
+    private let beforeParkedRelease = Mutex<(@Sendable (_ mayWait: Bool) -> Bool)?>(nil)
 
     /// How long a parked lock may stay idle before the releaser lets it go.
     static let parkedIdleNanosecondsMax: UInt64 = 1_000_000
@@ -235,7 +236,7 @@ final class SharedFileLock: @unchecked Sendable {
     }
 
     /// Sets (or, `nil`, clears) what runs just before a parked `flock` is let go.
-    func setBeforeParkedRelease(_ hook: (@Sendable () -> Bool)?) {
+    func setBeforeParkedRelease(_ hook: (@Sendable (_ mayWait: Bool) -> Bool)?) {
         beforeParkedRelease.withLock { $0 = hook }
     }
 
@@ -245,7 +246,7 @@ final class SharedFileLock: @unchecked Sendable {
     /// holder releases it itself.
     func releaseIfParked() {
         guard mutex.try() else { return }
-        guard parked, beforeParkedRelease.withLock({ $0 })?() ?? true else { return mutex.unlock() }
+        guard parked, beforeParkedRelease.withLock({ $0 })?(false) ?? true else { return mutex.unlock() }
         parked = false
         release()
     }
@@ -269,8 +270,11 @@ final class SharedFileLock: @unchecked Sendable {
             mutex.unlock()
             return true
         }
-        // The hook could not run without waiting (its owner's lock is busy): look again later.
-        guard beforeParkedRelease.withLock({ $0 })?() ?? true else {
+        // The hook could not run without waiting (its owner's lock is busy): look again later —
+        // once this process has held the `flock` for the bound, the hook waits for that lock (a
+        // holder of it never waits for this lock's mutex, D11's lock order), so a waiting process
+        // waits at most about the bound plus one hold of it (review of eb0cf20, finding 2).
+        guard beforeParkedRelease.withLock({ $0 })?(long) ?? true else {
             mutex.unlock()
             return true
         }
@@ -313,7 +317,10 @@ final class SharedFileLock: @unchecked Sendable {
 /// while nothing is parked, and looking every ``SharedFileLock/parkedIdleNanosecondsMax`` while
 /// something is. A look takes a lock's mutex only with `try`: it never waits for a holder, so a
 /// parked lock is let go within about that time whatever this process's other threads do (no
-/// cycle of waits across processes can form through a parked lock).
+/// cycle of waits across processes can form through a parked lock). `TURN`'s hook, which writes
+/// the turn slot first, only tries the log's lock too — until the `flock` has been held for
+/// ``SharedFileLock/keptNanosecondsMax``; then it waits for it (its holders never wait for
+/// anything a parked lock holds up: the lock order puts `TURN`'s mutex first).
 ///
 /// A park costs the parker two atomic operations: `condition` is taken only to start the thread
 /// or to wake it from an untimed sleep (with 8 savers, taking it at every park made them queue on
