@@ -130,6 +130,67 @@ import Testing
         #expect(try ModelContext(container).fetchCount(FetchDescriptor<Trip>()) == 12)
     }
 
+    /// Synchronous saves called at once while no other process writes are written in batches by
+    /// one of their callers under one turn (SaveCombiner): here `TURN` is held by this test while
+    /// six threads save, so the first caller waits in its turn and the others queue behind it; the
+    /// next batch holds them all. Each caller gets its own outcome — one save too large to write
+    /// fails alone — and its own record. Seen failing with one batch per save (batches == saves).
+    @Test func synchronousSavesCalledAtOnceAreWrittenInOneTurnEachWithItsOwnOutcome() throws {
+        let temporary = TemporaryDirectory("writers")
+        defer { temporary.remove() }
+        let directory = temporary.appending("Trips.store")
+        let container = try ModelContainer(for: Trip.self, configurations: Self.configuration(directory))
+        let store = try #require(container.dataStore(as: LogStore.self))
+        defer { try? store.close() }
+        store.inlineSaveQuietNanoseconds.store(60_000_000_000, ordering: .relaxed)
+        let setup = ModelContext(container)
+        setup.insert(Trip(name: "first", destination: "Somewhere"))
+        try setup.save()
+        let turn = try PosixFileSystem().openFile(directory + "/" + FormatConstants.turnLockFileName, mode: .createOrOpen)
+        defer { turn.close() }
+        #expect(try Self.lockExclusively(turn))
+        let countsBefore = store.saveCombiner.counts
+        let inlineBefore = store.saveWriter.inlineSaves
+        let outcomes = Mutex<[Int: Result<Void, any Error>]>([:])
+        let group = DispatchGroup()
+        let tooLarge = String(repeating: "x", count: FormatConstants.recordByteCountMax + 1)
+        for index in 0..<6 {
+            group.enter()
+            Thread {
+                defer { group.leave() }
+                let context = ModelContext(container)
+                context.insert(Trip(name: "saver \(index)", destination: index == 3 ? tooLarge : "Somewhere"))
+                let outcome = Result { try context.save() }
+                outcomes.withLock { $0[index] = outcome }
+            }.start()
+        }
+        // Bounded: 20 s for the six saves to be counted inline (the first waits for TURN).
+        let deadline = Date().addingTimeInterval(20)
+        while store.saveWriter.inlineSaves < inlineBefore + 6 && Date() < deadline { usleep(1_000) }
+        #expect(store.saveWriter.inlineSaves == inlineBefore + 6)
+        try turn.unlock()
+        #expect(group.wait(timeout: .now() + 60) == .success)
+        let counts = store.saveCombiner.counts
+        #expect(counts.saves - countsBefore.saves == 6)
+        // The first caller's batch (itself, and any that came before it took the queue), then
+        // the rest in one.
+        #expect(counts.batches - countsBefore.batches <= 3)
+        let results = outcomes.withLock { $0 }
+        for index in 0..<6 {
+            let outcome = try #require(results[index])
+            if index == 3 {
+                #expect(throws: (any Error).self) { try outcome.get() }
+            } else {
+                #expect(throws: Never.self) { try outcome.get() }
+            }
+        }
+        let names = try ModelContext(container).fetch(FetchDescriptor<Trip>()).map(\.name).sorted()
+        #expect(names == ["first", "saver 0", "saver 1", "saver 2", "saver 4", "saver 5"])
+        let tokens = try ModelContext(container).fetchHistory(HistoryDescriptor<DefaultHistoryTransaction>())
+            .map(\.token)
+        #expect(Set(tokens).count == 6)
+    }
+
     /// Review of 33003ef: a save called while an inline save waits for the turn is written after
     /// it. A synchronous save (inline: the writer idle, no other process) blocks on `TURN`, held
     /// by this test; an async save of a later value of the same attribute is then queued; once

@@ -8,6 +8,12 @@ extension LogStore {
     public func save(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) throws -> DataStoreSaveChangesResult<
         DefaultSnapshot
     > {
+        if log.isSharedByWriters, configuration.durability == .synchronous,
+            (log.nanosecondsSinceOtherWritersWrote ?? .max) >= inlineSaveQuietNanoseconds.load(ordering: .relaxed),
+            saveWriter.enterInlineIfIdle()
+        {
+            return try saveCombined(request)
+        }
         var (position, result) = log.isSharedByWriters ? try writeInCallOrder(request) : try write(request)
         guard let written = position else { return result }
         if configuration.durability == .synchronous {
@@ -17,6 +23,43 @@ extension LogStore {
         didPublish(endOffset: written.endOffset)
         result.token = DefaultHistoryToken(storeIdentifier: log.storeID, offset: written.offset, check: written.payloadCRC)
         return result
+    }
+
+    /// A synchronous durable save of a store shared by writers, counted as running inline
+    /// (``SaveWriter/enterInlineIfIdle()``): written with the saves called meanwhile, in one
+    /// turn, by one of their callers, and made durable by one wait (``SaveCombiner``).
+    private func saveCombined(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) throws
+        -> DataStoreSaveChangesResult<DefaultSnapshot>
+    {
+        try saveCombiner.save(
+            request,
+            writeBatch: { batch in
+                defer { saveWriter.exitInline(count: batch.count) }
+                let turn: SaveWriter.Turn
+                do throws(LogError) {
+                    try log.beginTurn()
+                    turn = .held
+                } catch {
+                    turn = .failed(error)
+                }
+                defer { if case .held = turn { log.endTurn() } }
+                for slot in batch {
+                    slot.written = Result {
+                        var (position, result) = try write(slot.request, batch: turn)
+                        if let position {
+                            result.token = DefaultHistoryToken(
+                                storeIdentifier: log.storeID, offset: position.offset, check: position.payloadCRC)
+                        }
+                        return (position, result)
+                    }
+                }
+            },
+            finish: { last in
+                do throws(LogError) { try log.waitUntilDurable(last) } catch { return forgetUndurable(error) }
+                publishIfNeeded(through: last.endOffset)
+                didPublish(endOffset: last.endOffset)
+                return nil
+            })
     }
 
     /// `save` that suspends instead of blocking a thread while the record becomes durable.

@@ -67,6 +67,9 @@ public final class LogStore: DataStore, @unchecked Sendable {
     /// A store shared by writing processes: writes this process's saves in call order, in
     /// batches under one turn (set once `log` is; unused in a store not shared).
     let saveWriter: SaveWriter
+    /// A store shared by writing processes: writes synchronous saves called at once, while no
+    /// other process writes, in batches under one turn on one of their callers' threads.
+    let saveCombiner = SaveCombiner()
     /// ``inlineSaveQuietNanosecondsDefault``; tests set a longer one (a loaded machine can take
     /// over a second for a few saves).
     let inlineSaveQuietNanoseconds = Atomic<UInt64>(LogStore.inlineSaveQuietNanosecondsDefault)

@@ -82,21 +82,30 @@ final class SaveWriter: @unchecked Sendable {
     /// costs a store opened alone. No starvation: once a save is queued, later ones queue too,
     /// and the inline ones drain.
     func runInlineIfIdle<T>(_ body: () throws -> T) rethrows -> T? {
+        guard enterInlineIfIdle() else { return nil }
+        defer { exitInline() }
+        return try body()
+    }
+
+    /// ``runInlineIfIdle(_:)`` in two steps, for a save written by another caller of this
+    /// process (``SaveCombiner``): `true` counts one save as running inline until
+    /// ``exitInline()`` (once its record is written); `false`: queue it.
+    func enterInlineIfIdle() -> Bool {
         condition.lock()
-        guard !stopped, jobs.isEmpty, running == 0 else {
-            condition.unlock()
-            return nil
-        }
+        defer { condition.unlock() }
+        guard !stopped, jobs.isEmpty, running == 0 else { return false }
         inlineRunning += 1
         inlineCount += 1
+        return true
+    }
+
+    /// One save counted by ``enterInlineIfIdle()`` is written (or failed).
+    func exitInline(count: Int = 1) {
+        condition.lock()
+        precondition(inlineRunning >= count, "an inline save exits once")
+        inlineRunning -= count
+        if inlineRunning == 0 { condition.signal() }
         condition.unlock()
-        defer {
-            condition.lock()
-            inlineRunning -= 1
-            if inlineRunning == 0 { condition.signal() }
-            condition.unlock()
-        }
-        return try body()
     }
 
     /// How many saves ran on their callers' threads (tests).
