@@ -55,7 +55,10 @@ extension LogStore {
                 }
             },
             finish: { last in
-                do throws(LogError) { try log.waitUntilDurable(last) } catch { return forgetUndurable(error) }
+                do throws(LogError) { try log.waitUntilDurable(last) } catch {
+                    let failure = forgetUndurable(error)
+                    return (failure, log.durableEnd)
+                }
                 publishIfNeeded(through: last.endOffset)
                 didPublish(endOffset: last.endOffset)
                 return nil

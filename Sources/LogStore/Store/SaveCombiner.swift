@@ -19,7 +19,8 @@ import LogStoreEngine
 /// Handing the writing on *before* waiting for durability keeps the pipeline of group commit: the
 /// next batch is written while this one's `fdatasync` runs. A request that fails (a unique
 /// constraint, a closed store) fails alone; a failed `fdatasync` fails every save of the batch
-/// it was to cover, as it failed every waiter of the group commit before. (Tried for a store
+/// whose record it was to make durable, as it failed every waiter of the group commit before —
+/// and only those (an earlier one may have covered some of the batch). (Tried for a store
 /// opened alone too: 8 savers +10 %, 2 savers −8 % in one session, no change in the next — not
 /// used there.)
 final class SaveCombiner: @unchecked Sendable {
@@ -53,6 +54,13 @@ final class SaveCombiner: @unchecked Sendable {
     private var batchCount = 0
     private var combinedSaveCount = 0
 
+    /// Saves queued and not yet taken into a batch (tests).
+    var queuedCount: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return queue.count
+    }
+
     /// Batches written so far and the saves in them (tests).
     var counts: (batches: Int, saves: Int) {
         lock.lock()
@@ -64,12 +72,16 @@ final class SaveCombiner: @unchecked Sendable {
     /// that is not in a batch yet) or by another; returns once the record is durable and
     /// published. `writeBatch` writes each slot's request, setting `written` (a written record's
     /// result holds its token already); `finish` waits for durability of the batch's records and
-    /// publishes them, returning the error that every written save of the batch then throws
-    /// (`nil`: all durable).
+    /// publishes them, returning `nil` when all are durable, else the error and the durable end
+    /// after it: a save whose record ends at or before that end is durable and published all the
+    /// same (an earlier `fdatasync` covered it) and succeeds; the others throw the error (review
+    /// of 196f290: every written save of the batch threw, and a caller that retried would insert
+    /// its models twice). A save with nothing to write, or whose write failed, returns once the
+    /// batch is done (it waits for the batch's durability with the others).
     func save(
         _ request: DataStoreSaveChangesRequest<DefaultSnapshot>,
         writeBatch: ([Slot]) -> Void,
-        finish: (_ last: LogPosition) -> (any Error)?
+        finish: (_ last: LogPosition) -> (error: any Error, durableEnd: UInt64)?
     ) throws -> DataStoreSaveChangesResult<DefaultSnapshot> {
         let slot = Slot(request)
         lock.lock()
@@ -113,8 +125,12 @@ final class SaveCombiner: @unchecked Sendable {
                 outcome = .failure(error)
             case .success((nil, let result)):
                 outcome = .success(result)
-            case .success((_?, let result)):
-                outcome = failure.map { .failure($0) } ?? .success(result)
+            case .success((let position?, let result)):
+                if let failure, position.endOffset > failure.durableEnd {
+                    outcome = .failure(failure.error)
+                } else {
+                    outcome = .success(result)
+                }
             }
             member.outcome = outcome
             if member !== slot { member.done!.signal() }

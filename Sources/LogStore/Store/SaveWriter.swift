@@ -4,7 +4,9 @@ import LogStoreEngine
 /// A store shared by writing processes: one thread writes this process's saves, in the order
 /// their `save` calls were made (DECISIONS.md D11) — except a synchronous save that finds nothing
 /// queued or being written by the thread while no other process writes, which writes on its own
-/// thread (``runInlineIfIdle(_:)``; several such saves at once take turns on `TURN`'s mutex).
+/// thread (``runInlineIfIdle(_:)``) — a synchronous durable one with the others called at once,
+/// in batches one of their callers writes under one turn (``enterInlineIfIdle()``,
+/// ``SaveCombiner``).
 ///
 /// A save there waits for the turn — another process's `flock`, up to 30 s — so an asynchronous
 /// save must not write on its calling thread (the cooperative pool has 2 threads here and Linux
