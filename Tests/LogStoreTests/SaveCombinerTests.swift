@@ -28,7 +28,9 @@ import Testing
                     try combiner.save(
                         request,
                         writeBatch: { batch in
-                            if batch.contains(where: { $0.request.editingState.author == "A" }) { firstBatchMayEnd.wait() }
+                            if batch.contains(where: { $0.request.editingState.author == "A" }) {
+                                firstBatchMayEnd.wait()
+                            }
                             for slot in batch {
                                 let end = ends[slot.request.editingState.author!]!
                                 slot.written = .success(

@@ -146,7 +146,8 @@ import Testing
         let setup = ModelContext(container)
         setup.insert(Trip(name: "first", destination: "Somewhere"))
         try setup.save()
-        let turn = try PosixFileSystem().openFile(directory + "/" + FormatConstants.turnLockFileName, mode: .createOrOpen)
+        let turn = try PosixFileSystem().openFile(
+            directory + "/" + FormatConstants.turnLockFileName, mode: .createOrOpen)
         defer { turn.close() }
         #expect(try Self.lockExclusively(turn))
         let countsBefore = store.saveCombiner.counts

@@ -242,11 +242,12 @@ extension LogCore {
     /// while no other process waits for it (``keepsSharedLocksLocked``, ``SharedFileLock/park()``):
     /// the next turn here costs no `flock` and no catch-up, and the turn slot is left unwritten —
     /// nobody else reads it while this process holds the `flock` — until just before the `flock`
-    /// is really let go (``publishTurnSlotBeforeParkedRelease()``, by the releaser's thread or at
-    /// close). Otherwise the turn slot is written and `TURN` released. A slot left unwritten is
-    /// what a writer killed between its record's `pwrite` and the slot's leaves (D11's crash
-    /// argument, step 3): whoever takes `TURN` next adopts the whole records past it, and never
-    /// cuts one under slot 1's durable end. One `pwrite` a save less for a lone writer.
+    /// is really let go (``publishTurnSlotBeforeParkedRelease(mayWait:)``, by the releaser's
+    /// thread or at close). Otherwise the turn slot is written and `TURN` released. A slot left
+    /// unwritten is what a writer killed between its record's `pwrite` and the slot's leaves
+    /// (D11's crash argument, step 3): whoever takes `TURN` next adopts the whole records past
+    /// it, and never cuts one under slot 1's durable end. One `pwrite` a save less for a lone
+    /// writer.
     ///
     /// `caughtUp`: false after a catch-up that threw — this process's view of the log may be
     /// behind the turn slot it read, so it neither keeps `TURN` (a kept turn would skip the
@@ -364,8 +365,8 @@ extension LogCore {
         }
         // A kept turn checks that the turn slot is still the one this process published last (a
         // mapped read: ~20 loads; turns that ended parked wrote none, so it may state an earlier
-        // written end than this process's own); anything else — a `flock` lost some way this process did not
-        // see — means a full catch-up (review of b7bde05, finding 6).
+        // written end than this process's own); anything else — a `flock` lost some way this
+        // process did not see — means a full catch-up (review of b7bde05, finding 6).
         if kept, let turn = coordination.readTurn(), turn.storeID == meta.storeID,
             turn.turnCounter == state.turnCounter, turn.writtenEnd == state.publishedTurnEnd,
             turn.lastSegmentBaseOffset == state.publishedTurnBase

@@ -91,8 +91,8 @@ final class LogCore: @unchecked Sendable {
         var coordinationClosed = false
         /// This process keeps `TURN`'s `flock` (parked, or taken parked) and its parked turns left
         /// the turn slot behind its written end: the slot is written before the `flock` goes
-        /// (``LogCore/publishTurnSlotBeforeParkedRelease()``, close). Cleared whenever the slot is
-        /// written or the `flock` is let go.
+        /// (``LogCore/publishTurnSlotBeforeParkedRelease(mayWait:)``, close). Cleared whenever the
+        /// slot is written or the `flock` is let go.
         var turnSlotUnpublished = false
         /// A shared store: the turn slot this process last published or read.
         var turnCounter: UInt64 = 0
