@@ -1,5 +1,6 @@
 import Foundation
 import LogStoreTestSupport
+import Synchronization
 import Testing
 
 @testable import LogStoreEngine
@@ -121,6 +122,36 @@ import Testing
         }
         #expect(try readAll(log).count == 50)
         try log.close()
+    }
+
+    /// `whenDurable` runs its body once the record is durable — at once when it is already, else
+    /// from the sync that covers it — and with the error once the log is closed before that.
+    @Test func whenDurableRunsOnceTheRecordIsDurableOrTheLogCloses() throws {
+        let fileSystem = SimulatedFileSystem()
+        var options = simulatedOptions(fileSystem)
+        options.durability = .synchronous
+        let log = try Log.open(directory: storePath, options: options)
+        let first = try log.write(Array("first".utf8))
+        try log.waitUntilDurable(first)
+        let calls = Mutex<[String]>([])
+        log.whenDurable(first) { outcome in calls.withLock { $0.append("first \((try? outcome.get()) != nil)") } }
+        #expect(calls.withLock { $0 } == ["first true"])
+        let second = try log.write(Array("second".utf8))
+        let done = DispatchSemaphore(value: 0)
+        log.whenDurable(second) { outcome in
+            // Run by the sync that covers the record (with the log's lock held: no call to it).
+            calls.withLock { $0.append("second \((try? outcome.get()) != nil)") }
+            done.signal()
+        }
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        #expect(log.durableEnd >= second.endOffset)
+        #expect(calls.withLock { $0 } == ["first true", "second true"])
+        try log.close()
+        let closed = Mutex<Bool?>(nil)
+        log.whenDurable(LogPosition(offset: second.endOffset, endOffset: second.endOffset + 64, payloadCRC: 0)) {
+            outcome in closed.withLock { $0 = (try? outcome.get()) == nil }
+        }
+        #expect(closed.withLock { $0 } == true)
     }
 
     @Test func aStoreOnDiskRoundTripsThroughThePosixFileSystem() throws {

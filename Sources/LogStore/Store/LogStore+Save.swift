@@ -14,10 +14,23 @@ extension LogStore {
         {
             return try saveCombined(request)
         }
-        var (position, result) = log.isSharedByWriters ? try writeInCallOrder(request) : try write(request)
+        var position: LogPosition?
+        var result: DataStoreSaveChangesResult<DefaultSnapshot>
+        var durable: Result<Void, LogError>?
+        if log.isSharedByWriters {
+            (position, result, durable) = try writeInCallOrder(request)
+        } else {
+            (position, result) = try write(request)
+            durable = nil
+        }
         guard let written = position else { return result }
         if configuration.durability == .synchronous {
-            do throws(LogError) { try log.waitUntilDurable(written) } catch { throw forgetUndurable(error) }
+            do throws(LogError) {
+                // Already waited for by the save writer's thread (a save queued there), or now.
+                if let durable { try durable.get() } else { try log.waitUntilDurable(written) }
+            } catch {
+                throw forgetUndurable(error)
+            }
         }
         publishIfNeeded(through: written.endOffset)
         didPublish(endOffset: written.endOffset)
@@ -109,24 +122,41 @@ extension LogStore {
     /// and no catch-up: no hand-over. While others write, saves go through the writer, whose
     /// batches share one turn (and one catch-up) — inline saves then took more turns and were
     /// slower.
+    ///
+    /// Returns, beside the write's position and result, the outcome of the wait for its
+    /// durability when the writer's thread registered it (synchronous durability, a record
+    /// written): the caller then sleeps once — until its record is durable — instead of waking
+    /// when it is written and sleeping again for the `fdatasync` (``Log/whenDurable(_:_:)``).
     private func writeInCallOrder(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) throws
-        -> (LogPosition?, DataStoreSaveChangesResult<DefaultSnapshot>)
+        -> (LogPosition?, DataStoreSaveChangesResult<DefaultSnapshot>, Result<Void, LogError>?)
     {
         if (log.nanosecondsSinceOtherWritersWrote ?? .max) >= inlineSaveQuietNanoseconds.load(ordering: .relaxed),
             let written = try saveWriter.runInlineIfIdle({ try write(request) })
         {
-            return written
+            return (written.0, written.1, nil)
         }
         let done = DispatchSemaphore(value: 0)
         let outcome = Mutex<Result<(LogPosition?, DataStoreSaveChangesResult<DefaultSnapshot>), any Error>?>(nil)
+        let durable = Mutex<Result<Void, LogError>?>(nil)
+        let waitsForDurability = configuration.durability == .synchronous
         saveWriter.submit { [self] turn in
             let result: Result<(LogPosition?, DataStoreSaveChangesResult<DefaultSnapshot>), any Error>
             do { result = .success(try write(request, batch: turn)) } catch { result = .failure(error) }
             outcome.withLock { $0 = result }
-            done.signal()
+            guard waitsForDurability, case .success((let position?, _)) = result else {
+                done.signal()
+                return
+            }
+            // Signalled by the sync that covers the record (with the log's lock held: only a
+            // store and a signal).
+            log.whenDurable(position) { outcome in
+                durable.withLock { $0 = outcome }
+                done.signal()
+            }
         }
         done.wait()
-        return try outcome.withLock { $0! }.get()
+        let (position, result) = try outcome.withLock { $0! }.get()
+        return (position, result, durable.withLock { $0 })
     }
 
     /// How long no other process must have written before a synchronous save of a shared store

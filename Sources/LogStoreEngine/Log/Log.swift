@@ -70,6 +70,14 @@ public final class Log: Sendable {
         try core.waitUntilDurable(endOffset: position.endOffset)
     }
 
+    /// Runs `body` once an `fdatasync` covers everything up to `position` (or the log failed or
+    /// closed: then with the error), without blocking a thread: at once when it does already,
+    /// else on the thread whose sync covers it, with the log's lock held — `body` must not block
+    /// or call the log (signal a semaphore, resume a continuation).
+    public func whenDurable(_ position: LogPosition, _ body: @escaping @Sendable (Result<Void, LogError>) -> Void) {
+        core.whenDurable(endOffset: position.endOffset, body)
+    }
+
     /// Suspends until an `fdatasync` covers everything up to `position`, without blocking a thread.
     /// `nonisolated(nonsending)`: it registers with the syncer on the caller's actor and resumes
     /// there (no round trip through the cooperative pool).

@@ -207,9 +207,9 @@ extension LogCore {
         var remaining: [AsyncWaiter] = []
         for waiter in state.asyncWaiters {
             if state.durableEnd >= waiter.endOffset {
-                waiter.continuation.resume(returning: .success(()))
+                waiter.resume(.success(()))
             } else if let failure = state.failure {
-                waiter.continuation.resume(returning: .failure(reporting(failure)))
+                waiter.resume(.failure(reporting(failure)))
             } else {
                 remaining.append(waiter)
             }

@@ -335,17 +335,21 @@ extension LogCore {
     nonisolated(nonsending) func waitUntilDurableAsync(endOffset: UInt64) async throws(LogError) {
         let result = await withCheckedContinuation {
             (continuation: CheckedContinuation<Result<Void, LogError>, Never>) in
-            conditionLock.lock()
-            defer { conditionLock.unlock() }
-            if state.durableEnd >= endOffset { return continuation.resume(returning: .success(())) }
-            if let failure = state.failure { return continuation.resume(returning: .failure(reporting(failure))) }
-            if state.syncerExited {
-                return continuation.resume(
-                    returning: .failure(LogError(.closed, "The log is closed.", file: directory)))
-            }
-            state.asyncWaiters.append(AsyncWaiter(endOffset: endOffset, continuation: continuation))
-            requestSync(through: endOffset)
+            whenDurable(endOffset: endOffset) { continuation.resume(returning: $0) }
         }
         try result.get()
+    }
+
+    /// Runs `body` once everything before `endOffset` is durable (or the log failed or closed):
+    /// at once on this thread when it is already, else on the thread whose sync makes it durable
+    /// (the syncer's, as a rule), with the log's lock held — `body` must not block or call the log.
+    func whenDurable(endOffset: UInt64, _ body: @escaping @Sendable (Result<Void, LogError>) -> Void) {
+        conditionLock.lock()
+        defer { conditionLock.unlock() }
+        if state.durableEnd >= endOffset { return body(.success(())) }
+        if let failure = state.failure { return body(.failure(reporting(failure))) }
+        if state.syncerExited { return body(.failure(LogError(.closed, "The log is closed.", file: directory))) }
+        state.asyncWaiters.append(AsyncWaiter(endOffset: endOffset, resume: body))
+        requestSync(through: endOffset)
     }
 }

@@ -151,9 +151,12 @@ final class LogCore: @unchecked Sendable {
         }
     }
 
+    /// A waiter that does not block a thread: `resume` runs once, on the thread that finds its
+    /// record durable (or the log failed or closed) with the log's lock held — it must not block
+    /// or call the log.
     struct AsyncWaiter {
         var endOffset: UInt64
-        var continuation: CheckedContinuation<Result<Void, LogError>, Never>
+        var resume: @Sendable (Result<Void, LogError>) -> Void
     }
 
     init(
@@ -232,7 +235,7 @@ final class LogCore: @unchecked Sendable {
         state.asyncWaiters = []
         conditionLock.unlock()
         for waiter in waiters {
-            waiter.continuation.resume(returning: .failure(failure ?? LogError(.closed, "The log was closed.")))
+            waiter.resume(.failure(failure ?? LogError(.closed, "The log was closed.")))
         }
         // A `TURN` still parked is let go while the coordination file is open: its turn slot is
         // written first (publishTurnSlotBeforeParkedRelease). When another thread holds its mutex
