@@ -72,9 +72,10 @@ public final class Log: Sendable {
 
     /// Runs `body` once an `fdatasync` covers everything up to `position` (or the log failed or
     /// closed: then with the error), without blocking a thread: at once when it does already,
-    /// else on the thread whose sync covers it, with the log's lock held — `body` must not block
-    /// or call the log (signal a semaphore, resume a continuation).
-    public func whenDurable(_ position: LogPosition, _ body: @escaping @Sendable (Result<Void, LogError>) -> Void) {
+    /// else on the thread whose sync (or catch-up) finds it durable — with the log's lock held
+    /// (at close, without it): `body` must not block or call the log (signal a semaphore, resume
+    /// a continuation). `package`: a body that calls the log deadlocks.
+    package func whenDurable(_ position: LogPosition, _ body: @escaping @Sendable (Result<Void, LogError>) -> Void) {
         core.whenDurable(endOffset: position.endOffset, body)
     }
 

@@ -341,8 +341,9 @@ extension LogCore {
     }
 
     /// Runs `body` once everything before `endOffset` is durable (or the log failed or closed):
-    /// at once on this thread when it is already, else on the thread whose sync makes it durable
-    /// (the syncer's, as a rule), with the log's lock held — `body` must not block or call the log.
+    /// at once on this thread when it is already, else on the thread whose sync (or catch-up)
+    /// finds it durable (the syncer's, as a rule), with the log's lock held (at close, without
+    /// it) — `body` must not block or call the log.
     func whenDurable(endOffset: UInt64, _ body: @escaping @Sendable (Result<Void, LogError>) -> Void) {
         conditionLock.lock()
         defer { conditionLock.unlock() }

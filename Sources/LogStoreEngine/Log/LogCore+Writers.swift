@@ -376,6 +376,7 @@ extension LogCore {
                 state.syncRequestedEnd = max(state.syncRequestedEnd, state.durableEnd)
             }
             checkInvariants()
+            announceDurableEndLocked()
             return
         }
         let turn = try coordination.readTurnChecked(in: directory)
@@ -461,6 +462,16 @@ extension LogCore {
         state.durableEnd = max(state.durableEnd, state.segments.last!.baseOffset)
         state.syncRequestedEnd = max(state.syncRequestedEnd, state.durableEnd)
         checkInvariants()
+        announceDurableEndLocked()
+    }
+
+    /// Catch-up moved the durable end (another process's `fdatasync`, or a roll, covered this
+    /// process's records): the waiters it covers are told now — the syncer then has nothing left
+    /// to sync for them, and a waiter registered with ``whenDurable(endOffset:_:)`` would
+    /// otherwise wait for this process's next sync (review of 6a22b5e, finding 1).
+    private func announceDurableEndLocked() {
+        resumeAsyncWaiters()
+        conditionLock.broadcastWaiters()
     }
 
     /// This process read the log's last records (lock held), the last of type `lastType`: it
@@ -548,6 +559,7 @@ extension LogCore {
         state.writtenEnd = base
         state.durableEnd = max(state.durableEnd, base)
         state.syncRequestedEnd = max(state.syncRequestedEnd, state.durableEnd)
+        announceDurableEndLocked()
     }
 
     /// Before catch-up reports damage (lock and turn held): slot 1 read again — a failed
