@@ -250,6 +250,41 @@ final class FaultyWriteHandle: LogStoreEngine.FileHandle, Sendable {
         try b.close()
     }
 
+    /// A waiter for a record this process wrote is told when another process's `fdatasync`
+    /// covered it and this process's catch-up learns so — not only by this process's own sync:
+    /// the syncer, finding the durable end past the record, has nothing left to sync for it
+    /// (review of 6a22b5e, finding 1). The waiter is registered here without asking for a sync
+    /// (as one whose sync request the syncer has not acted on yet). Seen failing without the
+    /// catch-up's announcement (the waiter was still waiting).
+    @Test func aCatchUpThatLearnsAnotherProcessSyncedTellsTheWaiters() throws {
+        let temporary = TemporaryDirectory("shared-catch-up-waiters")
+        defer { temporary.remove() }
+        let (optionsA, optionsB) = Self.twoProcessOptions()
+        let a = try Log.open(directory: temporary.path, options: optionsA)
+        let b = try Log.open(directory: temporary.path, options: optionsB)
+        try a.beginTurn()
+        let record = try a.write(Array("covered elsewhere".utf8))
+        a.endTurn()
+        let told = Mutex<Result<Void, LogError>?>(nil)
+        a.core.conditionLock.withLock {
+            a.core.state.asyncWaiters.append(
+                LogCore.AsyncWaiter(endOffset: record.endOffset, resume: { outcome in told.withLock { $0 = outcome } }))
+        }
+        // B's turn catches up with A's record; B's sync covers it (one fdatasync of the file).
+        try b.beginTurn()
+        let bRecord = try b.write(Array("b".utf8))
+        b.endTurn()
+        try b.waitUntilDurable(bRecord)
+        #expect(told.withLock { $0 } == nil || a.durableEnd >= record.endOffset)
+        // A's next turn reads slot 1: its durable end now covers A's record.
+        try a.beginTurn()
+        a.endTurn()
+        #expect(a.durableEnd >= record.endOffset)
+        #expect(told.withLock { $0.map { (try? $0.get()) != nil } } == true)
+        try a.close()
+        try b.close()
+    }
+
     /// A catch-up that throws — here opening the segment another writer rolled to (EMFILE) —
     /// leaves this process's view of the turn slot as it was: it did not catch up with that slot,
     /// so a kept turn after it must not take the slot as its own (review of 4989886, finding 1:
