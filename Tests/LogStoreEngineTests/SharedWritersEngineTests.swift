@@ -19,6 +19,8 @@ final class ObservedPosixFileSystem: FileSystem, Sendable {
     let failsSegmentWrites = Atomic<Bool>(false)
     /// Opening a segment file fails (EMFILE) while set.
     let failsSegmentOpens = Atomic<Bool>(false)
+    /// Creating a segment's temporary file fails (ENOSPC: the disk is full) while set.
+    let failsSegmentCreation = Atomic<Bool>(false)
 
     init(process: UInt64) { self.process = process }
 
@@ -28,6 +30,11 @@ final class ObservedPosixFileSystem: FileSystem, Sendable {
     func openFile(_ path: String, mode: FileOpenMode) throws(FileSystemError) -> any LogStoreEngine.FileHandle {
         if path.hasSuffix(".log") && failsSegmentOpens.load(ordering: .relaxed) {
             throw FileSystemError(code: EMFILE, operation: "open", path: path)
+        }
+        if path.hasSuffix(".log" + FormatConstants.temporaryFileExtension)
+            && failsSegmentCreation.load(ordering: .relaxed)
+        {
+            throw FileSystemError(code: ENOSPC, operation: "open", path: path)
         }
         let handle = try base.openFile(path, mode: mode)
         if path.hasSuffix(".log") {
@@ -283,6 +290,44 @@ final class FaultyWriteHandle: LogStoreEngine.FileHandle, Sendable {
         #expect(told.withLock { $0.map { (try? $0.get()) != nil } } == true)
         try a.close()
         try b.close()
+    }
+
+    /// A roll publishes the new segment's base in the turn slot before it creates the segment;
+    /// when the creation fails for a full disk (not a fail-stop: the old segment stays in use),
+    /// the turn's end writes the slot back to the old base at once instead of keeping `TURN` with
+    /// it naming a segment that does not exist (review of 4989886, finding 3: killed while
+    /// keeping, every process's next catch-up would have refused the store). Read inside the
+    /// next turn, which the releaser cannot let go meanwhile. Seen failing with `TURN` kept
+    /// whatever the slot's base (the slot named the missing segment).
+    @Test func aRollThatFailsForAFullDiskPutsTheTurnSlotBackBeforeKeepingTheTurn() throws {
+        let temporary = TemporaryDirectory("shared-roll-enospc")
+        defer { temporary.remove() }
+        let fileSystem = ObservedPosixFileSystem(process: 1)
+        let a = try Log.open(directory: temporary.path, options: Self.options(fileSystem))
+        defer { try? a.close() }
+        let base = a.segmentBaseOffsets.last!
+        try a.beginTurn()
+        // Bounded: each record is 100+ bytes of a 2 KiB segment; the roll's creation fails.
+        fileSystem.failsSegmentCreation.store(true, ordering: .relaxed)
+        var failure: LogError?
+        for number in 0..<100 where failure == nil {
+            do throws(LogError) {
+                try a.append(Array("record \(number) ".utf8) + [UInt8](repeating: 7, count: 100))
+            } catch {
+                failure = error
+            }
+        }
+        a.endTurn()
+        fileSystem.failsSegmentCreation.store(false, ordering: .relaxed)
+        #expect(failure != nil)
+        #expect(a.segmentBaseOffsets.last == base)
+        try a.beginTurn()
+        let coordination = try #require(
+            CoordinationFile.openForReading(directory: temporary.path, fileSystem: PosixFileSystem()))
+        let slot = coordination.readTurn()
+        coordination.close()
+        a.endTurn()
+        #expect(slot?.lastSegmentBaseOffset == base)
     }
 
     /// A catch-up that throws — here opening the segment another writer rolled to (EMFILE) —
