@@ -42,6 +42,37 @@ import Testing
         return false
     }
 
+    /// The saves a `shared-stream` helper acknowledged: read until there are `count`, then it is
+    /// killed (SIGKILL, mid-stream), and the lines it printed before it died are added.
+    static func acknowledgedUntilKilled(_ streamer: HelperProcess, after count: Int) throws -> [String] {
+        var acknowledged: [String] = []
+        func take(_ line: String) {
+            if line.hasPrefix("saved ") { acknowledged.append(String(line.dropFirst("saved ".count))) }
+        }
+        // Bounded: the streamer saves until killed; nextLine throws if it stops saying anything.
+        while acknowledged.count < count { take(try streamer.nextLine()) }
+        streamer.stop()
+        // Lines it printed before it died are acknowledged saves too.
+        while let line = try? streamer.nextLine() { take(line) }
+        return acknowledged
+    }
+
+    /// After a writer was killed: the survivor's fetch and the store opened alone afterwards hold
+    /// every acknowledged save exactly once, and the survivor's own `survivorSaves`. Quits the
+    /// survivor.
+    static func expectEveryAcknowledgedSaveOnce(
+        _ directory: String, acknowledged: [String], survivor: HelperProcess, survivorSaves: Int
+    ) throws {
+        survivor.send("count")
+        let count = try survivor.nextLine()
+        try survivor.quit()
+        let names = try namesAfterReopening(directory)
+        #expect(Set(names).count == names.count)
+        #expect(Set(acknowledged).isSubset(of: Set(names)))
+        #expect(count == "count \(names.count)")
+        #expect(names.filter { $0.hasPrefix("survivor-") }.count == survivorSaves)
+    }
+
     /// Opens the store alone (full recovery) and returns every trip's name.
     static func namesAfterReopening(_ directory: String) throws -> [String] {
         let container = try ModelContainer(for: Trip.self, configurations: configuration(directory))
@@ -284,30 +315,13 @@ import Testing
         defer { killed.stop() }
         try killed.expect("open")
         survivor.send("burst 2 30")
-        var acknowledged: [String] = []
-        // Bounded: the streamer saves until killed; nextLine throws if it stops saying anything.
-        while acknowledged.count < 40 {
-            let line = try killed.nextLine()
-            if line.hasPrefix("saved ") { acknowledged.append(String(line.dropFirst("saved ".count))) }
-        }
-        killed.stop()  // SIGKILL, mid-stream
-        // Lines it printed before it died are acknowledged saves too.
-        while let line = try? killed.nextLine() {
-            if line.hasPrefix("saved ") { acknowledged.append(String(line.dropFirst("saved ".count))) }
-        }
+        var acknowledged = try Self.acknowledgedUntilKilled(killed, after: 40)
         acknowledged += try Self.acknowledged(by: survivor)
         // The survivor goes on writing after the kill.
         survivor.send("burst 2 10")
         acknowledged += try Self.acknowledged(by: survivor)
-        survivor.send("count")
-        let count = try survivor.nextLine()
-        try survivor.quit()
-
-        let names = try Self.namesAfterReopening(directory)
-        #expect(Set(names).count == names.count)
-        #expect(Set(acknowledged).isSubset(of: Set(names)))
-        #expect(count == "count \(names.count)")
-        #expect(names.filter { $0.hasPrefix("survivor-") }.count == 80)
+        try Self.expectEveryAcknowledgedSaveOnce(
+            directory, acknowledged: acknowledged, survivor: survivor, survivorSaves: 80)
     }
 
     /// A writer alone in a shared store keeps `TURN` and leaves the turn slot unwritten between
@@ -328,27 +342,12 @@ import Testing
         let killed = try HelperProcess("shared-stream", directory, "killed")
         defer { killed.stop() }
         try killed.expect("open")
-        var acknowledged: [String] = []
-        // Bounded: the streamer saves until killed; nextLine throws if it stops saying anything.
-        while acknowledged.count < 60 {
-            let line = try killed.nextLine()
-            if line.hasPrefix("saved ") { acknowledged.append(String(line.dropFirst("saved ".count))) }
-        }
-        killed.stop()  // SIGKILL, mid-stream, alone: keeping TURN
-        while let line = try? killed.nextLine() {
-            if line.hasPrefix("saved ") { acknowledged.append(String(line.dropFirst("saved ".count))) }
-        }
+        // Killed alone: keeping TURN.
+        var acknowledged = try Self.acknowledgedUntilKilled(killed, after: 60)
         survivor.send("burst 1 10")
         acknowledged += try Self.acknowledged(by: survivor)
-        survivor.send("count")
-        let count = try survivor.nextLine()
-        try survivor.quit()
-
-        let names = try Self.namesAfterReopening(directory)
-        #expect(Set(names).count == names.count)
-        #expect(Set(acknowledged).isSubset(of: Set(names)))
-        #expect(count == "count \(names.count)")
-        #expect(names.filter { $0.hasPrefix("survivor-") }.count == 10)
+        try Self.expectEveryAcknowledgedSaveOnce(
+            directory, acknowledged: acknowledged, survivor: survivor, survivorSaves: 10)
     }
 
     @Test func aTornRecordPastThePublishedWrittenEndIsZeroedByTheNextTurn() throws {

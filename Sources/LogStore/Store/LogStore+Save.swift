@@ -24,9 +24,20 @@ extension LogStore {
             durable = nil
         }
         guard let written = position else { return result }
+        try makeDurableAndPublish(through: written, durable: durable)
+        result.token = historyToken(at: written)
+        return result
+    }
+
+    /// Phase two of a synchronous save whose record ends at `written`: in synchronous mode it
+    /// waits until the record is durable — unless `durable` is that wait's outcome already (the
+    /// save writer's thread waited for it) — then publishes through it. A failed sync forgets
+    /// what was not durable and throws.
+    private func makeDurableAndPublish(through written: LogPosition, durable: Result<Void, LogError>? = nil)
+        throws(LogStoreError)
+    {
         if configuration.durability == .synchronous {
             do throws(LogError) {
-                // Already waited for by the save writer's thread (a save queued there), or now.
                 if let durable { try durable.get() } else { try log.waitUntilDurable(written) }
             } catch {
                 throw forgetUndurable(error)
@@ -34,8 +45,11 @@ extension LogStore {
         }
         publishIfNeeded(through: written.endOffset)
         didPublish(endOffset: written.endOffset)
-        result.token = DefaultHistoryToken(storeIdentifier: log.storeID, offset: written.offset, check: written.payloadCRC)
-        return result
+    }
+
+    /// The history token of the transaction whose record is at `position`.
+    private func historyToken(at position: LogPosition) -> DefaultHistoryToken {
+        DefaultHistoryToken(storeIdentifier: log.storeID, offset: position.offset, check: position.payloadCRC)
     }
 
     /// A synchronous durable save of a store shared by writers, counted as running inline
@@ -47,33 +61,23 @@ extension LogStore {
         try saveCombiner.save(
             request,
             writeBatch: { batch in
-                defer { saveWriter.exitInline(count: batch.count) }
-                let turn: SaveWriter.Turn
-                do throws(LogError) {
-                    try log.beginTurn()
-                    turn = .held
-                } catch {
-                    turn = .failed(error)
+                let turn = saveWriter.beginBatchTurn()
+                defer {
+                    saveWriter.endBatchTurn(turn)
+                    saveWriter.exitInline(count: batch.count)
                 }
-                defer { if case .held = turn { log.endTurn() } }
                 for slot in batch {
                     slot.written = Result {
                         var (position, result) = try write(slot.request, batch: turn)
-                        if let position {
-                            result.token = DefaultHistoryToken(
-                                storeIdentifier: log.storeID, offset: position.offset, check: position.payloadCRC)
-                        }
+                        if let position { result.token = historyToken(at: position) }
                         return (position, result)
                     }
                 }
             },
             finish: { last in
-                do throws(LogError) { try log.waitUntilDurable(last) } catch {
-                    let failure = forgetUndurable(error)
-                    return (failure, log.durableEnd)
+                do throws(LogStoreError) { try makeDurableAndPublish(through: last) } catch {
+                    return (error, log.durableEnd)
                 }
-                publishIfNeeded(through: last.endOffset)
-                didPublish(endOffset: last.endOffset)
                 return nil
             })
     }
@@ -93,7 +97,7 @@ extension LogStore {
         }
         publishIfNeeded(through: written.endOffset)
         didPublish(endOffset: written.endOffset)
-        result.token = DefaultHistoryToken(storeIdentifier: log.storeID, offset: written.offset, check: written.payloadCRC)
+        result.token = historyToken(at: written)
         return result
     }
 

@@ -124,6 +124,18 @@ final class SaveWriter: @unchecked Sendable {
         return (jobs.count, running)
     }
 
+    /// Takes the turn for a batch written on the calling thread (this one's, or a caller's:
+    /// ``SaveCombiner``), or tells why not; ``endBatchTurn(_:)`` after the batch. A store closed
+    /// meanwhile: its saves throw `closed` without waiting for a turn.
+    func beginBatchTurn() -> Turn {
+        isStopped ? .closed : beginTurn().map { .failed($0) } ?? .held
+    }
+
+    /// Ends a turn ``beginBatchTurn()`` took.
+    func endBatchTurn(_ turn: Turn) {
+        if case .held = turn { endTurn() }
+    }
+
     private var isStopped: Bool {
         condition.lock()
         defer { condition.unlock() }
@@ -152,10 +164,9 @@ final class SaveWriter: @unchecked Sendable {
                 jobs.removeAll()
                 running = batch.count
                 condition.unlock()
-                // A store closed meanwhile: its queued saves throw `closed` without waiting for a turn.
-                let turn: Turn = isStopped ? .closed : beginTurn().map { .failed($0) } ?? .held
+                let turn = beginBatchTurn()
                 for job in batch { job(turn) }
-                if case .held = turn { endTurn() }
+                endBatchTurn(turn)
             }
             condition.lock()
             running = 0

@@ -371,12 +371,8 @@ extension LogCore {
             turn.turnCounter == state.turnCounter, turn.writtenEnd == state.publishedTurnEnd,
             turn.lastSegmentBaseOffset == state.publishedTurnBase
         {
-            if let sharedDurableEnd {
-                state.durableEnd = max(state.durableEnd, min(sharedDurableEnd, state.writtenEnd))
-                state.syncRequestedEnd = max(state.syncRequestedEnd, state.durableEnd)
-            }
+            if let sharedDurableEnd { learnDurableEndLocked(min(sharedDurableEnd, state.writtenEnd)) }
             checkInvariants()
-            announceDurableEndLocked()
             return
         }
         let turn = try coordination.readTurnChecked(in: directory)
@@ -457,19 +453,24 @@ extension LogCore {
         // Whoever read the log's last records last takes charge of marking them durable (D12): a
         // mark read last needs none (and this process's own pending one is then done too).
         if let lastType { takeChargeOfMarking(after: lastType) }
-        if let sharedDurableEnd { state.durableEnd = max(state.durableEnd, min(sharedDurableEnd, offset)) }
+        if let sharedDurableEnd { learnDurableEndLocked(min(sharedDurableEnd, offset)) }
         // A roll syncs the segments before the new one (the roller published that durable end).
-        state.durableEnd = max(state.durableEnd, state.segments.last!.baseOffset)
-        state.syncRequestedEnd = max(state.syncRequestedEnd, state.durableEnd)
+        learnDurableEndLocked(state.segments.last!.baseOffset)
         checkInvariants()
-        announceDurableEndLocked()
     }
 
-    /// Catch-up moved the durable end (another process's `fdatasync`, or a roll, covered this
-    /// process's records): the waiters it covers are told now — the syncer then has nothing left
-    /// to sync for them, and a waiter registered with ``whenDurable(endOffset:_:)`` would
-    /// otherwise wait for this process's next sync (review of 6a22b5e, finding 1).
-    private func announceDurableEndLocked() {
+    /// Catch-up learnt that everything before `end` is durable (lock and turn held): another
+    /// process's `fdatasync` (slot 1), or a roll, covered it. The durable end moves, no sync is
+    /// asked for below it, and — when it moved — the waiters it covers are told now: the syncer
+    /// then has nothing left to sync for them, and a waiter registered with
+    /// ``whenDurable(endOffset:_:)`` would otherwise wait for this process's next sync (review of
+    /// 6a22b5e, finding 1). Only when it moved: a kept turn's catch-up runs at every save, and a
+    /// broadcast there would wake every thread waiting for durability for nothing.
+    private func learnDurableEndLocked(_ end: UInt64) {
+        let moved = end > state.durableEnd
+        state.durableEnd = max(state.durableEnd, end)
+        state.syncRequestedEnd = max(state.syncRequestedEnd, state.durableEnd)
+        guard moved else { return }
         resumeAsyncWaiters()
         conditionLock.broadcastWaiters()
     }
@@ -557,9 +558,7 @@ extension LogCore {
     /// (review12 B5). Everything before it is durable: the roller synced it before the roll.
     private func movePastRolledSegment(to base: UInt64) {
         state.writtenEnd = base
-        state.durableEnd = max(state.durableEnd, base)
-        state.syncRequestedEnd = max(state.syncRequestedEnd, state.durableEnd)
-        announceDurableEndLocked()
+        learnDurableEndLocked(base)
     }
 
     /// Before catch-up reports damage (lock and turn held): slot 1 read again — a failed
