@@ -12,13 +12,27 @@ import Testing
 @Suite struct RowValuesTests {
     static let names = ["a", "b", "c", "d", "e", "f"]
 
+    /// A value of every packed kind (RowSlots: no payload, 8, 16 and 24 bytes), so a slot set
+    /// in place or repacked moves the payloads after it.
     static func value(_ random: inout SeededGenerator) -> AttributeValue {
-        switch random.next() % 5 {
+        switch random.next() % 12 {
         case 0: .null
-        case 1: .int(Int64(random.next() % 4))
-        case 2: .string(["x", "y", "e\u{301}", "é"][Int(random.next() % 4)])
+        case 1: .int(Int64(random.next() % 4) - 2)
+        // Small strings, and strings held on the heap (shared storage, released exactly once).
+        case 2: .string(["x", "y", "e\u{301}", "é", "a string longer than fifteen bytes"][Int(random.next() % 5)])
         case 3: .bool(random.nextBool())
-        default: .array([.int(Int64(random.next() % 2))])
+        case 4: .array([.int(Int64(random.next() % 2))])
+        case 5: .array([])
+        case 6: .double([0.5, -0.0, .infinity][Int(random.next() % 3)])
+        case 7: .date(Date(timeIntervalSinceReferenceDate: Double(random.next() % 3) * 86_400.25))
+        case 8: .uuid(UUID(uuid: (UInt8(random.next() % 3), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)))
+        case 9: .data(Data([UInt8(random.next() % 3), 7]))
+        case 10:
+            .reference(
+                PersistentIdentifier.permanent(
+                    for: "S", entityName: "T",
+                    primaryKey: UUID(uuid: (UInt8(random.next() % 2), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1))))
+        default: .int(Int64.min + Int64(random.next() % 2))
         }
     }
 
@@ -115,6 +129,35 @@ import Testing
         #expect(filled.dictionary == ["x": .int(7)] && cleared.dictionary == ["a": .int(3)])
         #expect(RowValues().isEmpty && RowValues().layout.count == 0)
         #expect(RowValues(layout: layout).isEmpty)
+    }
+
+    /// A Trip's values packed: kinds (6 bytes, padded to 8), two strings (16 each), two dates
+    /// (8 each), an empty array and a null (no payload) — 56 bytes after the 24-byte object
+    /// header and layout reference, where six `AttributeValue?` slots took 144 (P8's memory).
+    /// Values read back exactly, and one set in place or repacked leaves the others.
+    @Test func aTripsValuesTakeTheirOwnBytes() {
+        let layout = RowLayout(names: ["name", "destination", "startDate", "endDate", "bucketList", "livingAccommodation"])
+        let start = Date(timeIntervalSinceReferenceDate: 820_000_000.125)
+        let trip: [String: AttributeValue] = [
+            "name": .string("Trip 1000042"), "destination": .string("Ljubljana, Slovenia and further on"),
+            "startDate": .date(start), "endDate": .date(start + 7 * 86_400), "bucketList": .array([]),
+            "livingAccommodation": .null,
+        ]
+        var row = RowValues(trip, layout: layout)
+        #expect(row.packedByteCount == 80)
+        #expect(row.dictionary == trip)
+        // The same payload size: in place. Another size: repacked, the values after it moved.
+        row["startDate"] = .date(start + 1)
+        #expect(row.packedByteCount == 80 && row["endDate"] == .date(start + 7 * 86_400))
+        row["livingAccommodation"] = .string("a place")
+        #expect(row.packedByteCount == 96 && row["livingAccommodation"] == .string("a place"))
+        row["name"] = .null
+        #expect(row.packedByteCount == 80)
+        var expected = trip
+        expected["startDate"] = .date(start + 1)
+        expected["livingAccommodation"] = .string("a place")
+        expected["name"] = .null
+        #expect(row.dictionary == expected)
     }
 
     /// Extending a layout by a name gives the same layout each time, so a rename over many rows

@@ -27,6 +27,8 @@ struct CheckpointDecoder {
     private var currentEntityID: UInt32?
     /// The last entry of the previous chunk (for continuations).
     private var lastEntry: (entityName: String, primaryKey: UUID, sequence: UInt64)?
+    /// One row's values by position while it is read, packed once complete (reused row to row).
+    private var slots: [AttributeValue?] = []
     private var entityNames: [UInt32: String] = [:]
     private var attributes: [UInt32: [UInt32: String]] = [:]
     /// The rows' repeated strings, kept once.
@@ -152,18 +154,18 @@ struct CheckpointDecoder {
                 guard valueCount <= UInt64(reader.remainingByteCount) else {
                     throw .malformed("value count \(valueCount)")
                 }
-                // A continued row's values go into the row read last; any other row is new.
+                // A continued row's values go into the row read last; any other row is new. The
+                // values are gathered by position, then packed once (RowSlots).
                 let continued = index == 0 && continues
-                var values: RowValues
+                for position in slots.indices { slots[position] = nil }
+                if slots.count != layout.count { slots = Array(repeating: nil, count: layout.count) }
                 if continued {
                     guard let last = lastEntry, last.entityName == entityName, last.primaryKey == primaryKey,
-                        last.sequence == sequence, let row = rows[primaryKey]
+                        last.sequence == sequence, let row = rows[primaryKey], row.values.layout === layout
                     else {
                         throw .malformed("a continued row that does not continue the previous chunk's last row")
                     }
-                    values = row.values
-                } else {
-                    values = RowValues(layout: layout)
+                    for position in slots.indices { slots[position] = row.values.value(at: position) }
                 }
                 // Values come in table order, which is id order: the next position is tried first.
                 var nextPosition = 0
@@ -176,10 +178,12 @@ struct CheckpointDecoder {
                     nextPosition = position + 1
                     let value = try ValueCodec.read(
                         &reader, entityNames: entityNames, storeIdentifier: storeIdentifier, strings: strings)
-                    guard values.updateValue(value, at: position, in: layout) == nil else {
+                    guard slots[position] == nil else {
                         throw .malformed("attribute \(entityName).\(layout.names[position]) twice in one row")
                     }
+                    slots[position] = value
                 }
+                let values = slots.withUnsafeBufferPointer { RowValues(layout: layout, values: $0) }
                 if continued {
                     rows.update(primaryKey) { $0.values = values }
                 } else {

@@ -1,3 +1,4 @@
+import Foundation
 import Synchronization
 
 /// Values by attribute name: a stored row's (``RowValues``) or a snapshot's dictionary.
@@ -55,31 +56,107 @@ final class RowLayout: Sendable {
     }
 }
 
-/// A row's layout and its slots in one allocation: the layout in the header, a slot per name of
-/// it after (`nil` where a name has no value). Immutable once shared: ``RowValues`` copies it
+/// How one slot of a row is packed (``RowSlots``): a kind byte, and after the kind bytes a payload
+/// of 0, 8, 16 or 24 bytes. The values every model has — a Trip's strings, dates, `nil`s and empty
+/// arrays — take only their own bytes; the rest (data, references, non-empty arrays) keep the whole
+/// ``AttributeValue``.
+enum PackedKind: UInt8 {
+    /// No value under the name (the slot of an `AttributeValue?` that is `nil`).
+    case absent = 0
+    case null, boolFalse, boolTrue, emptyArray
+    case int, double, date
+    case string, uuid
+    /// Any other value, kept whole.
+    case other
+
+    /// Payload sizes in 8-byte words, two bits per kind: 1 for int, double and date; 2 for string
+    /// and uuid; 3 for other (``AttributeValue``'s 24-byte stride); 0 for the rest.
+    private static let wordTable: UInt32 = 1 << 10 | 1 << 12 | 1 << 14 | 2 << 16 | 2 << 18 | 3 << 20
+
+    /// The payload's size in 8-byte words of a kind byte read from a row.
+    @inline(__always)
+    static func payloadWords(_ raw: UInt8) -> Int { Int(truncatingIfNeeded: wordTable >> (UInt32(raw) &* 2)) & 3 }
+
+    @inline(__always)
+    static func of(_ value: AttributeValue?) -> PackedKind {
+        guard let value else { return .absent }
+        switch value {
+        case .null: return .null
+        case .bool(let bool): return bool ? .boolTrue : .boolFalse
+        case .int: return .int
+        case .double: return .double
+        case .date: return .date
+        case .string: return .string
+        case .uuid: return .uuid
+        case .array(let elements) where elements.isEmpty: return .emptyArray
+        case .array, .data, .reference: return .other
+        }
+    }
+}
+
+/// A row's layout and its values in one allocation: the layout in the header; then a kind byte per
+/// name of it (``PackedKind``, `absent` where a name has no value), padded to 8 bytes; then each
+/// value's payload in position order (docs/DECISIONS.md D9). A Trip's six values take 56 bytes
+/// here where six `AttributeValue?` slots took 144. Immutable once shared: ``RowValues`` copies it
 /// before changing it unless it holds the only reference.
-final class RowSlots: ManagedBuffer<RowLayout, AttributeValue?> {
+final class RowSlots: ManagedBuffer<RowLayout, UInt64> {
+    static let checkedSizes: Void = {
+        precondition(MemoryLayout<AttributeValue>.stride == 24 && MemoryLayout<String>.stride == 16
+            && MemoryLayout<UUID>.stride == 16, "PackedKind's payload sizes do not fit this platform")
+    }()
+
+    /// Bytes of kinds before the payloads (a multiple of 8).
+    @inline(__always)
+    static func kindBytes(_ count: Int) -> Int { (count + 7) & ~7 }
+
+    /// Slots for `layout` holding `values` (one per position, `nil` for none).
+    static func make(_ layout: RowLayout, values: UnsafeBufferPointer<AttributeValue?>) -> RowSlots {
+        precondition(values.count == layout.count, "\(values.count) values for a layout of \(layout.count)")
+        _ = checkedSizes
+        var words = kindBytes(layout.count) / 8
+        for value in values { words += PackedKind.payloadWords(PackedKind.of(value).rawValue) }
+        let slots = unsafeDowncast(create(minimumCapacity: words) { _ in layout }, to: RowSlots.self)
+        slots.withUnsafeMutablePointerToElements { elements in
+            let raw = UnsafeMutableRawPointer(elements)
+            raw.initializeMemory(as: UInt8.self, repeating: 0, count: kindBytes(layout.count))
+            var offset = kindBytes(layout.count)
+            for (position, value) in values.enumerated() {
+                let kind = PackedKind.of(value)
+                raw.storeBytes(of: kind.rawValue, toByteOffset: position, as: UInt8.self)
+                guard let value, kind.rawValue >= PackedKind.int.rawValue else { continue }
+                store(value, kind, at: raw + offset)
+                offset += PackedKind.payloadWords(kind.rawValue) * 8
+            }
+            assert(offset == words * 8, "packed \(offset) bytes into \(words) words")
+        }
+        return slots
+    }
+
     /// Slots for `layout`, every one empty.
     static func make(_ layout: RowLayout) -> RowSlots {
-        let slots = unsafeDowncast(create(minimumCapacity: layout.count) { _ in layout }, to: RowSlots.self)
-        slots.withUnsafeMutablePointerToElements { $0.initialize(repeating: nil, count: layout.count) }
-        return slots
+        withUnsafeTemporaryAllocation(of: AttributeValue?.self, capacity: layout.count) { values in
+            values.initialize(repeating: nil)
+            defer { values.deinitialize() }
+            return make(layout, values: UnsafeBufferPointer(values))
+        }
     }
 
     /// The rows of no names share one (a hole, a row about to be filled: no allocation each).
     /// (Never changed: a RowValues holding it never holds the only reference.)
     nonisolated(unsafe) static let empty = make(.empty)
 
-    /// Slots for `layout`, the first `count` copied from `source`'s (a layout extended from
-    /// its) and the rest empty; `source` keeps its own.
-    static func make(_ layout: RowLayout, copying count: Int, of source: RowSlots) -> RowSlots {
-        precondition(count <= layout.count && count <= source.layout.count, "copying \(count) slots too many")
-        let slots = unsafeDowncast(create(minimumCapacity: layout.count) { _ in layout }, to: RowSlots.self)
-        slots.withUnsafeMutablePointerToElements { target in
-            source.withUnsafeMutablePointerToElements { target.initialize(from: $0, count: count) }
-            (target + count).initialize(repeating: nil, count: layout.count - count)
+    /// Slots for `layout` holding this row's first `count` values, `position`'s replaced by
+    /// `value` when given, the rest of the layout empty; this row keeps its own.
+    func remade(in layout: RowLayout, copying count: Int, setting position: Int = -1, to value: AttributeValue? = nil)
+        -> RowSlots
+    {
+        precondition(count <= layout.count && count <= self.layout.count, "copying \(count) slots too many")
+        return withUnsafeTemporaryAllocation(of: AttributeValue?.self, capacity: layout.count) { values in
+            for index in 0..<layout.count { (values.baseAddress! + index).initialize(to: index < count ? self[index] : nil) }
+            defer { values.deinitialize() }
+            if position >= 0 { values[position] = value }
+            return RowSlots.make(layout, values: UnsafeBufferPointer(values))
         }
-        return slots
     }
 
     /// The layout, read through a pointer: `header`, a class's stored property, is checked for
@@ -88,8 +165,118 @@ final class RowSlots: ManagedBuffer<RowLayout, AttributeValue?> {
         @inline(__always) get { withUnsafeMutablePointerToHeader { $0.pointee } }
     }
 
+    /// The kind byte of `position`.
+    @inline(__always)
+    func kind(_ position: Int) -> UInt8 {
+        withUnsafeMutablePointerToElements { UnsafeRawPointer($0).load(fromByteOffset: position, as: UInt8.self) }
+    }
+
+    /// The value in slot `position` (`nil`: none).
+    @inline(__always)
+    subscript(position: Int) -> AttributeValue? {
+        withUnsafeMutablePointerToElements { elements in
+            let raw = UnsafeMutableRawPointer(elements)
+            let kind = raw.load(fromByteOffset: position, as: UInt8.self)
+            guard kind >= PackedKind.int.rawValue else { return Self.payloadless(kind) }
+            var offset = Self.kindBytes(layout.count)
+            for earlier in 0..<position {
+                offset &+= PackedKind.payloadWords(raw.load(fromByteOffset: earlier, as: UInt8.self)) &* 8
+            }
+            return Self.load(kind, at: raw + offset)
+        }
+    }
+
+    /// Calls `body` with each slot's value in position order (one pass over the payloads).
+    @inline(__always)
+    func forEachSlot(_ body: (Int, AttributeValue?) throws -> Void) rethrows {
+        try withUnsafeMutablePointerToElements { elements in
+            let raw = UnsafeMutableRawPointer(elements)
+            let count = layout.count
+            var offset = Self.kindBytes(count)
+            for position in 0..<count {
+                let kind = raw.load(fromByteOffset: position, as: UInt8.self)
+                if kind < PackedKind.int.rawValue {
+                    try body(position, Self.payloadless(kind))
+                } else {
+                    try body(position, Self.load(kind, at: raw + offset))
+                    offset &+= PackedKind.payloadWords(kind) &* 8
+                }
+            }
+        }
+    }
+
+    /// Replaces slot `position`'s value by one whose payload has the same size, in place (the
+    /// caller holds the only reference).
+    func replace(_ position: Int, with value: AttributeValue?) {
+        withUnsafeMutablePointerToElements { elements in
+            let raw = UnsafeMutableRawPointer(elements)
+            let old = raw.load(fromByteOffset: position, as: UInt8.self)
+            let new = PackedKind.of(value)
+            precondition(PackedKind.payloadWords(old) == PackedKind.payloadWords(new.rawValue), "a payload of another size")
+            var offset = Self.kindBytes(layout.count)
+            for earlier in 0..<position {
+                offset &+= PackedKind.payloadWords(raw.load(fromByteOffset: earlier, as: UInt8.self)) &* 8
+            }
+            Self.deinitialize(old, at: raw + offset)
+            raw.storeBytes(of: new.rawValue, toByteOffset: position, as: UInt8.self)
+            if let value, new.rawValue >= PackedKind.int.rawValue { Self.store(value, new, at: raw + offset) }
+        }
+    }
+
+    @inline(__always)
+    private static func payloadless(_ kind: UInt8) -> AttributeValue? {
+        switch kind {
+        case PackedKind.null.rawValue: .null
+        case PackedKind.boolFalse.rawValue: .bool(false)
+        case PackedKind.boolTrue.rawValue: .bool(true)
+        case PackedKind.emptyArray.rawValue: .array([])
+        default: nil
+        }
+    }
+
+    @inline(__always)
+    private static func load(_ kind: UInt8, at payload: UnsafeMutableRawPointer) -> AttributeValue {
+        switch kind {
+        case PackedKind.int.rawValue: .int(payload.load(as: Int64.self))
+        case PackedKind.double.rawValue: .double(payload.load(as: Double.self))
+        case PackedKind.date.rawValue: .date(Date(timeIntervalSinceReferenceDate: payload.load(as: Double.self)))
+        case PackedKind.string.rawValue: .string(payload.assumingMemoryBound(to: String.self).pointee)
+        case PackedKind.uuid.rawValue: .uuid(payload.load(as: UUID.self))
+        default: payload.assumingMemoryBound(to: AttributeValue.self).pointee
+        }
+    }
+
+    private static func store(_ value: AttributeValue, _ kind: PackedKind, at payload: UnsafeMutableRawPointer) {
+        switch (kind, value) {
+        case (.int, .int(let int)): payload.storeBytes(of: int, as: Int64.self)
+        case (.double, .double(let double)): payload.storeBytes(of: double, as: Double.self)
+        case (.date, .date(let date)): payload.storeBytes(of: date.timeIntervalSinceReferenceDate, as: Double.self)
+        case (.string, .string(let string)): payload.initializeMemory(as: String.self, repeating: string, count: 1)
+        case (.uuid, .uuid(let uuid)): payload.storeBytes(of: uuid, as: UUID.self)
+        case (.other, _): payload.initializeMemory(as: AttributeValue.self, repeating: value, count: 1)
+        default: preconditionFailure("\(value) packed as kind \(kind)")
+        }
+    }
+
+    private static func deinitialize(_ kind: UInt8, at payload: UnsafeMutableRawPointer) {
+        switch kind {
+        case PackedKind.string.rawValue: payload.assumingMemoryBound(to: String.self).deinitialize(count: 1)
+        case PackedKind.other.rawValue: payload.assumingMemoryBound(to: AttributeValue.self).deinitialize(count: 1)
+        default: break
+        }
+    }
+
     deinit {
-        _ = withUnsafeMutablePointers { layout, slots in slots.deinitialize(count: layout.pointee.count) }
+        withUnsafeMutablePointers { layout, elements in
+            let raw = UnsafeMutableRawPointer(elements)
+            let count = layout.pointee.count
+            var offset = Self.kindBytes(count)
+            for position in 0..<count {
+                let kind = raw.load(fromByteOffset: position, as: UInt8.self)
+                Self.deinitialize(kind, at: raw + offset)
+                offset &+= PackedKind.payloadWords(kind) &* 8
+            }
+        }
     }
 }
 
@@ -114,35 +301,67 @@ struct RowValues: @unchecked Sendable, Hashable, Sequence, AttributeValuesByName
     }
 
     /// The values of `pairs` (a later value of one name wins), in `layout` or a layout extended
-    /// from it by the names it lacks.
+    /// from it by the names it lacks: packed once (a value set at a time would repack the row
+    /// for each).
     init<Pairs: Sequence<(key: String, value: AttributeValue)>>(_ pairs: Pairs, layout: RowLayout) {
-        self.init(layout: layout)
-        assign(pairs)
+        var missing: [String: AttributeValue] = [:]
+        storage = withUnsafeTemporaryAllocation(of: AttributeValue?.self, capacity: layout.count) { values in
+            values.initialize(repeating: nil)
+            defer { values.deinitialize() }
+            for (name, value) in pairs {
+                if let position = layout.position(of: name) {
+                    values[position] = value
+                } else {
+                    missing[name] = value
+                }
+            }
+            return RowSlots.make(layout, values: UnsafeBufferPointer(values))
+        }
+        for name in missing.keys.sorted() { append(name, missing[name]!) }
+    }
+
+    /// The values of `values`, one per position of `layout` (`nil`: none) — a decoder that
+    /// knows each value's position.
+    init(layout: RowLayout, values: UnsafeBufferPointer<AttributeValue?>) {
+        storage = RowSlots.make(layout, values: values)
     }
 
     /// The value in slot `position`.
     @inline(__always)
     private func slot(_ position: Int) -> AttributeValue? {
         assert(position < storage.layout.count, "slot \(position) of \(storage.layout.count)")
-        return storage.withUnsafeMutablePointerToElements { $0[position] }
+        return storage[position]
     }
 
-    /// Sets slot `position`, copying the slots first when they are shared.
+    /// The bytes of the row's one allocation: object header, layout reference, kinds and payloads
+    /// (tests of the packing).
+    var packedByteCount: Int {
+        24 + RowSlots.kindBytes(layout.count) + (0..<layout.count).reduce(0) { $0 + PackedKind.payloadWords(storage.kind($1)) * 8 }
+    }
+
+    /// The value at `position` of this row's layout (`nil`: none).
+    func value(at position: Int) -> AttributeValue? { slot(position) }
+
+    /// Sets slot `position`: in place when the slots are this row's alone and the value's
+    /// payload has the old one's size; repacked otherwise.
     @inline(__always)
     private mutating func setSlot(_ position: Int, _ value: AttributeValue?) {
         assert(position < storage.layout.count, "slot \(position) of \(storage.layout.count)")
-        if !isKnownUniquelyReferenced(&storage) {
-            storage = RowSlots.make(storage.layout, copying: storage.layout.count, of: storage)
+        let sameSize = PackedKind.payloadWords(storage.kind(position))
+            == PackedKind.payloadWords(PackedKind.of(value).rawValue)
+        if sameSize && isKnownUniquelyReferenced(&storage) {
+            storage.replace(position, with: value)
+        } else {
+            storage = storage.remade(
+                in: storage.layout, copying: storage.layout.count, setting: position, to: value)
         }
-        storage.withUnsafeMutablePointerToElements { $0[position] = value }
     }
 
     /// Moves the row to its layout extended by `name`, holding `value` there.
     private mutating func append(_ name: String, _ value: AttributeValue) {
         let extended = storage.layout.extended(with: name)
         let count = storage.layout.count
-        storage = RowSlots.make(extended, copying: count, of: storage)
-        storage.withUnsafeMutablePointerToElements { $0[count] = value }
+        storage = storage.remade(in: extended, copying: count, setting: count, to: value)
         assert(extended.count == count + 1, "a layout extended by one name has \(extended.count) names after \(count)")
     }
 
@@ -235,20 +454,31 @@ struct RowValues: @unchecked Sendable, Hashable, Sequence, AttributeValuesByName
     }
 
     /// The number of names with a value.
-    var count: Int { (0..<layout.count).reduce(0) { $0 + (slot($1) == nil ? 0 : 1) } }
+    var count: Int { (0..<layout.count).reduce(0) { $0 + (storage.kind($1) == PackedKind.absent.rawValue ? 0 : 1) } }
 
-    var isEmpty: Bool { !(0..<layout.count).contains { slot($0) != nil } }
+    var isEmpty: Bool { !(0..<layout.count).contains { storage.kind($0) != PackedKind.absent.rawValue } }
 
     /// The values as a dictionary (what snapshots and history hand to users).
     var dictionary: [String: AttributeValue] {
         var dictionary: [String: AttributeValue] = [:]
         dictionary.reserveCapacity(count)
-        for (name, value) in self { dictionary[name] = value }
+        forEachValue { name, value in dictionary[name] = value }
         return dictionary
     }
 
     /// The values, without names (for scans that need no names: references).
-    var storedValues: some Sequence<AttributeValue> { (0..<layout.count).lazy.compactMap { slot($0) } }
+    var storedValues: [AttributeValue] {
+        var values: [AttributeValue] = []
+        storage.forEachSlot { _, value in if let value { values.append(value) } }
+        return values
+    }
+
+    /// Calls `body` with each name that has a value and the value, in layout order (one pass
+    /// over the packed values, where the iterator finds each value's place anew).
+    func forEachValue(_ body: (String, AttributeValue) throws -> Void) rethrows {
+        let names = layout.names
+        try storage.forEachSlot { position, value in if let value { try body(names[position], value) } }
+    }
 
     struct Iterator: IteratorProtocol {
         fileprivate let values: RowValues
@@ -285,7 +515,7 @@ struct RowValues: @unchecked Sendable, Hashable, Sequence, AttributeValuesByName
     func hash(into hasher: inout Hasher) {
         var combined = 0
         var count = 0
-        for (name, value) in self {
+        forEachValue { name, value in
             var pair = Hasher()
             pair.combine(name)
             pair.combine(value)
