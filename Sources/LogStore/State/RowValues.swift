@@ -145,16 +145,22 @@ final class RowSlots: ManagedBuffer<RowLayout, UInt64> {
     /// (Never changed: a RowValues holding it never holds the only reference.)
     nonisolated(unsafe) static let empty = make(.empty)
 
-    /// Slots for `layout` holding this row's first `count` values, `position`'s replaced by
-    /// `value` when given, the rest of the layout empty; this row keeps its own.
-    func remade(in layout: RowLayout, copying count: Int, setting position: Int = -1, to value: AttributeValue? = nil)
-        -> RowSlots
-    {
+    /// Slots for `layout` holding this row's first `count` values (the rest of the layout empty)
+    /// as `change` leaves them, packed once; this row keeps its own.
+    func remade(
+        in layout: RowLayout, copying count: Int, _ change: (UnsafeMutableBufferPointer<AttributeValue?>) -> Void
+    ) -> RowSlots {
         precondition(count <= layout.count && count <= self.layout.count, "copying \(count) slots too many")
         return withUnsafeTemporaryAllocation(of: AttributeValue?.self, capacity: layout.count) { values in
-            for index in 0..<layout.count { (values.baseAddress! + index).initialize(to: index < count ? self[index] : nil) }
+            var position = 0
+            var offset = Self.kindBytes(self.layout.count)
+            while position < count {
+                (values.baseAddress! + position).initialize(to: next(position, offset: &offset))
+                position += 1
+            }
+            (values.baseAddress! + count).initialize(repeating: nil, count: layout.count - count)
             defer { values.deinitialize() }
-            if position >= 0 { values[position] = value }
+            change(values)
             return RowSlots.make(layout, values: UnsafeBufferPointer(values))
         }
     }
@@ -182,6 +188,20 @@ final class RowSlots: ManagedBuffer<RowLayout, UInt64> {
             for earlier in 0..<position {
                 offset &+= PackedKind.payloadWords(raw.load(fromByteOffset: earlier, as: UInt8.self)) &* 8
             }
+            return Self.load(kind, at: raw + offset)
+        }
+    }
+
+    /// The value in slot `position` when `offset` is where its payload would start (the
+    /// positions before it read in order, from ``kindBytes(_:)``), moving `offset` past it: a
+    /// pass over the slots without finding each payload anew.
+    @inline(__always)
+    func next(_ position: Int, offset: inout Int) -> AttributeValue? {
+        withUnsafeMutablePointerToElements { elements in
+            let raw = UnsafeMutableRawPointer(elements)
+            let kind = raw.load(fromByteOffset: position, as: UInt8.self)
+            guard kind >= PackedKind.int.rawValue else { return Self.payloadless(kind) }
+            defer { offset &+= PackedKind.payloadWords(kind) &* 8 }
             return Self.load(kind, at: raw + offset)
         }
     }
@@ -305,7 +325,10 @@ struct RowValues: @unchecked Sendable, Hashable, Sequence, AttributeValuesByName
     /// for each).
     init<Pairs: Sequence<(key: String, value: AttributeValue)>>(_ pairs: Pairs, layout: RowLayout) {
         var missing: [String: AttributeValue] = [:]
-        storage = withUnsafeTemporaryAllocation(of: AttributeValue?.self, capacity: layout.count) { values in
+        storage =
+            layout === RowLayout.empty
+            ? RowSlots.empty
+            : withUnsafeTemporaryAllocation(of: AttributeValue?.self, capacity: layout.count) { values in
             values.initialize(repeating: nil)
             defer { values.deinitialize() }
             for (name, value) in pairs {
@@ -316,6 +339,9 @@ struct RowValues: @unchecked Sendable, Hashable, Sequence, AttributeValuesByName
                 }
             }
             return RowSlots.make(layout, values: UnsafeBufferPointer(values))
+        }
+        if layout === RowLayout.empty {
+            for (name, value) in pairs { missing[name] = value }
         }
         for name in missing.keys.sorted() { append(name, missing[name]!) }
     }
@@ -352,8 +378,7 @@ struct RowValues: @unchecked Sendable, Hashable, Sequence, AttributeValuesByName
         if sameSize && isKnownUniquelyReferenced(&storage) {
             storage.replace(position, with: value)
         } else {
-            storage = storage.remade(
-                in: storage.layout, copying: storage.layout.count, setting: position, to: value)
+            storage = storage.remade(in: storage.layout, copying: storage.layout.count) { $0[position] = value }
         }
     }
 
@@ -361,7 +386,7 @@ struct RowValues: @unchecked Sendable, Hashable, Sequence, AttributeValuesByName
     private mutating func append(_ name: String, _ value: AttributeValue) {
         let extended = storage.layout.extended(with: name)
         let count = storage.layout.count
-        storage = storage.remade(in: extended, copying: count, setting: count, to: value)
+        storage = storage.remade(in: extended, copying: count) { $0[count] = value }
         assert(extended.count == count + 1, "a layout extended by one name has \(extended.count) names after \(count)")
     }
 
@@ -371,11 +396,25 @@ struct RowValues: @unchecked Sendable, Hashable, Sequence, AttributeValuesByName
     /// stay bounded by the orders of names, not the orders of dictionaries (found by review).
     mutating func assign<Pairs: Sequence<(key: String, value: AttributeValue)>>(_ pairs: Pairs) {
         var missing: [String: AttributeValue] = [:]
+        // Values whose payload fits the one they replace are set in place; from the first that
+        // does not, the rest wait and the row is repacked once (later values of a name win).
+        var pending: [(position: Int, value: AttributeValue)] = []
         for (name, value) in pairs {
             if let position = layout.position(of: name) {
-                setSlot(position, value)
+                let sameSize = PackedKind.payloadWords(storage.kind(position))
+                    == PackedKind.payloadWords(PackedKind.of(value).rawValue)
+                if pending.isEmpty && sameSize && isKnownUniquelyReferenced(&storage) {
+                    storage.replace(position, with: value)
+                } else {
+                    pending.append((position, value))
+                }
             } else {
                 missing[name] = value
+            }
+        }
+        if !pending.isEmpty {
+            storage = storage.remade(in: storage.layout, copying: storage.layout.count) { values in
+                for (position, value) in pending { values[position] = value }
             }
         }
         guard !missing.isEmpty else { return }
@@ -400,16 +439,6 @@ struct RowValues: @unchecked Sendable, Hashable, Sequence, AttributeValuesByName
                 append(name, newValue)
             }
         }
-    }
-
-    /// Sets the value at `position` of `layout`, which must be this row's, returning the value it
-    /// replaces (a decoder that knows each value's position: no name looked up).
-    @discardableResult
-    mutating func updateValue(_ value: AttributeValue, at position: Int, in layout: RowLayout) -> AttributeValue? {
-        precondition(layout === self.layout && position < layout.count, "slot \(position) of another layout")
-        let previous = slot(position)
-        setSlot(position, value)
-        return previous
     }
 
     /// Sets the value of `name`, returning the value it replaces.
@@ -484,18 +513,21 @@ struct RowValues: @unchecked Sendable, Hashable, Sequence, AttributeValuesByName
         fileprivate let values: RowValues
         fileprivate let names: [String]
         fileprivate var position = 0
+        fileprivate var offset: Int
 
         mutating func next() -> (key: String, value: AttributeValue)? {
             while position < names.count {
                 defer { position += 1 }
-                if let value = values.slot(position) { return (names[position], value) }
+                if let value = values.storage.next(position, offset: &offset) { return (names[position], value) }
             }
             return nil
         }
     }
 
     /// The (name, value) pairs of the names with a value, in layout order.
-    func makeIterator() -> Iterator { Iterator(values: self, names: layout.names) }
+    func makeIterator() -> Iterator {
+        Iterator(values: self, names: layout.names, offset: RowSlots.kindBytes(layout.count))
+    }
 
     var underestimatedCount: Int { 0 }
 
@@ -503,7 +535,11 @@ struct RowValues: @unchecked Sendable, Hashable, Sequence, AttributeValuesByName
     static func == (left: RowValues, right: RowValues) -> Bool {
         if left.storage === right.storage { return true }
         if left.layout === right.layout {
-            return (0..<left.layout.count).allSatisfy { left.slot($0) == right.slot($0) }
+            var leftOffset = RowSlots.kindBytes(left.layout.count)
+            var rightOffset = leftOffset
+            return (0..<left.layout.count).allSatisfy {
+                left.storage.next($0, offset: &leftOffset) == right.storage.next($0, offset: &rightOffset)
+            }
         }
         guard left.count == right.count else { return false }
         for (name, value) in left where right[name] != value { return false }
