@@ -135,10 +135,10 @@ import Testing
         #expect(RowValues(layout: layout).isEmpty)
     }
 
-    /// A Trip's values packed: kinds (6 bytes, padded to 8), two strings (16 each), two dates
-    /// (8 each), an empty array and a null (no payload) — 56 bytes after the 24-byte object
-    /// header and layout reference, where six `AttributeValue?` slots took 144 (P8's memory).
-    /// Values read back exactly, and one set in place or repacked leaves the others.
+    /// A Trip's values packed: two strings (16 each), two dates (8 each), an empty array and a
+    /// null (no payload) — 48 bytes after the object header and the shape reference (24), where
+    /// six `AttributeValue?` slots took 144 (P8's memory). Values read back exactly, and one set
+    /// in place or repacked leaves the others.
     @Test func aTripsValuesTakeTheirOwnBytes() {
         let layout = RowLayout(names: ["name", "destination", "startDate", "endDate", "bucketList", "livingAccommodation"])
         let start = Date(timeIntervalSinceReferenceDate: 820_000_000.125)
@@ -148,15 +148,15 @@ import Testing
             "livingAccommodation": .null,
         ]
         var row = RowValues(trip, layout: layout)
-        #expect(row.packedByteCount == 80)
+        #expect(row.packedByteCount == 72)
         #expect(row.dictionary == trip)
         // The same payload size: in place. Another size: repacked, the values after it moved.
         row["startDate"] = .date(start + 1)
-        #expect(row.packedByteCount == 80 && row["endDate"] == .date(start + 7 * 86_400))
+        #expect(row.packedByteCount == 72 && row["endDate"] == .date(start + 7 * 86_400))
         row["livingAccommodation"] = .string("a place")
-        #expect(row.packedByteCount == 96 && row["livingAccommodation"] == .string("a place"))
+        #expect(row.packedByteCount == 88 && row["livingAccommodation"] == .string("a place"))
         row["name"] = .null
-        #expect(row.packedByteCount == 80)
+        #expect(row.packedByteCount == 72)
         var expected = trip
         expected["startDate"] = .date(start + 1)
         expected["livingAccommodation"] = .string("a place")
@@ -170,6 +170,29 @@ import Testing
         expected["name"] = .string("Trip 7")
         expected["bucketList"] = .array([.int(1)])
         #expect(row.dictionary == expected)
+    }
+
+    /// Rows whose values are of the same kinds share one shape (kinds and payload offsets), a
+    /// value of another kind set in place moves its row to that kind's shape, and a shape no
+    /// row holds is let go (the layout keeps its shapes weakly: a shape holds its layout).
+    @Test func rowsOfTheSameKindsShareAShape() {
+        let layout = RowLayout(names: ["flag", "count", "note"])
+        let first = RowValues([(key: "flag", value: .bool(true)), (key: "count", value: .int(1))], layout: layout)
+        var second = RowValues([(key: "count", value: .int(2)), (key: "flag", value: .bool(true))], layout: layout)
+        #expect(first.shape === second.shape)
+        second["flag"] = .bool(false)  // no payload either way: in place, another shape
+        #expect(second.shape !== first.shape && second["flag"] == .bool(false) && first["flag"] == .bool(true))
+        second["flag"] = .bool(true)
+        #expect(second.shape === first.shape)
+        second["count"] = .date(Date(timeIntervalSinceReferenceDate: 5))  // 8 bytes either way
+        #expect(second["count"] == .date(Date(timeIntervalSinceReferenceDate: 5)) && first["count"] == .int(1))
+        weak var letGo: RowShape?
+        do {
+            let only = RowValues([(key: "note", value: .string("only row of its kinds"))], layout: layout)
+            letGo = only.shape
+            #expect(letGo != nil)
+        }
+        #expect(letGo == nil, "a shape no row holds is kept")
     }
 
     /// Packed values read back bit for bit: doubles and dates whose `==` hides a difference

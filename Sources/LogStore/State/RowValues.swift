@@ -19,6 +19,21 @@ final class RowLayout: Sendable {
     let names: [String]
     private let positions: [String: Int]
     private let extensions = Mutex<[String: RowLayout]>([:])
+    /// The shapes of this layout's rows (``shape(kinds:)``), held weakly: a shape holds its
+    /// layout, and is let go with the last row of it.
+    private let shapes = Mutex(ShapeCache())
+
+    private struct ShapeCache {
+        struct Entry { weak var shape: RowShape? }
+        /// The shape found last (rows made one after another mostly share one).
+        weak var last: RowShape?
+        /// Shapes by a hash of their kinds.
+        var byHash: [Int: [Entry]] = [:]
+        var count = 0
+        /// Beyond this many shapes of one layout (rows whose optional values are set in ever new
+        /// combinations), new ones are not kept: each such row has a shape of its own.
+        static let limit = 4_096
+    }
 
     /// A layout of these names, in this order. Names must be distinct.
     init(names: [String]) {
@@ -30,6 +45,36 @@ final class RowLayout: Sendable {
         }
         self.names = names
         self.positions = positions
+    }
+
+    /// The shape of rows of this layout whose values are of `kinds` (one per position): the same
+    /// object for the same kinds while a row of it lives.
+    func shape(kinds: UnsafeBufferPointer<UInt8>) -> RowShape {
+        shapes.withLock { cache in
+            if let last = cache.last, last.hasKinds(kinds) { return last }
+            var hasher = Hasher()
+            hasher.combine(bytes: UnsafeRawBufferPointer(kinds))
+            let hash = hasher.finalize()
+            if let found = cache.byHash[hash]?.lazy.compactMap(\.shape).first(where: { $0.hasKinds(kinds) }) {
+                cache.last = found
+                return found
+            }
+            let shape = RowShape(layout: self, kinds: kinds)
+            if cache.count >= ShapeCache.limit {
+                // Let go of the entries of shapes no row holds any more.
+                cache.byHash = cache.byHash.compactMapValues { entries in
+                    let live = entries.filter { $0.shape != nil }
+                    return live.isEmpty ? nil : live
+                }
+                cache.count = cache.byHash.values.reduce(0) { $0 + $1.count }
+            }
+            if cache.count < ShapeCache.limit {
+                cache.byHash[hash, default: []].append(ShapeCache.Entry(shape: shape))
+                cache.count += 1
+            }
+            cache.last = shape
+            return shape
+        }
     }
 
     /// The layout of no names (a deleted row's hole; a row about to be filled).
@@ -56,8 +101,8 @@ final class RowLayout: Sendable {
     }
 }
 
-/// How one slot of a row is packed (``RowSlots``): a kind byte, and after the kind bytes a payload
-/// of 0, 8, 16 or 24 bytes. The values every model has — a Trip's strings, dates, `nil`s and empty
+/// How one slot of a row is packed (``RowSlots``): a kind byte, kept in the row's shape
+/// (``RowShape``), and a payload of 0, 8, 16 or 24 bytes in the row. The values every model has — a Trip's strings, dates, `nil`s and empty
 /// arrays — take only their own bytes; the rest (data, references, non-empty arrays) keep the whole
 /// ``AttributeValue``.
 enum PackedKind: UInt8 {
@@ -94,40 +139,63 @@ enum PackedKind: UInt8 {
     }
 }
 
-/// A row's layout and its values in one allocation: the layout in the header; then a kind byte per
-/// name of it (``PackedKind``, `absent` where a name has no value), padded to 8 bytes; then each
-/// value's payload in position order (docs/DECISIONS.md D9). A Trip's six values take 56 bytes
-/// here where six `AttributeValue?` slots took 144. Immutable once shared: ``RowValues`` copies it
-/// before changing it unless it holds the only reference.
-final class RowSlots: ManagedBuffer<RowLayout, UInt64> {
+/// The kinds of a row's values and where each one's payload starts (``RowSlots``): one object for
+/// the rows of a layout whose values are of the same kinds — most rows of an entity — so a row
+/// holds only its payloads. Made and shared by ``RowLayout/shape(kinds:)``.
+final class RowShape: Sendable {
+    let layout: RowLayout
+    /// A kind byte (``PackedKind``) per position of the layout.
+    let kinds: [UInt8]
+    /// The byte offset of each position's payload in a row's elements (a position without a
+    /// payload: where the next one would start).
+    let offsets: [Int]
+    /// The payloads' size in 8-byte words.
+    let payloadWords: Int
+
+    fileprivate init(layout: RowLayout, kinds: UnsafeBufferPointer<UInt8>) {
+        precondition(kinds.count == layout.count, "\(kinds.count) kinds for a layout of \(layout.count)")
+        var offsets: [Int] = []
+        offsets.reserveCapacity(kinds.count)
+        var offset = 0
+        for kind in kinds {
+            offsets.append(offset)
+            offset += PackedKind.payloadWords(kind) * 8
+        }
+        self.layout = layout
+        self.kinds = Array(kinds)
+        self.offsets = offsets
+        payloadWords = offset / 8
+    }
+
+    func hasKinds(_ other: UnsafeBufferPointer<UInt8>) -> Bool { kinds.elementsEqual(other) }
+}
+
+/// A row's values in one allocation: its ``RowShape`` (layout, kinds, payload offsets) in the
+/// header, then each value's payload in position order (docs/DECISIONS.md D9) — a Trip's six
+/// values take 48 bytes where six `AttributeValue?` slots took 144. Immutable once shared:
+/// ``RowValues`` copies it before changing it unless it holds the only reference.
+final class RowSlots: ManagedBuffer<RowShape, UInt64> {
     static let checkedSizes: Void = {
         precondition(MemoryLayout<AttributeValue>.stride == 24 && MemoryLayout<String>.stride == 16
             && MemoryLayout<UUID>.stride == 16, "PackedKind's payload sizes do not fit this platform")
     }()
 
-    /// Bytes of kinds before the payloads (a multiple of 8).
-    @inline(__always)
-    static func kindBytes(_ count: Int) -> Int { (count + 7) & ~7 }
-
     /// Slots for `layout` holding `values` (one per position, `nil` for none).
     static func make(_ layout: RowLayout, values: UnsafeBufferPointer<AttributeValue?>) -> RowSlots {
         precondition(values.count == layout.count, "\(values.count) values for a layout of \(layout.count)")
         _ = checkedSizes
-        var words = kindBytes(layout.count) / 8
-        for value in values { words += PackedKind.payloadWords(PackedKind.of(value).rawValue) }
-        let slots = unsafeDowncast(create(minimumCapacity: words) { _ in layout }, to: RowSlots.self)
+        let shape = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: layout.count) { kinds in
+            for (position, value) in values.enumerated() { kinds[position] = PackedKind.of(value).rawValue }
+            return layout.shape(kinds: UnsafeBufferPointer(kinds))
+        }
+        let slots = unsafeDowncast(create(minimumCapacity: shape.payloadWords) { _ in shape }, to: RowSlots.self)
         slots.withUnsafeMutablePointerToElements { elements in
             let raw = UnsafeMutableRawPointer(elements)
-            raw.initializeMemory(as: UInt8.self, repeating: 0, count: kindBytes(layout.count))
-            var offset = kindBytes(layout.count)
             for (position, value) in values.enumerated() {
-                let kind = PackedKind.of(value)
-                raw.storeBytes(of: kind.rawValue, toByteOffset: position, as: UInt8.self)
-                guard let value, kind.rawValue >= PackedKind.int.rawValue else { continue }
-                store(value, kind, at: raw + offset)
-                offset += PackedKind.payloadWords(kind.rawValue) * 8
+                let kind = shape.kinds[position]
+                guard let value, kind >= PackedKind.int.rawValue else { continue }
+                store(value, PackedKind(rawValue: kind)!, at: raw + shape.offsets[position])
             }
-            assert(offset == words * 8, "packed \(offset) bytes into \(words) words")
         }
         return slots
     }
@@ -152,12 +220,7 @@ final class RowSlots: ManagedBuffer<RowLayout, UInt64> {
     ) -> RowSlots {
         precondition(count <= layout.count && count <= self.layout.count, "copying \(count) slots too many")
         return withUnsafeTemporaryAllocation(of: AttributeValue?.self, capacity: layout.count) { values in
-            var position = 0
-            var offset = Self.kindBytes(self.layout.count)
-            while position < count {
-                (values.baseAddress! + position).initialize(to: next(position, offset: &offset))
-                position += 1
-            }
+            for position in 0..<count { (values.baseAddress! + position).initialize(to: self[position]) }
             (values.baseAddress! + count).initialize(repeating: nil, count: layout.count - count)
             defer { values.deinitialize() }
             change(values)
@@ -165,81 +228,55 @@ final class RowSlots: ManagedBuffer<RowLayout, UInt64> {
         }
     }
 
-    /// The layout, read through a pointer: `header`, a class's stored property, is checked for
+    /// The shape, read through a pointer: `header`, a class's stored property, is checked for
     /// exclusive access on every read (a tenth of a predicate's scan, `findTrips` profile).
-    var layout: RowLayout {
+    var shape: RowShape {
         @inline(__always) get { withUnsafeMutablePointerToHeader { $0.pointee } }
+    }
+
+    var layout: RowLayout {
+        @inline(__always) get { shape.layout }
     }
 
     /// The kind byte of `position`.
     @inline(__always)
-    func kind(_ position: Int) -> UInt8 {
-        withUnsafeMutablePointerToElements { UnsafeRawPointer($0).load(fromByteOffset: position, as: UInt8.self) }
-    }
+    func kind(_ position: Int) -> UInt8 { shape.kinds[position] }
 
     /// The value in slot `position` (`nil`: none).
     @inline(__always)
     subscript(position: Int) -> AttributeValue? {
-        withUnsafeMutablePointerToElements { elements in
-            let raw = UnsafeMutableRawPointer(elements)
-            let kind = raw.load(fromByteOffset: position, as: UInt8.self)
-            guard kind >= PackedKind.int.rawValue else { return Self.payloadless(kind) }
-            var offset = Self.kindBytes(layout.count)
-            for earlier in 0..<position {
-                offset &+= PackedKind.payloadWords(raw.load(fromByteOffset: earlier, as: UInt8.self)) &* 8
-            }
-            return Self.load(kind, at: raw + offset)
-        }
+        let shape = shape
+        let kind = shape.kinds[position]
+        guard kind >= PackedKind.int.rawValue else { return Self.payloadless(kind) }
+        return withUnsafeMutablePointerToElements { Self.load(kind, at: UnsafeMutableRawPointer($0) + shape.offsets[position]) }
     }
 
-    /// The value in slot `position` when `offset` is where its payload would start (the
-    /// positions before it read in order, from ``kindBytes(_:)``), moving `offset` past it: a
-    /// pass over the slots without finding each payload anew.
-    @inline(__always)
-    func next(_ position: Int, offset: inout Int) -> AttributeValue? {
-        withUnsafeMutablePointerToElements { elements in
-            let raw = UnsafeMutableRawPointer(elements)
-            let kind = raw.load(fromByteOffset: position, as: UInt8.self)
-            guard kind >= PackedKind.int.rawValue else { return Self.payloadless(kind) }
-            defer { offset &+= PackedKind.payloadWords(kind) &* 8 }
-            return Self.load(kind, at: raw + offset)
-        }
-    }
-
-    /// Calls `body` with each slot's value in position order (one pass over the payloads).
+    /// Calls `body` with each slot's value in position order.
     @inline(__always)
     func forEachSlot(_ body: (Int, AttributeValue?) throws -> Void) rethrows {
-        try withUnsafeMutablePointerToElements { elements in
-            let raw = UnsafeMutableRawPointer(elements)
-            let count = layout.count
-            var offset = Self.kindBytes(count)
-            for position in 0..<count {
-                let kind = raw.load(fromByteOffset: position, as: UInt8.self)
-                if kind < PackedKind.int.rawValue {
-                    try body(position, Self.payloadless(kind))
-                } else {
-                    try body(position, Self.load(kind, at: raw + offset))
-                    offset &+= PackedKind.payloadWords(kind) &* 8
-                }
-            }
-        }
+        for position in 0..<layout.count { try body(position, self[position]) }
     }
 
     /// Replaces slot `position`'s value by one whose payload has the same size, in place (the
-    /// caller holds the only reference).
+    /// caller holds the only reference); a value of another kind takes the shape of its kinds.
     func replace(_ position: Int, with value: AttributeValue?) {
-        withUnsafeMutablePointerToElements { elements in
-            let raw = UnsafeMutableRawPointer(elements)
-            let old = raw.load(fromByteOffset: position, as: UInt8.self)
-            let new = PackedKind.of(value)
-            precondition(PackedKind.payloadWords(old) == PackedKind.payloadWords(new.rawValue), "a payload of another size")
-            var offset = Self.kindBytes(layout.count)
-            for earlier in 0..<position {
-                offset &+= PackedKind.payloadWords(raw.load(fromByteOffset: earlier, as: UInt8.self)) &* 8
+        let shape = shape
+        let old = shape.kinds[position]
+        let new = PackedKind.of(value)
+        precondition(PackedKind.payloadWords(old) == PackedKind.payloadWords(new.rawValue), "a payload of another size")
+        withUnsafeMutablePointers { header, elements in
+            let payload = UnsafeMutableRawPointer(elements) + shape.offsets[position]
+            Self.deinitialize(old, at: payload)
+            if let value, new.rawValue >= PackedKind.int.rawValue { Self.store(value, new, at: payload) }
+            if new.rawValue != old {
+                header.pointee = shape.kinds.withUnsafeBufferPointer { current in
+                    withUnsafeTemporaryAllocation(of: UInt8.self, capacity: current.count) { kinds in
+                        _ = kinds.initialize(from: current)
+                        kinds[position] = new.rawValue
+                        return shape.layout.shape(kinds: UnsafeBufferPointer(kinds))
+                    }
+                }
             }
-            Self.deinitialize(old, at: raw + offset)
-            raw.storeBytes(of: new.rawValue, toByteOffset: position, as: UInt8.self)
-            if let value, new.rawValue >= PackedKind.int.rawValue { Self.store(value, new, at: raw + offset) }
         }
     }
 
@@ -287,14 +324,11 @@ final class RowSlots: ManagedBuffer<RowLayout, UInt64> {
     }
 
     deinit {
-        withUnsafeMutablePointers { layout, elements in
+        withUnsafeMutablePointers { header, elements in
+            let shape = header.pointee
             let raw = UnsafeMutableRawPointer(elements)
-            let count = layout.pointee.count
-            var offset = Self.kindBytes(count)
-            for position in 0..<count {
-                let kind = raw.load(fromByteOffset: position, as: UInt8.self)
-                Self.deinitialize(kind, at: raw + offset)
-                offset &+= PackedKind.payloadWords(kind) &* 8
+            for position in 0..<shape.kinds.count {
+                Self.deinitialize(shape.kinds[position], at: raw + shape.offsets[position])
             }
         }
     }
@@ -307,13 +341,17 @@ final class RowSlots: ManagedBuffer<RowLayout, UInt64> {
 /// (name, value) pairs, `count` of the names that have a value, equality and hashing that ignore
 /// the layout — at a fraction of the memory: a dictionary of a Trip's six values took 410 bytes
 /// (keys, values and a hash table per row), an array of slots and a layout reference 192 and 16,
-/// one allocation 176 and 8 (docs/DECISIONS.md D9).
+/// one allocation of the layout and six `AttributeValue?` slots 176 and 8, and packed by kind
+/// (``RowShape``, ``RowSlots``) 80 and 8 — with malloc's header (docs/DECISIONS.md D9).
 struct RowValues: @unchecked Sendable, Hashable, Sequence, AttributeValuesByName, ExpressibleByDictionaryLiteral {
     // @unchecked: the slots are changed only through a RowValues holding the only reference to
     // them (copied first otherwise), so values shared between threads are never changed.
     private var storage: RowSlots
 
     var layout: RowLayout { storage.layout }
+
+    /// The row's shape: its layout, its values' kinds and where each payload is.
+    var shape: RowShape { storage.shape }
 
     /// No values, in `layout` (every slot empty).
     init(layout: RowLayout = .empty) {
@@ -359,10 +397,10 @@ struct RowValues: @unchecked Sendable, Hashable, Sequence, AttributeValuesByName
         return storage[position]
     }
 
-    /// The bytes of the row's one allocation: object header, layout reference, kinds and payloads
-    /// (tests of the packing).
+    /// The bytes of the row's one allocation: object header, shape reference and payloads (tests
+    /// of the packing).
     var packedByteCount: Int {
-        24 + RowSlots.kindBytes(layout.count) + (0..<layout.count).reduce(0) { $0 + PackedKind.payloadWords(storage.kind($1)) * 8 }
+        24 + storage.shape.payloadWords * 8
     }
 
     /// The value at `position` of this row's layout (`nil`: none).
@@ -513,12 +551,11 @@ struct RowValues: @unchecked Sendable, Hashable, Sequence, AttributeValuesByName
         fileprivate let values: RowValues
         fileprivate let names: [String]
         fileprivate var position = 0
-        fileprivate var offset: Int
 
         mutating func next() -> (key: String, value: AttributeValue)? {
             while position < names.count {
                 defer { position += 1 }
-                if let value = values.storage.next(position, offset: &offset) { return (names[position], value) }
+                if let value = values.storage[position] { return (names[position], value) }
             }
             return nil
         }
@@ -526,7 +563,7 @@ struct RowValues: @unchecked Sendable, Hashable, Sequence, AttributeValuesByName
 
     /// The (name, value) pairs of the names with a value, in layout order.
     func makeIterator() -> Iterator {
-        Iterator(values: self, names: layout.names, offset: RowSlots.kindBytes(layout.count))
+        Iterator(values: self, names: layout.names)
     }
 
     var underestimatedCount: Int { 0 }
@@ -535,11 +572,7 @@ struct RowValues: @unchecked Sendable, Hashable, Sequence, AttributeValuesByName
     static func == (left: RowValues, right: RowValues) -> Bool {
         if left.storage === right.storage { return true }
         if left.layout === right.layout {
-            var leftOffset = RowSlots.kindBytes(left.layout.count)
-            var rightOffset = leftOffset
-            return (0..<left.layout.count).allSatisfy {
-                left.storage.next($0, offset: &leftOffset) == right.storage.next($0, offset: &rightOffset)
-            }
+            return (0..<left.layout.count).allSatisfy { left.storage[$0] == right.storage[$0] }
         }
         guard left.count == right.count else { return false }
         for (name, value) in left where right[name] != value { return false }
