@@ -190,9 +190,29 @@ import Testing
         do {
             let only = RowValues([(key: "note", value: .string("only row of its kinds"))], layout: layout)
             letGo = only.shape
-            #expect(letGo != nil)
+            withExtendedLifetime(only) { #expect(letGo != nil) }
         }
         #expect(letGo == nil, "a shape no row holds is kept")
+    }
+
+    /// A layout whose rows hold thousands of combinations of kinds (13 booleans: 8,192) keeps
+    /// sharing shapes past its cache's purges: a row made again in a combination that rows hold
+    /// gets their shape, and every value reads back.
+    @Test func rowsShareShapesPastThousandsOfCombinations() {
+        let names = (0..<13).map { "flag\($0)" }
+        let layout = RowLayout(names: names)
+        func row(_ combination: Int) -> RowValues {
+            RowValues(names.indices.map { (key: names[$0], value: .bool(combination >> $0 & 1 == 1)) }, layout: layout)
+        }
+        let rows = (0..<5_000).map(row)
+        for combination in [0, 1_000, 4_200, 4_999] {
+            let again = row(combination)
+            #expect(again.shape === rows[combination].shape, "combination \(combination)")
+            #expect(again == rows[combination])
+        }
+        #expect(rows.indices.allSatisfy { combination in
+            names.indices.allSatisfy { rows[combination][names[$0]] == .bool(combination >> $0 & 1 == 1) }
+        })
     }
 
     /// Packed values read back bit for bit: doubles and dates whose `==` hides a difference

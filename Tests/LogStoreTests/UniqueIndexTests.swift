@@ -251,10 +251,14 @@ import Testing
     /// Keys that only hash alike are not owners of each other: with every key of a constraint in
     /// one slot (an index whose digest is a constant), each lookup must still find exactly the
     /// model holding its values, through the values in the state.
-    @Test func keysThatOnlyHashAlikeAreToldApartByTheStoredValues() {
+    /// (Also digests that differ only above the 32 bits a slot keeps; an entry takes 24 bytes.)
+    @Test(arguments: [false, true])
+    func keysThatOnlyHashAlikeAreToldApartByTheStoredValues(highBitsOnly: Bool) {
+        #expect(UniqueIndex.entryStride == 24)
         let store = UUID().uuidString
         var state = FoldState()
-        var index = UniqueIndex(schema: Self.schema, worsen: { _ in 42 })
+        var index = UniqueIndex(
+            schema: Self.schema, worsen: { @Sendable digest in highBitsOnly ? (digest & ~0xFFFF_FFFF) | 42 : 42 })
         func badge(_ key: UInt8) -> PersistentIdentifier {
             .permanent(for: store, entityName: "Badge", primaryKey: UUID(uuid: (key, 2, 0, 0, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0, 0, 0)))
         }

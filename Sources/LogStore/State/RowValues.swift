@@ -30,9 +30,12 @@ final class RowLayout: Sendable {
         /// Shapes by a hash of their kinds.
         var byHash: [Int: [Entry]] = [:]
         var count = 0
-        /// Beyond this many shapes of one layout (rows whose optional values are set in ever new
-        /// combinations), new ones are not kept: each such row has a shape of its own.
-        static let limit = 4_096
+        /// Entries left after the last purge of entries whose shape is gone.
+        var liveAfterPurge = 0
+        /// Entries are purged once there are this many, or twice as many as the last purge left
+        /// (rows whose optional values are set in ever new combinations): the cache stays within
+        /// twice the shapes rows hold, and a purge costs O(1) a shape made, spread out.
+        static let purgeAt = 1_024
     }
 
     /// A layout of these names, in this order. Names must be distinct.
@@ -60,18 +63,17 @@ final class RowLayout: Sendable {
                 return found
             }
             let shape = RowShape(layout: self, kinds: kinds)
-            if cache.count >= ShapeCache.limit {
+            if cache.count >= max(ShapeCache.purgeAt, 2 * cache.liveAfterPurge) {
                 // Let go of the entries of shapes no row holds any more.
                 cache.byHash = cache.byHash.compactMapValues { entries in
                     let live = entries.filter { $0.shape != nil }
                     return live.isEmpty ? nil : live
                 }
                 cache.count = cache.byHash.values.reduce(0) { $0 + $1.count }
+                cache.liveAfterPurge = cache.count
             }
-            if cache.count < ShapeCache.limit {
-                cache.byHash[hash, default: []].append(ShapeCache.Entry(shape: shape))
-                cache.count += 1
-            }
+            cache.byHash[hash, default: []].append(ShapeCache.Entry(shape: shape))
+            cache.count += 1
             cache.last = shape
             return shape
         }
@@ -174,7 +176,12 @@ final class RowShape: Sendable {
 /// header, then each value's payload in position order (docs/DECISIONS.md D9) — a Trip's six
 /// values take 48 bytes where six `AttributeValue?` slots took 144. Immutable once shared:
 /// ``RowValues`` copies it before changing it unless it holds the only reference.
-final class RowSlots: ManagedBuffer<RowShape, UInt64> {
+///
+/// The header holds the shape unmanaged — retained when the row is made or moves to another
+/// shape, released by `deinit` — so that reading a value borrows it: a strong reference read
+/// out of the header would retain and release the one shape a million rows share (and that
+/// every reading thread shares) at every read.
+final class RowSlots: ManagedBuffer<Unmanaged<RowShape>, UInt64> {
     static let checkedSizes: Void = {
         precondition(MemoryLayout<AttributeValue>.stride == 24 && MemoryLayout<String>.stride == 16
             && MemoryLayout<UUID>.stride == 16, "PackedKind's payload sizes do not fit this platform")
@@ -188,7 +195,8 @@ final class RowSlots: ManagedBuffer<RowShape, UInt64> {
             for (position, value) in values.enumerated() { kinds[position] = PackedKind.of(value).rawValue }
             return layout.shape(kinds: UnsafeBufferPointer(kinds))
         }
-        let slots = unsafeDowncast(create(minimumCapacity: shape.payloadWords) { _ in shape }, to: RowSlots.self)
+        let slots = unsafeDowncast(
+            create(minimumCapacity: shape.payloadWords) { _ in Unmanaged.passRetained(shape) }, to: RowSlots.self)
         slots.withUnsafeMutablePointerToElements { elements in
             let raw = UnsafeMutableRawPointer(elements)
             for (position, value) in values.enumerated() {
@@ -228,27 +236,34 @@ final class RowSlots: ManagedBuffer<RowShape, UInt64> {
         }
     }
 
-    /// The shape, read through a pointer: `header`, a class's stored property, is checked for
-    /// exclusive access on every read (a tenth of a predicate's scan, `findTrips` profile).
-    var shape: RowShape {
-        @inline(__always) get { withUnsafeMutablePointerToHeader { $0.pointee } }
+    /// `body` with the shape, borrowed (no retain), read through a pointer: `header`, a class's
+    /// stored property, is checked for exclusive access on every read (a tenth of a predicate's
+    /// scan, `findTrips` profile).
+    @inline(__always)
+    func withShape<Result>(_ body: (RowShape) -> Result) -> Result {
+        withUnsafeMutablePointerToHeader { $0.pointee._withUnsafeGuaranteedRef(body) }
     }
 
+    var shape: RowShape { withShape { $0 } }
+
     var layout: RowLayout {
-        @inline(__always) get { shape.layout }
+        @inline(__always) get { withShape { $0.layout } }
     }
 
     /// The kind byte of `position`.
     @inline(__always)
-    func kind(_ position: Int) -> UInt8 { shape.kinds[position] }
+    func kind(_ position: Int) -> UInt8 { withShape { $0.kinds[position] } }
 
     /// The value in slot `position` (`nil`: none).
     @inline(__always)
     subscript(position: Int) -> AttributeValue? {
-        let shape = shape
-        let kind = shape.kinds[position]
-        guard kind >= PackedKind.int.rawValue else { return Self.payloadless(kind) }
-        return withUnsafeMutablePointerToElements { Self.load(kind, at: UnsafeMutableRawPointer($0) + shape.offsets[position]) }
+        withUnsafeMutablePointers { header, elements in
+            header.pointee._withUnsafeGuaranteedRef { shape in
+                let kind = shape.kinds[position]
+                guard kind >= PackedKind.int.rawValue else { return Self.payloadless(kind) }
+                return Self.load(kind, at: UnsafeMutableRawPointer(elements) + shape.offsets[position])
+            }
+        }
     }
 
     /// Calls `body` with each slot's value in position order.
@@ -260,7 +275,7 @@ final class RowSlots: ManagedBuffer<RowShape, UInt64> {
     /// Replaces slot `position`'s value by one whose payload has the same size, in place (the
     /// caller holds the only reference); a value of another kind takes the shape of its kinds.
     func replace(_ position: Int, with value: AttributeValue?) {
-        let shape = shape
+        let shape = shape  // held (retained) while the header may move to another shape
         let old = shape.kinds[position]
         let new = PackedKind.of(value)
         precondition(PackedKind.payloadWords(old) == PackedKind.payloadWords(new.rawValue), "a payload of another size")
@@ -269,13 +284,15 @@ final class RowSlots: ManagedBuffer<RowShape, UInt64> {
             Self.deinitialize(old, at: payload)
             if let value, new.rawValue >= PackedKind.int.rawValue { Self.store(value, new, at: payload) }
             if new.rawValue != old {
-                header.pointee = shape.kinds.withUnsafeBufferPointer { current in
+                let moved = shape.kinds.withUnsafeBufferPointer { current in
                     withUnsafeTemporaryAllocation(of: UInt8.self, capacity: current.count) { kinds in
                         _ = kinds.initialize(from: current)
                         kinds[position] = new.rawValue
                         return shape.layout.shape(kinds: UnsafeBufferPointer(kinds))
                     }
                 }
+                header.pointee = Unmanaged.passRetained(moved)
+                Unmanaged.passUnretained(shape).release()
             }
         }
     }
@@ -325,11 +342,13 @@ final class RowSlots: ManagedBuffer<RowShape, UInt64> {
 
     deinit {
         withUnsafeMutablePointers { header, elements in
-            let shape = header.pointee
             let raw = UnsafeMutableRawPointer(elements)
-            for position in 0..<shape.kinds.count {
-                Self.deinitialize(shape.kinds[position], at: raw + shape.offsets[position])
+            header.pointee._withUnsafeGuaranteedRef { shape in
+                for position in 0..<shape.kinds.count {
+                    Self.deinitialize(shape.kinds[position], at: raw + shape.offsets[position])
+                }
             }
+            header.pointee.release()
         }
     }
 }

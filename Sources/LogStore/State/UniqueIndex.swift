@@ -56,20 +56,26 @@ struct UniqueIndex: Sendable {
         }
     }
 
-    /// Where the keys of one constraint with one hash are filed.
+    /// Where the keys of one constraint with one hash are filed: the constraint and 32 bits of
+    /// the key's digest. Keys whose digests share those bits share a slot, as keys sharing a
+    /// whole digest did — a crowd (``Owners``), told apart by their values (``owner(entity:key:in:storeIdentifier:)``);
+    /// a million keys make about a hundred such pairs, and an entry takes 24 bytes, not 32.
     private struct Slot: Equatable {
-        let constraintIndex: UInt32
-        let digest: Int
+        let constraintIndex: UInt16
+        let digest: UInt32
 
         init(_ key: Key) {
-            constraintIndex = key.constraintIndex
-            digest = key.digest
+            self.init(constraintIndex: key.constraintIndex, digest: key.digest)
         }
 
         init(constraintIndex: UInt32, digest: Int) {
-            self.constraintIndex = constraintIndex
-            self.digest = digest
+            precondition(constraintIndex <= UInt16.max, "constraint \(constraintIndex) of one entity")
+            self.constraintIndex = UInt16(constraintIndex)
+            self.digest = UInt32(truncatingIfNeeded: digest)
         }
+
+        /// The hash the slot is filed under in ``Table``'s position table.
+        var hash: Int { Int(digest) }
     }
 
     /// The models holding the keys of one slot: one, or a crowd — when two different
@@ -144,12 +150,16 @@ struct UniqueIndex: Sendable {
         var newestFirst: some Sequence<UUID> { order.reversed().lazy.compactMap { $0 } }
     }
 
-    /// A slot filed and the models holding it. Its fields in this order take 32 bytes (a slot
-    /// and its owners, 16 and 17, took 40).
+    /// A slot filed and the models holding it. Its fields in this order take 24 bytes: the
+    /// owners 17, the constraint and the digest in the 7 after them (with a 64-bit digest first:
+    /// 32; a slot and its owners apart, 16 and 17: 40).
     private struct Entry {
-        let digest: Int
         var owners: Owners
-        let constraintIndex: UInt32
+        let constraintIndex: UInt16
+        let digest: UInt32
+
+        /// The hash the entry is filed under (``Slot/hash``).
+        var hash: Int { Int(digest) }
 
         init(_ slot: Slot, owners: Owners) {
             digest = slot.digest
@@ -179,7 +189,7 @@ struct UniqueIndex: Sendable {
         var filingCount: Int { entries.reduce(0) { $0 + $1.owners.count } }
 
         private func position(of slot: Slot) -> Int? {
-            positions.find(hash: slot.digest) { entries[$0].isFiled(under: slot) }
+            positions.find(hash: slot.hash) { entries[$0].isFiled(under: slot) }
         }
 
         func owners(of slot: Slot) -> Owners? {
@@ -195,29 +205,32 @@ struct UniqueIndex: Sendable {
             }
             entries.append(Entry(slot, owners: .one(primaryKey)))
             positions.file(
-                entries.count - 1, hash: slot.digest, replacing: { _ in false },
-                hashOf: { [entries] in entries[$0].digest })
+                entries.count - 1, hash: slot.hash, replacing: { _ in false },
+                hashOf: { [entries] in entries[$0].hash })
         }
 
         /// Removes `primaryKey` from the models holding `slot` (the slot goes when none is left).
         mutating func remove(_ primaryKey: UUID, from slot: Slot) {
             guard let position = position(of: slot), !entries[position].owners.remove(primaryKey) else { return }
-            positions.remove(hash: slot.digest, where: { $0 == position }, hashOf: { [entries] in entries[$0].digest })
+            positions.remove(hash: slot.hash, where: { $0 == position }, hashOf: { [entries] in entries[$0].hash })
             let last = entries.count - 1
             if position != last {
                 entries[position] = entries[last]
-                positions.move(last, to: position, hash: entries[position].digest)
+                positions.move(last, to: position, hash: entries[position].hash)
             }
             entries.removeLast()
         }
 
         mutating func reserveCapacity(_ capacity: Int) {
             entries.reserveCapacity(capacity)
-            positions.reserveCapacity(capacity) { [entries] in entries[$0].digest }
+            positions.reserveCapacity(capacity) { [entries] in entries[$0].hash }
         }
     }
 
     private var tables: [Table] = []
+
+    /// The bytes an entry takes in a table's array (tests of the layout).
+    static var entryStride: Int { MemoryLayout<Entry>.stride }
     /// entity name → position in ``tables`` (constrained entities only).
     private let tablePositions: [String: Int]
     /// Applied to every ``Key/digest(of:)``: none, or in tests a worse one, so that different
