@@ -241,8 +241,8 @@ struct EntityRows: Sendable, Sequence, Equatable {
     /// nothing changes share one.
     private(set) var layout = RowLayout.empty
     private var keys: [UUID] = []
+    /// The rows; a removed one's slot holds a hole (``RowValues/hole``) until compaction.
     private var rows: [FoldState.Row] = []
-    private var isLive: [Bool] = []
     /// Primary key → slot: the positions of the live slots, filed under their keys' hashes.
     private var index = PositionTable()
 
@@ -269,7 +269,6 @@ struct EntityRows: Sendable, Sequence, Equatable {
     mutating func reserveCapacity(_ capacity: Int) {
         keys.reserveCapacity(capacity)
         rows.reserveCapacity(capacity)
-        isLive.reserveCapacity(capacity)
         index.reserveCapacity(capacity) { [keys] in Self.hash(keys[$0]) }
     }
 
@@ -293,13 +292,12 @@ struct EntityRows: Sendable, Sequence, Equatable {
         let position = rows.count
         keys.append(primaryKey)
         rows.append(FoldState.Row(sequence: sequence, values: values))
-        isLive.append(true)
         // One lookup of the key: a replaced row's slot becomes a hole after the new one is in.
         let replaced = index.file(
             position, hash: Self.hash(primaryKey), replacing: { [keys] in keys[$0] == primaryKey },
             hashOf: { [keys] in Self.hash(keys[$0]) })
         guard let replaced else { return (values, nil) }
-        assert(isLive[replaced] && keys[replaced] == primaryKey, "the index named a hole or another row")
+        assert(!rows[replaced].values.isHole && keys[replaced] == primaryKey, "the index named a hole or another row")
         let old = rows[replaced].values
         makeHole(at: replaced)
         return (values, old)
@@ -313,7 +311,6 @@ struct EntityRows: Sendable, Sequence, Equatable {
         // Copied from buffers: arrays of exactly their count.
         trimmed.keys = keys.withUnsafeBufferPointer { Array($0) }
         trimmed.rows = rows.withUnsafeBufferPointer { Array($0) }
-        trimmed.isLive = isLive.withUnsafeBufferPointer { Array($0) }
         return trimmed
     }
 
@@ -340,7 +337,7 @@ struct EntityRows: Sendable, Sequence, Equatable {
                 hash: Self.hash(primaryKey), where: { [keys] in keys[$0] == primaryKey },
                 hashOf: { [keys] in Self.hash(keys[$0]) })
         else { return nil }
-        assert(isLive[position] && keys[position] == primaryKey, "the index names a hole or another row")
+        assert(!rows[position].values.isHole && keys[position] == primaryKey, "the index names a hole or another row")
         let old = rows[position].values
         makeHole(at: position)
         return old
@@ -348,8 +345,7 @@ struct EntityRows: Sendable, Sequence, Equatable {
 
     /// Empties the slot of a row the index no longer names (compacting once holes outnumber rows).
     private mutating func makeHole(at position: Int) {
-        rows[position] = FoldState.Row(sequence: 0, values: RowValues())
-        isLive[position] = false
+        rows[position] = FoldState.Row(sequence: 0, values: .hole)
         let holes = rows.count - index.count
         if holes > 1024 && holes > index.count { compact() }
     }
@@ -359,29 +355,27 @@ struct EntityRows: Sendable, Sequence, Equatable {
     /// release of its values per row, which was about a third of a filtered scan (the WWDC24
     /// session's `findTrips`: every Trip row for every change).
     func scan(_ body: (_ primaryKey: UUID, _ row: FoldState.Row) -> Bool) {
-        for position in rows.indices where isLive[position] {
+        for position in rows.indices where !rows[position].values.isHole {
             guard body(keys[position], rows[position]) else { return }
         }
     }
 
     /// Changes every row in place (keys and order stay).
     mutating func updateEach(_ body: (inout FoldState.Row) -> Void) {
-        for position in rows.indices where isLive[position] { body(&rows[position]) }
+        for position in rows.indices where !rows[position].values.isHole { body(&rows[position]) }
     }
 
     private mutating func compact() {
         var kept = 0
-        for position in rows.indices where isLive[position] {
+        for position in rows.indices where !rows[position].values.isHole {
             if kept != position {
                 keys[kept] = keys[position]
                 rows[kept] = rows[position]
-                isLive[kept] = true
             }
             kept += 1
         }
         keys.removeSubrange(kept...)
         rows.removeSubrange(kept...)
-        isLive.removeSubrange(kept...)
         assert(kept == index.count, "compaction kept \(kept) rows of \(index.count)")
         // The kept rows moved down: every slot is filed again.
         index.refile(0..<kept) { [keys] in Self.hash(keys[$0]) }
@@ -393,7 +387,7 @@ struct EntityRows: Sendable, Sequence, Equatable {
         mutating func next() -> (UUID, FoldState.Row)? {
             while position < rows.rows.count {
                 defer { position += 1 }
-                if rows.isLive[position] { return (rows.keys[position], rows.rows[position]) }
+                if !rows.rows[position].values.isHole { return (rows.keys[position], rows.rows[position]) }
             }
             return nil
         }

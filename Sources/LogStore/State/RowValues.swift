@@ -221,6 +221,10 @@ final class RowSlots: ManagedBuffer<Unmanaged<RowShape>, UInt64> {
     /// (Never changed: a RowValues holding it never holds the only reference.)
     nonisolated(unsafe) static let empty = make(.empty)
 
+    /// A removed row's slot in its entity's rows (``EntityRows``): told from a live row of no
+    /// values (``empty``) by identity, where a flag per row took a byte.
+    nonisolated(unsafe) static let hole = make(.empty)
+
     /// Slots for `layout` holding this row's first `count` values (the rest of the layout empty)
     /// as `change` leaves them, packed once; this row keeps its own.
     func remade(
@@ -401,6 +405,16 @@ struct RowValues: @unchecked Sendable, Hashable, Sequence, AttributeValuesByName
             for (name, value) in pairs { missing[name] = value }
         }
         for name in missing.keys.sorted() { append(name, missing[name]!) }
+    }
+
+    private init(storage: RowSlots) { self.storage = storage }
+
+    /// A removed row's values (no values; ``isHole`` tells it from a live row of none).
+    static let hole = RowValues(storage: RowSlots.hole)
+
+    /// Whether these are ``hole``'s.
+    var isHole: Bool {
+        @inline(__always) get { storage === RowSlots.hole }
     }
 
     /// The values of `values`, one per position of `layout` (`nil`: none) — a decoder that
