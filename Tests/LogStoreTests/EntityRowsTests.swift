@@ -4,7 +4,7 @@ import Testing
 
 @testable import LogStore
 
-/// `EntityRows` (a state's rows of one entity: parallel key, row and liveness arrays, holes,
+/// `EntityRows` (a state's rows of one entity: parallel key and row arrays, holes,
 /// compaction) against a plain ordered list of (key, row): after every operation the lookups,
 /// the iteration, `scan` (with and without stopping early) and `==` agree with the list.
 @Suite struct EntityRowsTests {

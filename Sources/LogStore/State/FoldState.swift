@@ -232,8 +232,8 @@ struct FoldState: Sendable {
 /// row, where a `[key: slot]` dictionary took 50). Appending, looking up, updating and deleting
 /// are O(1) (amortised); iterating in order is a walk over the slots.
 ///
-/// A slot is a position in three parallel arrays — key, row, and whether it holds a row (a hole
-/// keeps its key and an empty row) — rather than one array of optional slots: a scan
+/// A slot is a position in two parallel arrays — key and row (a hole keeps its key and
+/// ``RowValues/hole``) — rather than one array of optional slots: a scan
 /// (``scan(_:)``) reads each row in place, where unwrapping an optional slot copied it out, a
 /// retain and a release of its values per row.
 struct EntityRows: Sendable, Sequence, Equatable {
@@ -288,6 +288,7 @@ struct EntityRows: Sendable, Sequence, Equatable {
         -> (values: RowValues, replaced: RowValues?)
     {
         let values = values(layout)
+        precondition(!values.isHole, "a hole appended as a row")
         layout = values.layout
         let position = rows.count
         keys.append(primaryKey)

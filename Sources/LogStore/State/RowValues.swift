@@ -79,7 +79,7 @@ final class RowLayout: Sendable {
         }
     }
 
-    /// The layout of no names (a deleted row's hole; a row about to be filled).
+    /// The layout of no names (a hole, ``RowValues/hole``; a row about to be filled).
     static let empty = RowLayout(names: [])
 
     var count: Int { names.count }
@@ -144,30 +144,41 @@ enum PackedKind: UInt8 {
 /// The kinds of a row's values and where each one's payload starts (``RowSlots``): one object for
 /// the rows of a layout whose values are of the same kinds — most rows of an entity — so a row
 /// holds only its payloads. Made and shared by ``RowLayout/shape(kinds:)``.
-final class RowShape: Sendable {
+final class RowShape: @unchecked Sendable {
+    // @unchecked: immutable once made; `entries` is allocated in init and freed in deinit.
     let layout: RowLayout
     /// A kind byte (``PackedKind``) per position of the layout.
     let kinds: [UInt8]
-    /// The byte offset of each position's payload in a row's elements (a position without a
-    /// payload: where the next one would start).
-    let offsets: [Int]
+    /// Per position, the byte offset of its payload in a row's elements shifted left by 8, or'd
+    /// with its kind: what a read needs in one load, without an array's bounds check (a
+    /// position without a payload has the offset where the next one would start).
+    let entries: UnsafeMutablePointer<UInt32>
     /// The payloads' size in 8-byte words.
     let payloadWords: Int
 
     fileprivate init(layout: RowLayout, kinds: UnsafeBufferPointer<UInt8>) {
         precondition(kinds.count == layout.count, "\(kinds.count) kinds for a layout of \(layout.count)")
-        var offsets: [Int] = []
-        offsets.reserveCapacity(kinds.count)
+        entries = .allocate(capacity: max(kinds.count, 1))
         var offset = 0
-        for kind in kinds {
-            offsets.append(offset)
+        for (position, kind) in kinds.enumerated() {
+            precondition(offset < 1 << 24, "a row of \(offset) bytes")
+            entries[position] = UInt32(offset) << 8 | UInt32(kind)
             offset += PackedKind.payloadWords(kind) * 8
         }
         self.layout = layout
         self.kinds = Array(kinds)
-        self.offsets = offsets
         payloadWords = offset / 8
     }
+
+    deinit { entries.deallocate() }
+
+    /// The kind in an entry.
+    @inline(__always)
+    static func kind(_ entry: UInt32) -> UInt8 { UInt8(truncatingIfNeeded: entry) }
+
+    /// The payload's byte offset in an entry.
+    @inline(__always)
+    static func offset(_ entry: UInt32) -> Int { Int(entry >> 8) }
 
     func hasKinds(_ other: UnsafeBufferPointer<UInt8>) -> Bool { kinds.elementsEqual(other) }
 }
@@ -200,9 +211,10 @@ final class RowSlots: ManagedBuffer<Unmanaged<RowShape>, UInt64> {
         slots.withUnsafeMutablePointerToElements { elements in
             let raw = UnsafeMutableRawPointer(elements)
             for (position, value) in values.enumerated() {
-                let kind = shape.kinds[position]
+                let entry = shape.entries[position]
+                let kind = RowShape.kind(entry)
                 guard let value, kind >= PackedKind.int.rawValue else { continue }
-                store(value, PackedKind(rawValue: kind)!, at: raw + shape.offsets[position])
+                store(value, PackedKind(rawValue: kind)!, at: raw + RowShape.offset(entry))
             }
         }
         return slots
@@ -217,7 +229,8 @@ final class RowSlots: ManagedBuffer<Unmanaged<RowShape>, UInt64> {
         }
     }
 
-    /// The rows of no names share one (a hole, a row about to be filled: no allocation each).
+    /// The rows of no names share one (a row about to be filled, a model of no values: no
+    /// allocation each; a removed row's hole is ``hole``).
     /// (Never changed: a RowValues holding it never holds the only reference.)
     nonisolated(unsafe) static let empty = make(.empty)
 
@@ -256,24 +269,43 @@ final class RowSlots: ManagedBuffer<Unmanaged<RowShape>, UInt64> {
 
     /// The kind byte of `position`.
     @inline(__always)
-    func kind(_ position: Int) -> UInt8 { withShape { $0.kinds[position] } }
+    func kind(_ position: Int) -> UInt8 { withShape { RowShape.kind($0.entries[position]) } }
 
     /// The value in slot `position` (`nil`: none).
     @inline(__always)
     subscript(position: Int) -> AttributeValue? {
         withUnsafeMutablePointers { header, elements in
             header.pointee._withUnsafeGuaranteedRef { shape in
-                let kind = shape.kinds[position]
-                guard kind >= PackedKind.int.rawValue else { return Self.payloadless(kind) }
-                return Self.load(kind, at: UnsafeMutableRawPointer(elements) + shape.offsets[position])
+                Self.value(shape.entries[position], in: UnsafeMutableRawPointer(elements))
             }
+        }
+    }
+
+    /// The value an entry of this row's shape describes.
+    @inline(__always)
+    static func value(_ entry: UInt32, in elements: UnsafeMutableRawPointer) -> AttributeValue? {
+        let kind = RowShape.kind(entry)
+        guard kind >= PackedKind.int.rawValue else { return payloadless(kind) }
+        return load(kind, at: elements + RowShape.offset(entry))
+    }
+
+    /// `body` with the shape (borrowed) and the elements.
+    @inline(__always)
+    func withShapeAndElements<Result>(_ body: (RowShape, UnsafeMutableRawPointer) -> Result) -> Result {
+        withUnsafeMutablePointers { header, elements in
+            header.pointee._withUnsafeGuaranteedRef { body($0, UnsafeMutableRawPointer(elements)) }
         }
     }
 
     /// Calls `body` with each slot's value in position order.
     @inline(__always)
     func forEachSlot(_ body: (Int, AttributeValue?) throws -> Void) rethrows {
-        for position in 0..<layout.count { try body(position, self[position]) }
+        try withUnsafeMutablePointers { header, elements in
+            try header.pointee._withUnsafeGuaranteedRef { shape in
+                let raw = UnsafeMutableRawPointer(elements)
+                for position in 0..<shape.kinds.count { try body(position, Self.value(shape.entries[position], in: raw)) }
+            }
+        }
     }
 
     /// Replaces slot `position`'s value by one whose payload has the same size, in place (the
@@ -284,7 +316,7 @@ final class RowSlots: ManagedBuffer<Unmanaged<RowShape>, UInt64> {
         let new = PackedKind.of(value)
         precondition(PackedKind.payloadWords(old) == PackedKind.payloadWords(new.rawValue), "a payload of another size")
         withUnsafeMutablePointers { header, elements in
-            let payload = UnsafeMutableRawPointer(elements) + shape.offsets[position]
+            let payload = UnsafeMutableRawPointer(elements) + RowShape.offset(shape.entries[position])
             Self.deinitialize(old, at: payload)
             if let value, new.rawValue >= PackedKind.int.rawValue { Self.store(value, new, at: payload) }
             if new.rawValue != old {
@@ -349,7 +381,8 @@ final class RowSlots: ManagedBuffer<Unmanaged<RowShape>, UInt64> {
             let raw = UnsafeMutableRawPointer(elements)
             header.pointee._withUnsafeGuaranteedRef { shape in
                 for position in 0..<shape.kinds.count {
-                    Self.deinitialize(shape.kinds[position], at: raw + shape.offsets[position])
+                    let entry = shape.entries[position]
+                    Self.deinitialize(RowShape.kind(entry), at: raw + RowShape.offset(entry))
                 }
             }
             header.pointee.release()
@@ -531,18 +564,28 @@ struct RowValues: @unchecked Sendable, Hashable, Sequence, AttributeValuesByName
     struct PositionCache {
         fileprivate var layout: RowLayout?
         fileprivate var position: Int?
+        fileprivate var shape: RowShape?
+        fileprivate var entry: UInt32?
     }
 
     /// The value of `name`, looked up in the layout only when the layout differs from the one
-    /// `cache` saw last (a predicate's scan reads the same names from rows sharing one layout).
+    /// `cache` saw last, and its kind and payload's place only when the shape does (a
+    /// predicate's scan reads the same names from rows sharing one shape: one load of the
+    /// row's shape, compared, then the payload).
     @inline(__always)
     func value(of name: String, cache: inout PositionCache) -> AttributeValue? {
-        if cache.layout !== layout {
-            cache.layout = layout
-            cache.position = layout.position(of: name)
+        storage.withShapeAndElements { shape, elements in
+            if cache.shape !== shape {
+                if cache.layout !== shape.layout {
+                    cache.layout = shape.layout
+                    cache.position = shape.layout.position(of: name)
+                }
+                cache.shape = shape
+                cache.entry = cache.position.map { shape.entries[$0] }
+            }
+            guard let entry = cache.entry else { return nil }
+            return RowSlots.value(entry, in: elements)
         }
-        guard let position = cache.position else { return nil }
-        return slot(position)
     }
 
     /// Removes the value of `name`, returning it.
@@ -554,9 +597,9 @@ struct RowValues: @unchecked Sendable, Hashable, Sequence, AttributeValuesByName
     }
 
     /// The number of names with a value.
-    var count: Int { (0..<layout.count).reduce(0) { $0 + (storage.kind($1) == PackedKind.absent.rawValue ? 0 : 1) } }
+    var count: Int { storage.withShape { $0.kinds.reduce(0) { $0 + ($1 == PackedKind.absent.rawValue ? 0 : 1) } } }
 
-    var isEmpty: Bool { !(0..<layout.count).contains { storage.kind($0) != PackedKind.absent.rawValue } }
+    var isEmpty: Bool { storage.withShape { !$0.kinds.contains { $0 != PackedKind.absent.rawValue } } }
 
     /// The values as a dictionary (what snapshots and history hand to users).
     var dictionary: [String: AttributeValue] {
@@ -581,23 +624,29 @@ struct RowValues: @unchecked Sendable, Hashable, Sequence, AttributeValuesByName
     }
 
     struct Iterator: IteratorProtocol {
+        /// Holds the row's storage, so the shape's entries and the elements stay where they are.
         fileprivate let values: RowValues
         fileprivate let names: [String]
+        fileprivate let entries: UnsafeMutablePointer<UInt32>
+        fileprivate let elements: UnsafeMutableRawPointer
         fileprivate var position = 0
+
+        fileprivate init(values: RowValues) {
+            self.values = values
+            (names, entries, elements) = values.storage.withShapeAndElements { ($0.layout.names, $0.entries, $1) }
+        }
 
         mutating func next() -> (key: String, value: AttributeValue)? {
             while position < names.count {
                 defer { position += 1 }
-                if let value = values.storage[position] { return (names[position], value) }
+                if let value = RowSlots.value(entries[position], in: elements) { return (names[position], value) }
             }
             return nil
         }
     }
 
     /// The (name, value) pairs of the names with a value, in layout order.
-    func makeIterator() -> Iterator {
-        Iterator(values: self, names: layout.names)
-    }
+    func makeIterator() -> Iterator { Iterator(values: self) }
 
     var underestimatedCount: Int { 0 }
 

@@ -2,12 +2,12 @@
 /// Combinations with a null value are not indexed (nulls never collide). Keys compare with Swift
 /// value semantics, so `"é"` and `"e\u{301}"` collide.
 ///
-/// The index keeps no values: each combination is filed under its constraint and the 64-bit hash
-/// of its values, with the primary key of the model holding it, and a lookup compares the
+/// The index keeps no values: each combination is filed under its constraint and 32 bits of the
+/// hash of its values, with the primary key of the model holding it, and a lookup compares the
 /// candidates' stored values (in the state the index describes) with the key's. It kept a copy of
 /// every key's values before — an array per model and constraint, about 200 of the 811 bytes a
 /// stored Trip took (P8) — and then a `[slot: owners]` dictionary, 84 bytes a model at 1M (2.1
-/// buckets of 40 bytes each); an entry is now 32 bytes in an array and 8 in a ``PositionTable``.
+/// buckets of 40 bytes each); an entry is now 24 bytes in an array and 8 in a ``PositionTable``.
 struct UniqueIndex: Sendable {
     /// A combination of values of one constraint, as a save's models have it.
     struct Key: Hashable, Sendable {
@@ -69,7 +69,7 @@ struct UniqueIndex: Sendable {
         }
 
         init(constraintIndex: UInt32, digest: Int) {
-            precondition(constraintIndex <= UInt16.max, "constraint \(constraintIndex) of one entity")
+            assert(constraintIndex <= UInt16.max, "constraint \(constraintIndex) of one entity")
             self.constraintIndex = UInt16(constraintIndex)
             self.digest = UInt32(truncatingIfNeeded: digest)
         }
@@ -79,7 +79,7 @@ struct UniqueIndex: Sendable {
     }
 
     /// The models holding the keys of one slot: one, or a crowd — when two different
-    /// combinations share a 64-bit hash, or many models hold one combination (replay never
+    /// combinations share a slot's 32 bits of hash, or many models hold one combination (replay never
     /// validates; a migration's fill gives every model one value; NaNs hash alike and are never
     /// equal). A crowd files and removes in O(1) and is looked through newest first, so a slot of
     /// many equal keys costs what a slot of one does (a list scanned per change made that O(n²)).
@@ -241,6 +241,10 @@ struct UniqueIndex: Sendable {
         self.worsen = worsen
         var positions: [String: Int] = [:]
         for entity in schema.entities where !entity.allUniquenessConstraints.isEmpty {
+            // A slot numbers its entity's constraints in 16 bits.
+            precondition(
+                entity.allUniquenessConstraints.count <= Int(UInt16.max),
+                "\(entity.name) has \(entity.allUniquenessConstraints.count) unique constraints")
             positions[entity.name] = tables.count
             tables.append(Table(constraints: entity.allUniquenessConstraints))
         }
