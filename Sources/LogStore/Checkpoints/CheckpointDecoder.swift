@@ -41,11 +41,18 @@ struct CheckpointDecoder {
 
     /// Takes the next record. Throws a description of what is wrong.
     mutating func take(_ type: RecordType, _ payload: [UInt8]) throws(ByteReaderError) {
+        try ByteReader.withBytes(payload) { bytes throws(ByteReaderError) in try take(type, bytes) }
+    }
+
+    /// Takes the next record, its payload where the reader holds it (a checkpoint's chunks are
+    /// about 1 MB each: read into a new array apiece, they landed between the rows an open makes
+    /// and stayed as free heap after it — P8).
+    mutating func take(_ type: RecordType, _ payload: UnsafeRawBufferPointer) throws(ByteReaderError) {
         if trailer != nil { throw .malformed("a record follows the trailer") }
         switch type {
         case .checkpointHeader:
             guard header == nil else { throw .malformed("a second checkpoint header") }
-            let header = try CheckpointHeader.decode(payload)
+            let header = try CheckpointHeader.decode(Array(payload))
             self.header = header
             entityNames = Dictionary(uniqueKeysWithValues: header.table.entities.map { ($0.id, $0.name) })
             for entity in header.table.entities {
@@ -56,7 +63,7 @@ struct CheckpointDecoder {
             try takeChunk(payload)
         case .checkpointTrailer:
             guard header != nil else { throw .malformed("the trailer comes before the checkpoint header") }
-            let trailer = try CheckpointTrailer.decode(payload)
+            let trailer = try CheckpointTrailer.decode(Array(payload))
             let found = CheckpointTrailer(entityCount: entityCount, rowCount: rowCount, chunkCount: chunkCount)
             guard trailer == found else {
                 throw .malformed(
@@ -100,9 +107,10 @@ struct CheckpointDecoder {
         return low < ids.count && ids[low] == id ? low : nil
     }
 
-    private mutating func takeChunk(_ payload: [UInt8]) throws(ByteReaderError) {
+    private mutating func takeChunk(_ payload: UnsafeRawBufferPointer) throws(ByteReaderError) {
         let sequenceEnd = header!.sequenceEnd
-        try ByteReader.read(payload) { reader throws(ByteReaderError) in
+        var reader = ByteReader(payload)
+        do {
             let version = try reader.readByte()
             guard version == CheckpointEncoder.chunkVersion else {
                 throw .malformed("unknown chunk version \(version)")

@@ -134,11 +134,21 @@ struct CheckpointFiles {
         // Bounded by the file: each pass reads one record or ends.
         while true {
             let position = reader.position
-            let record: LogRecord?
-            do throws(LogError) { record = try reader.next() } catch { throw .log(error) }
-            guard let record else { break }
-            do throws(ByteReaderError) { try decoder.take(record.type, record.payload) } catch {
-                throw .log(corruption(name, offset: position, "\(record.type) record at byte \(position): \(error)"))
+            // Each record is decoded where the reader holds it (no ~1 MB array per chunk).
+            let taken: (type: RecordType, error: ByteReaderError?)?
+            do throws(LogError) {
+                taken = try reader.nextInPlace { record in
+                    do throws(ByteReaderError) {
+                        try decoder.take(record.type, record.payload)
+                        return (record.type, nil)
+                    } catch {
+                        return (record.type, error)
+                    }
+                }
+            } catch { throw .log(error) }
+            guard let taken else { break }
+            if let error = taken.error {
+                throw .log(corruption(name, offset: position, "\(taken.type) record at byte \(position): \(error)"))
             }
         }
         let result: (CheckpointHeader, FoldState?)

@@ -210,9 +210,16 @@ public struct RecordFileReader {
 
     /// The next record (checked and decompressed), or `nil` after the last one.
     public mutating func next() throws(LogError) -> LogRecord? {
+        try nextInPlace { LogRecord($0) }
+    }
+
+    /// The next record (checked and decompressed) handed to `body` where the reader holds it —
+    /// its payload valid only during the call, no array made per record — and what `body` made
+    /// of it, or `nil` after the last one.
+    package mutating func nextInPlace<Record>(_ body: (LogRecordView) -> Record) throws(LogError) -> Record? {
         guard !isAtEnd else { return nil }
         let position = scanner.position
-        switch try scanner.next(decodesPayload: true) {
+        switch try scanner.next(decodesPayload: true, body) {
         case .record(let record):
             return record
         case .end:
