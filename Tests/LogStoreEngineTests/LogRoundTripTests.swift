@@ -69,6 +69,42 @@ import Testing
         #expect(compared > 400)
     }
 
+    /// A record file read in place (what a checkpoint's open does) hands each record's payload
+    /// as `next()` copies it — stored as written, or decompressed into the reader's reused buffer
+    /// — records of growing and shrinking sizes, compressed and not.
+    @Test(arguments: [true, false])
+    func aRecordFileReadInPlaceHandsTheSamePayloads(compresses: Bool) throws {
+        let fileSystem = SimulatedFileSystem()
+        try fileSystem.createDirectory(storePath)
+        let storeID = UUID()
+        let header = RecordFileHeader(magic: FormatConstants.checkpointMagic, storeID: storeID, value: 7)
+        let writer = try RecordFileWriter(
+            directory: storePath, name: "in-place", header: header, compresses: compresses, fileSystem: fileSystem)
+        var random = SeededGenerator(seed: compresses ? 1 : 2)
+        let payloads = [90, 70_000, 300, 200_000, 5, 120_000].map { count in
+            // A compressible first half (runs of one byte), a random second half.
+            (0..<count).map { $0 < count / 2 ? UInt8(truncatingIfNeeded: $0 / 64) : UInt8.random(in: 0...255, using: &random) }
+        }
+        for payload in payloads { try writer.append(payload, type: .checkpointChunk) }
+        try writer.commit()
+        let path = storePath + "/in-place"
+        var copying = try RecordFileReader(path: path, magic: FormatConstants.checkpointMagic, fileSystem: fileSystem)
+        var inPlace = try RecordFileReader(path: path, magic: FormatConstants.checkpointMagic, fileSystem: fileSystem)
+        var read: [[UInt8]] = []
+        var compressed = 0
+        while let record = try copying.next() {
+            let seen = try inPlace.nextInPlace { (Array($0.payload), $0.isCompressed, $0.type) }
+            let same = seen?.0 == record.payload && seen?.2 == record.type  // (not expanded: 200 KB)
+            #expect(same, "record \(read.count) read in place differs")
+            read.append(record.payload)
+            if seen?.1 == true { compressed += 1 }
+        }
+        #expect(compresses ? compressed >= 3 : compressed == 0, "\(compressed) records compressed")
+        #expect(try inPlace.nextInPlace { _ in 0 } == nil)
+        let sameAsWritten = read == payloads
+        #expect(sameAsWritten, "the payloads read are not those written")
+    }
+
     @Test func largestRecordRoundTripsAndOneByteMoreIsRefused() throws {
         let fileSystem = SimulatedFileSystem()
         let log = try Log.open(directory: storePath, options: simulatedOptions(fileSystem, preallocates: false))

@@ -21,11 +21,13 @@ public struct LogRecord: Sendable, Equatable {
     public var endOffset: UInt64 { offset + recordByteCount }
 }
 
-/// A record read in place (``LogIterator/next(inPlace:)``): checked like a ``LogRecord``, its
-/// payload where it lies in the reader's buffer (or decompressed into its reusable buffer). A
-/// replay reads a million records; copying each payload into an array of its own first was an
-/// allocation, a copy and a free per record. Valid only during the call that hands it out: the
-/// package's own readers (replay) use it, not the public API.
+/// A record read in place (``LogIterator/next(inPlace:)``, ``RecordFileReader/nextInPlace(_:)``):
+/// checked like a ``LogRecord``, its payload where it lies in the reader's buffer (or
+/// decompressed into its reusable buffer). A replay reads a million records; copying each
+/// payload into an array of its own first was an allocation, a copy and a free per record (and a
+/// checkpoint's ~1 MB chunks, read into new arrays, stayed as free heap between an open's rows).
+/// Valid only during the call that hands it out: the package's own readers (replay, the
+/// checkpoint reader) use it, not the public API.
 package struct LogRecordView {
     package var offset: UInt64
     package var type: RecordType
