@@ -57,6 +57,14 @@ else
     command_line="Benchmarks/run.sh $*"
 fi
 
+# A build directory made while the benchmark package took its malloc interposer (before
+# 2026-11-28) still holds that module, and the package's `#if canImport(MallocInterposerSwift)`
+# then finds it and fails to build ("missing required module 'MallocInterposerC'"): drop it.
+if compgen -G "$here/.build/*/*/Modules/MallocInterposer*" > /dev/null; then
+    echo "removing the malloc interposer's modules left in $here/.build by an older build" >&2
+    rm -rf "$here"/.build/*/*/Modules/MallocInterposer* "$here"/.build/*/*/MallocInterposer*
+fi
+
 export LOGSTORE_BENCH_SUMMARY="$cache/summary.jsonl"
 rm -f "$LOGSTORE_BENCH_SUMMARY"
 
