@@ -215,6 +215,40 @@ import Testing
         })
     }
 
+    /// Threads making, changing and reading rows of one layout at once (a writer's saves beside
+    /// fetches): shapes are found and made under the layout's lock, and each row reads back the
+    /// values it was given.
+    @Test func threadsMakeAndReadRowsOfOneLayoutAtOnce() async {
+        let layout = RowLayout(names: ["flag", "count", "note", "when"])
+        let shared = (0..<64).map { index in
+            RowValues([(key: "flag", value: .bool(index % 2 == 0)), (key: "count", value: .int(Int64(index)))], layout: layout)
+        }
+        let failures = await withTaskGroup(of: Int.self) { group in
+            for thread in 0..<4 {
+                group.addTask {
+                    var failures = 0
+                    for step in 0..<2_000 {
+                        let combination = (thread * 7 + step) % 16
+                        var row = RowValues(layout: layout)
+                        if combination & 1 != 0 { row["flag"] = .bool(step % 3 == 0) }
+                        if combination & 2 != 0 { row["count"] = .int(Int64(step)) }
+                        if combination & 4 != 0 { row["note"] = .string(String(repeating: "n", count: 20) + String(step)) }
+                        if combination & 8 != 0 { row["when"] = .date(Date(timeIntervalSinceReferenceDate: Double(step))) }
+                        if combination & 2 != 0 && row["count"] != .int(Int64(step)) { failures += 1 }
+                        if combination & 4 != 0 && row["note"] != .string(String(repeating: "n", count: 20) + String(step)) {
+                            failures += 1
+                        }
+                        let read = shared[step % shared.count]
+                        if read["count"] != .int(Int64(step % shared.count)) { failures += 1 }
+                    }
+                    return failures
+                }
+            }
+            return await group.reduce(0, +)
+        }
+        #expect(failures == 0)
+    }
+
     /// Packed values read back bit for bit: doubles and dates whose `==` hides a difference
     /// (-0.0 and 0.0 are equal; a NaN equals nothing) keep their bit patterns, whether packed
     /// from a row's values, set in place or moved by a repack.
