@@ -111,6 +111,16 @@ final class FaultyWriteHandle: LogStoreEngine.FileHandle, Sendable {
         return (a, b)
     }
 
+    /// A new temporary directory (the caller removes it) and a store in it opened by two
+    /// processes with ``twoProcessOptions()``: process 1's log and process 2's.
+    static func openedByTwoProcesses(_ name: String) throws -> (TemporaryDirectory, Log, Log) {
+        let temporary = TemporaryDirectory(name)
+        let (optionsA, optionsB) = twoProcessOptions()
+        let a = try Log.open(directory: temporary.path, options: optionsA)
+        let b = try Log.open(directory: temporary.path, options: optionsB)
+        return (temporary, a, b)
+    }
+
     /// A bare descriptor's `flock` of the store's `TURN`, tried every millisecond until the
     /// writers let it go (a writer keeps `TURN` while idle for about a millisecond, and this
     /// descriptor, without `WAKE`, is never counted as a sleeper), for at most `seconds`. Returns
@@ -264,11 +274,8 @@ final class FaultyWriteHandle: LogStoreEngine.FileHandle, Sendable {
     /// (as one whose sync request the syncer has not acted on yet). Seen failing without the
     /// catch-up's announcement (the waiter was still waiting).
     @Test func aCatchUpThatLearnsAnotherProcessSyncedTellsTheWaiters() throws {
-        let temporary = TemporaryDirectory("shared-catch-up-waiters")
+        let (temporary, a, b) = try Self.openedByTwoProcesses("shared-catch-up-waiters")
         defer { temporary.remove() }
-        let (optionsA, optionsB) = Self.twoProcessOptions()
-        let a = try Log.open(directory: temporary.path, options: optionsA)
-        let b = try Log.open(directory: temporary.path, options: optionsB)
         try a.beginTurn()
         let record = try a.write(Array("covered elsewhere".utf8))
         a.endTurn()
@@ -519,11 +526,8 @@ final class FaultyWriteHandle: LogStoreEngine.FileHandle, Sendable {
     /// counted as kept (the keeper wrote over the other's record: its own records read back
     /// wrong), and with nothing kept (no kept turn).
     @Test func aLoneWriterKeepsTheTurnAndHandsItToAnotherProcessWhenIdle() throws {
-        let temporary = TemporaryDirectory("shared-kept-turn")
+        let (temporary, a, b) = try Self.openedByTwoProcesses("shared-kept-turn")
         defer { temporary.remove() }
-        let (optionsA, optionsB) = Self.twoProcessOptions()
-        let a = try Log.open(directory: temporary.path, options: optionsA)
-        let b = try Log.open(directory: temporary.path, options: optionsB)
         defer {
             try? a.close()
             try? b.close()

@@ -165,8 +165,11 @@ struct CheckpointDecoder {
                 // A continued row's values go into the row read last; any other row is new. The
                 // values are gathered by position, then packed once (RowSlots).
                 let continued = index == 0 && continues
-                for position in slots.indices { slots[position] = nil }
-                if slots.count != layout.count { slots = Array(repeating: nil, count: layout.count) }
+                if slots.count == layout.count {
+                    for position in slots.indices { slots[position] = nil }
+                } else {
+                    slots = Array(repeating: nil, count: layout.count)
+                }
                 if continued {
                     guard let last = lastEntry, last.entityName == entityName, last.primaryKey == primaryKey,
                         last.sequence == sequence, let row = rows[primaryKey], row.values.layout === layout

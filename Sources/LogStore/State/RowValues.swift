@@ -104,9 +104,9 @@ final class RowLayout: Sendable {
 }
 
 /// How one slot of a row is packed (``RowSlots``): a kind byte, kept in the row's shape
-/// (``RowShape``), and a payload of 0, 8, 16 or 24 bytes in the row. The values every model has — a Trip's strings, dates, `nil`s and empty
-/// arrays — take only their own bytes; the rest (data, references, non-empty arrays) keep the whole
-/// ``AttributeValue``.
+/// (``RowShape``), and a payload of 0, 8, 16 or 24 bytes in the row. The values every model has
+/// — a Trip's strings, dates, `nil`s and empty arrays — take only their own bytes; the rest
+/// (data, references, non-empty arrays) keep the whole ``AttributeValue``.
 enum PackedKind: UInt8 {
     /// No value under the name (the slot of an `AttributeValue?` that is `nil`).
     case absent = 0
@@ -147,17 +147,21 @@ enum PackedKind: UInt8 {
 final class RowShape: @unchecked Sendable {
     // @unchecked: immutable once made; `entries` is allocated in init and freed in deinit.
     let layout: RowLayout
-    /// A kind byte (``PackedKind``) per position of the layout.
-    let kinds: [UInt8]
-    /// Per position, the byte offset of its payload in a row's elements shifted left by 8, or'd
-    /// with its kind: what a read needs in one load, without an array's bounds check (a
-    /// position without a payload has the offset where the next one would start).
+    /// Per position of the layout, the byte offset of its payload in a row's elements shifted
+    /// left by 8, or'd with its kind (``PackedKind``): what a read needs in one load, without an
+    /// array's bounds check (a position without a payload has the offset where the next one
+    /// would start).
     let entries: UnsafeMutablePointer<UInt32>
+    /// The number of positions (the layout's names).
+    let count: Int
     /// The payloads' size in 8-byte words.
     let payloadWords: Int
 
     fileprivate init(layout: RowLayout, kinds: UnsafeBufferPointer<UInt8>) {
         precondition(kinds.count == layout.count, "\(kinds.count) kinds for a layout of \(layout.count)")
+        precondition(
+            MemoryLayout<AttributeValue>.stride == 24 && MemoryLayout<String>.stride == 16
+                && MemoryLayout<UUID>.stride == 16, "PackedKind's payload sizes do not fit this platform")
         entries = .allocate(capacity: max(kinds.count, 1))
         var offset = 0
         for (position, kind) in kinds.enumerated() {
@@ -166,11 +170,15 @@ final class RowShape: @unchecked Sendable {
             offset += PackedKind.payloadWords(kind) * 8
         }
         self.layout = layout
-        self.kinds = Array(kinds)
+        count = kinds.count
         payloadWords = offset / 8
     }
 
     deinit { entries.deallocate() }
+
+    /// The kind of `position`.
+    @inline(__always)
+    func kind(at position: Int) -> UInt8 { Self.kind(entries[position]) }
 
     /// The kind in an entry.
     @inline(__always)
@@ -180,7 +188,9 @@ final class RowShape: @unchecked Sendable {
     @inline(__always)
     static func offset(_ entry: UInt32) -> Int { Int(entry >> 8) }
 
-    func hasKinds(_ other: UnsafeBufferPointer<UInt8>) -> Bool { kinds.elementsEqual(other) }
+    func hasKinds(_ other: UnsafeBufferPointer<UInt8>) -> Bool {
+        other.count == count && other.indices.allSatisfy { other[$0] == kind(at: $0) }
+    }
 }
 
 /// A row's values in one allocation: its ``RowShape`` (layout, kinds, payload offsets) in the
@@ -193,15 +203,9 @@ final class RowShape: @unchecked Sendable {
 /// out of the header would retain and release the one shape a million rows share (and that
 /// every reading thread shares) at every read.
 final class RowSlots: ManagedBuffer<Unmanaged<RowShape>, UInt64> {
-    static let checkedSizes: Void = {
-        precondition(MemoryLayout<AttributeValue>.stride == 24 && MemoryLayout<String>.stride == 16
-            && MemoryLayout<UUID>.stride == 16, "PackedKind's payload sizes do not fit this platform")
-    }()
-
     /// Slots for `layout` holding `values` (one per position, `nil` for none).
     static func make(_ layout: RowLayout, values: UnsafeBufferPointer<AttributeValue?>) -> RowSlots {
         precondition(values.count == layout.count, "\(values.count) values for a layout of \(layout.count)")
-        _ = checkedSizes
         let shape = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: layout.count) { kinds in
             for (position, value) in values.enumerated() { kinds[position] = PackedKind.of(value).rawValue }
             return layout.shape(kinds: UnsafeBufferPointer(kinds))
@@ -267,9 +271,12 @@ final class RowSlots: ManagedBuffer<Unmanaged<RowShape>, UInt64> {
         @inline(__always) get { withShape { $0.layout } }
     }
 
-    /// The kind byte of `position`.
+    /// Whether `value` can replace slot `position`'s in place: its payload has the same size.
     @inline(__always)
-    func kind(_ position: Int) -> UInt8 { withShape { RowShape.kind($0.entries[position]) } }
+    func fits(_ value: AttributeValue?, at position: Int) -> Bool {
+        let stored = withShape { $0.kind(at: position) }
+        return PackedKind.payloadWords(stored) == PackedKind.payloadWords(PackedKind.of(value).rawValue)
+    }
 
     /// The value in slot `position` (`nil`: none).
     @inline(__always)
@@ -303,7 +310,7 @@ final class RowSlots: ManagedBuffer<Unmanaged<RowShape>, UInt64> {
         try withUnsafeMutablePointers { header, elements in
             try header.pointee._withUnsafeGuaranteedRef { shape in
                 let raw = UnsafeMutableRawPointer(elements)
-                for position in 0..<shape.kinds.count { try body(position, Self.value(shape.entries[position], in: raw)) }
+                for position in 0..<shape.count { try body(position, Self.value(shape.entries[position], in: raw)) }
             }
         }
     }
@@ -312,7 +319,7 @@ final class RowSlots: ManagedBuffer<Unmanaged<RowShape>, UInt64> {
     /// caller holds the only reference); a value of another kind takes the shape of its kinds.
     func replace(_ position: Int, with value: AttributeValue?) {
         let shape = shape  // held (retained) while the header may move to another shape
-        let old = shape.kinds[position]
+        let old = shape.kind(at: position)
         let new = PackedKind.of(value)
         precondition(PackedKind.payloadWords(old) == PackedKind.payloadWords(new.rawValue), "a payload of another size")
         withUnsafeMutablePointers { header, elements in
@@ -320,12 +327,10 @@ final class RowSlots: ManagedBuffer<Unmanaged<RowShape>, UInt64> {
             Self.deinitialize(old, at: payload)
             if let value, new.rawValue >= PackedKind.int.rawValue { Self.store(value, new, at: payload) }
             if new.rawValue != old {
-                let moved = shape.kinds.withUnsafeBufferPointer { current in
-                    withUnsafeTemporaryAllocation(of: UInt8.self, capacity: current.count) { kinds in
-                        _ = kinds.initialize(from: current)
-                        kinds[position] = new.rawValue
-                        return shape.layout.shape(kinds: UnsafeBufferPointer(kinds))
-                    }
+                let moved = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: shape.count) { kinds in
+                    for index in kinds.indices { kinds[index] = shape.kind(at: index) }
+                    kinds[position] = new.rawValue
+                    return shape.layout.shape(kinds: UnsafeBufferPointer(kinds))
                 }
                 header.pointee = Unmanaged.passRetained(moved)
                 Unmanaged.passUnretained(shape).release()
@@ -380,7 +385,7 @@ final class RowSlots: ManagedBuffer<Unmanaged<RowShape>, UInt64> {
         withUnsafeMutablePointers { header, elements in
             let raw = UnsafeMutableRawPointer(elements)
             header.pointee._withUnsafeGuaranteedRef { shape in
-                for position in 0..<shape.kinds.count {
+                for position in 0..<shape.count {
                     let entry = shape.entries[position]
                     Self.deinitialize(RowShape.kind(entry), at: raw + RowShape.offset(entry))
                 }
@@ -419,10 +424,8 @@ struct RowValues: @unchecked Sendable, Hashable, Sequence, AttributeValuesByName
     /// for each).
     init<Pairs: Sequence<(key: String, value: AttributeValue)>>(_ pairs: Pairs, layout: RowLayout) {
         var missing: [String: AttributeValue] = [:]
-        storage =
-            layout === RowLayout.empty
-            ? RowSlots.empty
-            : withUnsafeTemporaryAllocation(of: AttributeValue?.self, capacity: layout.count) { values in
+        // The rows of the empty layout share one allocation; every pair is then a missing name.
+        storage = withUnsafeTemporaryAllocation(of: AttributeValue?.self, capacity: layout.count) { values in
             values.initialize(repeating: nil)
             defer { values.deinitialize() }
             for (name, value) in pairs {
@@ -432,10 +435,7 @@ struct RowValues: @unchecked Sendable, Hashable, Sequence, AttributeValuesByName
                     missing[name] = value
                 }
             }
-            return RowSlots.make(layout, values: UnsafeBufferPointer(values))
-        }
-        if layout === RowLayout.empty {
-            for (name, value) in pairs { missing[name] = value }
+            return layout === RowLayout.empty ? RowSlots.empty : RowSlots.make(layout, values: UnsafeBufferPointer(values))
         }
         for name in missing.keys.sorted() { append(name, missing[name]!) }
     }
@@ -456,13 +456,6 @@ struct RowValues: @unchecked Sendable, Hashable, Sequence, AttributeValuesByName
         storage = RowSlots.make(layout, values: values)
     }
 
-    /// The value in slot `position`.
-    @inline(__always)
-    private func slot(_ position: Int) -> AttributeValue? {
-        assert(position < storage.layout.count, "slot \(position) of \(storage.layout.count)")
-        return storage[position]
-    }
-
     /// The bytes of the row's one allocation: object header, shape reference and payloads (tests
     /// of the packing).
     var packedByteCount: Int {
@@ -470,16 +463,18 @@ struct RowValues: @unchecked Sendable, Hashable, Sequence, AttributeValuesByName
     }
 
     /// The value at `position` of this row's layout (`nil`: none).
-    func value(at position: Int) -> AttributeValue? { slot(position) }
+    @inline(__always)
+    func value(at position: Int) -> AttributeValue? {
+        assert(position < storage.layout.count, "slot \(position) of \(storage.layout.count)")
+        return storage[position]
+    }
 
     /// Sets slot `position`: in place when the slots are this row's alone and the value's
     /// payload has the old one's size; repacked otherwise.
     @inline(__always)
     private mutating func setSlot(_ position: Int, _ value: AttributeValue?) {
         assert(position < storage.layout.count, "slot \(position) of \(storage.layout.count)")
-        let sameSize = PackedKind.payloadWords(storage.kind(position))
-            == PackedKind.payloadWords(PackedKind.of(value).rawValue)
-        if sameSize && isKnownUniquelyReferenced(&storage) {
+        if storage.fits(value, at: position) && isKnownUniquelyReferenced(&storage) {
             storage.replace(position, with: value)
         } else {
             storage = storage.remade(in: storage.layout, copying: storage.layout.count) { $0[position] = value }
@@ -505,9 +500,7 @@ struct RowValues: @unchecked Sendable, Hashable, Sequence, AttributeValuesByName
         var pending: [(position: Int, value: AttributeValue)] = []
         for (name, value) in pairs {
             if let position = layout.position(of: name) {
-                let sameSize = PackedKind.payloadWords(storage.kind(position))
-                    == PackedKind.payloadWords(PackedKind.of(value).rawValue)
-                if pending.isEmpty && sameSize && isKnownUniquelyReferenced(&storage) {
+                if pending.isEmpty && storage.fits(value, at: position) && isKnownUniquelyReferenced(&storage) {
                     storage.replace(position, with: value)
                 } else {
                     pending.append((position, value))
@@ -534,7 +527,7 @@ struct RowValues: @unchecked Sendable, Hashable, Sequence, AttributeValuesByName
     subscript(name: String) -> AttributeValue? {
         get {
             guard let position = layout.position(of: name) else { return nil }
-            return slot(position)
+            return value(at: position)
         }
         set {
             if let position = layout.position(of: name) {
@@ -593,13 +586,19 @@ struct RowValues: @unchecked Sendable, Hashable, Sequence, AttributeValuesByName
     mutating func removeValue(forKey name: String) -> AttributeValue? {
         guard let position = layout.position(of: name) else { return nil }
         defer { setSlot(position, nil) }
-        return slot(position)
+        return value(at: position)
     }
 
     /// The number of names with a value.
-    var count: Int { storage.withShape { $0.kinds.reduce(0) { $0 + ($1 == PackedKind.absent.rawValue ? 0 : 1) } } }
+    var count: Int {
+        storage.withShape { shape in
+            (0..<shape.count).reduce(0) { $0 + (shape.kind(at: $1) == PackedKind.absent.rawValue ? 0 : 1) }
+        }
+    }
 
-    var isEmpty: Bool { storage.withShape { !$0.kinds.contains { $0 != PackedKind.absent.rawValue } } }
+    var isEmpty: Bool {
+        storage.withShape { shape in !(0..<shape.count).contains { shape.kind(at: $0) != PackedKind.absent.rawValue } }
+    }
 
     /// The values as a dictionary (what snapshots and history hand to users).
     var dictionary: [String: AttributeValue] {
