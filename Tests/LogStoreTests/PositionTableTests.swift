@@ -63,7 +63,13 @@ import Testing
                 #expect(removed == reference[key], "\(name) step \(step): removal of \(key)")
                 if let removed { owner.keys[removed] = nil }
                 reference[key] = nil
-            case 85..<97:
+            case 85..<88:
+                // A checkpoint's open: the table made the size its count needs (fewer buckets).
+                owner.table.trim { hash(owner.keys[$0]!) }
+                #expect(
+                    owner.table.bucketCount <= PositionTable.size(toHold: owner.table.count) * 5 / 4,
+                    "\(name) step \(step): \(owner.table.bucketCount) buckets for \(owner.table.count) after a trim")
+            case 88..<97:
                 // An owner's swap-remove: a filed key moves to the first hole.
                 guard let position = reference[key], let hole = owner.keys.firstIndex(of: nil) else { continue }
                 owner.keys[hole] = key
@@ -168,6 +174,42 @@ import Testing
         for position in keys.indices where position != 7 {
             #expect(table.find(hash: keys[position].hashValue) { $0 == position } == position, "position \(position)")
         }
+    }
+
+    /// A table made for a known count has 3/2 buckets a position — 1.5M for P8's million rows,
+    /// where the power of two at most 3/4 full was 2,097,152 — and a table grown by doubling is
+    /// trimmed to that size; the positions are found in either.
+    @Test func aTableMadeOrTrimmedForItsCountHasThreeHalvesBucketsAPosition() {
+        let keys = Array(0..<1_000_000)
+        var reserved = PositionTable()
+        reserved.reserveCapacity(keys.count) { keys[$0].hashValue }
+        #expect(reserved.bucketCount == 1_500_000)
+        var grown = PositionTable()
+        for position in keys.indices {
+            grown.file(position, hash: keys[position].hashValue, replacing: { _ in false }, hashOf: { keys[$0].hashValue })
+        }
+        #expect(grown.bucketCount == 2_097_152)
+        grown.trim { keys[$0].hashValue }
+        #expect(grown.bucketCount == 1_500_000)
+        var lost = 0
+        for position in keys.indices where grown.find(hash: keys[position].hashValue, where: { $0 == position }) != position {
+            lost += 1
+        }
+        #expect(lost == 0, "\(lost) positions not found after the trim")
+        // A trimmed table grows again by doubling when it is 3/4 full.
+        let more = Array(0..<1_200_000)
+        for position in keys.count..<more.count {
+            grown.file(position, hash: more[position].hashValue, replacing: { _ in false }, hashOf: { more[$0].hashValue })
+        }
+        #expect(grown.bucketCount == 3_000_000)
+        #expect(grown.find(hash: more[1_199_999].hashValue) { $0 == 1_199_999 } == 1_199_999)
+        // A table barely larger than its count's size is left as it is.
+        var small = PositionTable()
+        small.reserveCapacity(100) { $0 }
+        for position in 0..<100 { small.file(position, hash: position, replacing: { _ in false }, hashOf: { $0 }) }
+        let before = small.bucketCount
+        small.trim { $0 }
+        #expect(small.bucketCount == before && before == 150)
     }
 
     @Test func anEmptyTableFindsAndRemovesNothingAndReservingGrowsOnce() {

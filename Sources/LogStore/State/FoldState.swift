@@ -304,14 +304,18 @@ struct EntityRows: Sendable, Sequence, Equatable {
         return (values, old)
     }
 
-    /// These rows in arrays of their size: rows appended one by one leave up to half of each
-    /// array's room unused (a checkpoint's rows are read without knowing how many follow).
+    /// These rows in arrays of their size and with an index of the size made for their count
+    /// (``PositionTable/trim(hashOf:)``): rows appended one by one leave up to half of each
+    /// array's room unused and an index grown by doubling (a checkpoint's rows are read without
+    /// knowing how many follow).
     func trimmed() -> EntityRows {
-        guard rows.capacity > rows.count + rows.count / 8 else { return self }
         var trimmed = self
-        // Copied from buffers: arrays of exactly their count.
-        trimmed.keys = keys.withUnsafeBufferPointer { Array($0) }
-        trimmed.rows = rows.withUnsafeBufferPointer { Array($0) }
+        trimmed.index.trim { [keys] in Self.hash(keys[$0]) }
+        if rows.capacity > rows.count + rows.count / 8 {
+            // Copied from buffers: arrays of exactly their count.
+            trimmed.keys = keys.withUnsafeBufferPointer { Array($0) }
+            trimmed.rows = rows.withUnsafeBufferPointer { Array($0) }
+        }
         return trimmed
     }
 

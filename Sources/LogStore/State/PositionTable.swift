@@ -10,14 +10,16 @@
 /// key's (50 bytes a row) and 40 for a unique key's (84 bytes a row), where this table takes
 /// 8 bytes a row (P8, docs/DECISIONS.md D9).
 ///
+/// The table is as long as its owner needs, not a power of two: a table made for a known count
+/// (``reserveCapacity(_:hashOf:)``, ``refile(_:hashOf:)``, ``trim(hashOf:)``) has 3/2 buckets a
+/// position, 6 bytes; a power of two at most 3/4 full had between 5.3 and 10.7 — 8.4 at P8's
+/// million rows, for the rows' table and again for the unique index's.
+///
 /// Value semantics (an array of buckets): two states sharing an entity's rows share its table
 /// until one of them changes.
 struct PositionTable: Sendable {
-    /// A power of two long (or empty), at most 3/4 full.
+    /// At least ``smallestSize`` long (or empty), at most 3/4 full.
     private var buckets: [UInt32] = []
-    /// 64 − log2(buckets.count): a hash's home bucket is its Fibonacci product's top bits, so a
-    /// hash whose low bits are alike (a test's deliberately poor digest) still spreads.
-    private var shift: UInt64 = 64
     /// The bits of a bucket that hold a position + 1 (the low ones; every position filed is
     /// below this mask), the rest holding the tag. Widened as larger positions are filed, the
     /// tag narrowing to the bits left: from 2³¹ (2.1 billion) positions on the tag is gone and every probe
@@ -28,12 +30,44 @@ struct PositionTable: Sendable {
 
     /// The largest position a bucket can hold.
     static let maxPosition = Int(UInt32.max) - 1
+    /// The fewest buckets a table that holds anything has.
+    static let smallestSize = 8
+    /// The most buckets a table has: a home is a 32-bit spread scaled to the size
+    /// (``home(_:)``), so 2³² buckets hold up to 3.2 billion positions.
+    static let largestSize = 1 << 32
 
     init() {}
 
+    /// How many buckets the table has (tests of its sizes).
+    var bucketCount: Int { buckets.count }
+
+    /// A hash's home bucket: the top 32 bits of its Fibonacci product — spread even when the
+    /// hash's low bits are alike (a test's deliberately poor digest) — scaled to the table's
+    /// size by a multiplication (any size, no division).
     @inline(__always)
     private func home(_ hash: Int) -> Int {
-        Int(truncatingIfNeeded: (UInt64(bitPattern: Int64(hash)) &* 0x9E37_79B9_7F4A_7C15) >> shift)
+        let spread = (UInt64(bitPattern: Int64(hash)) &* 0x9E37_79B9_7F4A_7C15) >> 32
+        return Int(truncatingIfNeeded: (spread &* UInt64(truncatingIfNeeded: buckets.count)) >> 32)
+    }
+
+    /// The bucket after `bucket` (the first after the last).
+    @inline(__always)
+    private func after(_ bucket: Int) -> Int {
+        let next = bucket &+ 1
+        return next == buckets.count ? 0 : next
+    }
+
+    /// How many buckets a probe from `from` passes to reach `to` (wrapping at the end).
+    @inline(__always)
+    private func distance(from: Int, to: Int) -> Int {
+        to >= from ? to &- from : to &+ buckets.count &- from
+    }
+
+    /// The buckets a table made for `capacity` positions has: 3/2 a position (at least
+    /// ``smallestSize``), room for a third more before it grows.
+    static func size(toHold capacity: Int) -> Int {
+        precondition(capacity >= 0 && capacity <= maxPosition + 1, "a table of \(capacity) positions")
+        return min(max(smallestSize, capacity + (capacity + 1) / 2), largestSize)
     }
 
     /// A hash's tag: the top 32 bits of a second product (independent of the home's bits, and
@@ -61,7 +95,6 @@ struct PositionTable: Sendable {
     @inline(__always)
     func find(hash: Int, where matches: (Int) -> Bool) -> Int? {
         guard count > 0 else { return nil }
-        let mask = buckets.count - 1
         let tagMask = ~positionMask
         let tag = Self.tag(hash) & tagMask
         var bucket = home(hash)
@@ -70,7 +103,7 @@ struct PositionTable: Sendable {
             let stored = buckets[bucket]
             if stored == 0 { return nil }
             if stored & tagMask == tag, matches(position(in: stored)) { return position(in: stored) }
-            bucket = (bucket &+ 1) & mask
+            bucket = after(bucket)
         }
     }
 
@@ -82,19 +115,19 @@ struct PositionTable: Sendable {
         _ position: Int, hash: Int, replacing matches: (Int) -> Bool, hashOf: (Int) -> Int
     ) -> Int? {
         precondition(position >= 0 && position <= Self.maxPosition, "position \(position) out of a table's range")
-        if buckets.isEmpty { grow(toHold: 1, hashOf: hashOf) }
+        if buckets.isEmpty { resize(to: Self.smallestSize, hashOf: hashOf) }
         widen(toHold: position)
-        let mask = buckets.count - 1
         let tagMask = ~positionMask
         let new = stored(position, hash: hash)
         var bucket = home(hash)
         while true {
             let stored = buckets[bucket]
             if stored == 0 {
-                // A new position: the table grows first when it would be more than 3/4 full (a
-                // replacement never grows it), and the position goes to its first empty bucket.
+                // A new position: the table doubles first when it would be more than 3/4 full
+                // (a replacement never grows it), and the position goes to its first empty bucket.
                 if (count + 1) * 4 > buckets.count * 3 {
-                    grow(toHold: count + 1, hashOf: hashOf)
+                    precondition(buckets.count < Self.largestSize, "a table of \(count + 1) positions")
+                    resize(to: min(2 * buckets.count, Self.largestSize), hashOf: hashOf)
                     bucket = emptyBucket(for: hash)
                 }
                 buckets[bucket] = new
@@ -105,7 +138,7 @@ struct PositionTable: Sendable {
                 buckets[bucket] = new
                 return self.position(in: stored)
             }
-            bucket = (bucket &+ 1) & mask
+            bucket = after(bucket)
         }
     }
 
@@ -115,7 +148,6 @@ struct PositionTable: Sendable {
     @discardableResult
     mutating func remove(hash: Int, where matches: (Int) -> Bool, hashOf: (Int) -> Int) -> Int? {
         guard count > 0 else { return nil }
-        let mask = buckets.count - 1
         let tagMask = ~positionMask
         let tag = Self.tag(hash) & tagMask
         var bucket = home(hash)
@@ -127,20 +159,20 @@ struct PositionTable: Sendable {
                 removed = position(in: stored)
                 break
             }
-            bucket = (bucket &+ 1) & mask
+            bucket = after(bucket)
         }
         count -= 1
         // Backward shift: a position further along the run moves into the hole when its home
         // is not between the hole and where it lies (its probe passes the hole first).
         var hole = bucket
-        var next = (bucket &+ 1) & mask
+        var next = after(bucket)
         while buckets[next] != 0 {
             let nextHome = home(hashOf(position(in: buckets[next])))
-            if (next &- nextHome) & mask >= (next &- hole) & mask {
+            if distance(from: nextHome, to: next) >= distance(from: hole, to: next) {
                 buckets[hole] = buckets[next]
                 hole = next
             }
-            next = (next &+ 1) & mask
+            next = after(next)
         }
         buckets[hole] = 0
         return removed
@@ -151,7 +183,6 @@ struct PositionTable: Sendable {
         precondition(new >= 0 && new <= Self.maxPosition, "position \(new) out of a table's range")
         precondition(count > 0, "position \(old) is not filed: the table is empty")
         widen(toHold: new)
-        let mask = buckets.count - 1
         var bucket = home(hash)
         // Bounded as `find`; `old` must be filed.
         while true {
@@ -161,22 +192,29 @@ struct PositionTable: Sendable {
                 buckets[bucket] = self.stored(new, hash: hash)
                 return
             }
-            bucket = (bucket &+ 1) & mask
+            bucket = after(bucket)
         }
     }
 
-    /// Room for `capacity` positions without growing.
+    /// Room for `capacity` positions without growing (a table already that large stays as it is).
     mutating func reserveCapacity(_ capacity: Int, hashOf: (Int) -> Int) {
-        if capacity * 4 > buckets.count * 3 { grow(toHold: capacity, hashOf: hashOf) }
+        if capacity * 4 > buckets.count * 3 { resize(to: Self.size(toHold: capacity), hashOf: hashOf) }
+    }
+
+    /// Makes the table the size one made for its count has (``size(toHold:)``) when it is a
+    /// quarter larger or more — a table grown by doubling while an unknown number of positions
+    /// was filed (a checkpoint's rows): 6 bytes a position instead of up to 10.7.
+    mutating func trim(hashOf: (Int) -> Int) {
+        let trimmed = Self.size(toHold: count)
+        if buckets.count > trimmed + trimmed / 4 { resize(to: trimmed, hashOf: hashOf) }
     }
 
     /// Empties the table and files `positions` (distinct; after the owner renumbered its array).
     mutating func refile(_ positions: some Collection<Int>, hashOf: (Int) -> Int) {
         buckets = []
-        shift = 64
         count = 0
         positionMask = 0xFF
-        grow(toHold: positions.count, hashOf: hashOf)
+        resize(to: Self.size(toHold: positions.count), hashOf: hashOf)
         // Widened once for the largest (not at each power of two on the way).
         if let largest = positions.max(), largest >= 0, largest <= Self.maxPosition { widen(toHold: largest) }
         for position in positions {
@@ -187,15 +225,13 @@ struct PositionTable: Sendable {
         }
     }
 
-    /// Moves every position into a table of the smallest power-of-two size at most 3/4 full
-    /// with `capacity` positions (at least 8 buckets).
-    private mutating func grow(toHold capacity: Int, hashOf: (Int) -> Int) {
-        var size = 8
-        while capacity * 4 > size * 3 { size *= 2 }
-        guard size > buckets.count else { return }
+    /// Moves every position into a table of `size` buckets (it holds them at most 3/4 full).
+    private mutating func resize(to size: Int, hashOf: (Int) -> Int) {
+        precondition(
+            size >= Self.smallestSize && size <= Self.largestSize && count * 4 <= size * 3,
+            "\(count) positions in \(size) buckets")
         let old = buckets
         buckets = [UInt32](repeating: 0, count: size)
-        shift = UInt64(64 - size.trailingZeroBitCount)
         for stored in old where stored != 0 {
             buckets[emptyBucket(for: hashOf(position(in: stored)))] = stored
         }
@@ -222,10 +258,9 @@ struct PositionTable: Sendable {
     /// The first empty bucket from `hash`'s home (for a position not filed: it is not looked for).
     @inline(__always)
     private func emptyBucket(for hash: Int) -> Int {
-        let mask = buckets.count - 1
         var bucket = home(hash)
         // Bounded: the table is never full.
-        while buckets[bucket] != 0 { bucket = (bucket &+ 1) & mask }
+        while buckets[bucket] != 0 { bucket = after(bucket) }
         return bucket
     }
 }
