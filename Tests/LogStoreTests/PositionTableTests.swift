@@ -53,23 +53,23 @@ import Testing
         for step in 0..<(hashIndex == 1 ? 3_000 : 20_000) {
             let key = Int.random(in: 0..<keySpace, using: &random)
             switch Int.random(in: 0..<100, using: &random) {
-            case 0..<50:
+            case 0..<47:
                 let replaced = owner.file(key)
                 #expect(replaced == reference[key], "\(name) step \(step): file of \(key) replaced the wrong position")
                 if let replaced { owner.keys[replaced] = nil }
                 reference[key] = owner.keys.count - 1
-            case 50..<85:
-                let removed = owner.remove(key)
-                #expect(removed == reference[key], "\(name) step \(step): removal of \(key)")
-                if let removed { owner.keys[removed] = nil }
-                reference[key] = nil
-            case 85..<88:
+            case 47..<50:
                 // A checkpoint's open: the table made the size its count needs (fewer buckets).
                 owner.table.trim { hash(owner.keys[$0]!) }
                 #expect(
                     owner.table.bucketCount <= PositionTable.size(toHold: owner.table.count) * 5 / 4,
                     "\(name) step \(step): \(owner.table.bucketCount) buckets for \(owner.table.count) after a trim")
-            case 88..<97:
+            case 50..<85:
+                let removed = owner.remove(key)
+                #expect(removed == reference[key], "\(name) step \(step): removal of \(key)")
+                if let removed { owner.keys[removed] = nil }
+                reference[key] = nil
+            case 85..<97:
                 // An owner's swap-remove: a filed key moves to the first hole.
                 guard let position = reference[key], let hole = owner.keys.firstIndex(of: nil) else { continue }
                 owner.keys[hole] = key

@@ -8,7 +8,7 @@
 /// It replaces `[Key: Int]` dictionaries that kept a key and a value per bucket: at 1M entries a
 /// dictionary has 2.1M buckets (at most 3/4 full, a power of two), 24 bytes each for a primary
 /// key's (50 bytes a row) and 40 for a unique key's (84 bytes a row), where this table takes
-/// 8 bytes a row (P8, docs/DECISIONS.md D9).
+/// 5.3 to 10.7 bytes a row, 6 when made for its count (P8, docs/DECISIONS.md D9).
 ///
 /// The table is as long as its owner needs, not a power of two: a table made for a known count
 /// (``reserveCapacity(_:hashOf:)``, ``refile(_:hashOf:)``, ``trim(hashOf:)``) has 3/2 buckets a
@@ -33,7 +33,7 @@ struct PositionTable: Sendable {
     /// The fewest buckets a table that holds anything has.
     static let smallestSize = 8
     /// The most buckets a table has: a home is a 32-bit spread scaled to the size
-    /// (``home(_:)``), so 2³² buckets hold up to 3.2 billion positions.
+    /// (``home(_:size:)``), so 2³² buckets hold up to 3.2 billion positions.
     static let largestSize = 1 << 32
 
     init() {}
@@ -44,29 +44,33 @@ struct PositionTable: Sendable {
     /// A hash's home bucket: the top 32 bits of its Fibonacci product — spread even when the
     /// hash's low bits are alike (a test's deliberately poor digest) — scaled to the table's
     /// size by a multiplication (any size, no division).
+    /// (Each operation reads the size once and hands it to these: the loops that write buckets
+    /// would otherwise reload it at every step.)
     @inline(__always)
-    private func home(_ hash: Int) -> Int {
+    private static func home(_ hash: Int, size: Int) -> Int {
         let spread = (UInt64(bitPattern: Int64(hash)) &* 0x9E37_79B9_7F4A_7C15) >> 32
-        return Int(truncatingIfNeeded: (spread &* UInt64(truncatingIfNeeded: buckets.count)) >> 32)
+        return Int(truncatingIfNeeded: (spread &* UInt64(truncatingIfNeeded: size)) >> 32)
     }
 
     /// The bucket after `bucket` (the first after the last).
     @inline(__always)
-    private func after(_ bucket: Int) -> Int {
+    private static func after(_ bucket: Int, size: Int) -> Int {
         let next = bucket &+ 1
-        return next == buckets.count ? 0 : next
+        return next == size ? 0 : next
     }
 
     /// How many buckets a probe from `from` passes to reach `to` (wrapping at the end).
     @inline(__always)
-    private func distance(from: Int, to: Int) -> Int {
-        to >= from ? to &- from : to &+ buckets.count &- from
+    private static func distance(from: Int, to: Int, size: Int) -> Int {
+        to >= from ? to &- from : to &+ size &- from
     }
 
     /// The buckets a table made for `capacity` positions has: 3/2 a position (at least
-    /// ``smallestSize``), room for a third more before it grows.
+    /// ``smallestSize``), room for an eighth more before it doubles (3/4 full). A store that
+    /// grows by more than an eighth after its open pays one rehash of its keys there (a
+    /// power-of-two table paid it where the count crossed 3/4 of a power of two).
     static func size(toHold capacity: Int) -> Int {
-        precondition(capacity >= 0 && capacity <= maxPosition + 1, "a table of \(capacity) positions")
+        precondition(capacity >= 0, "a table of \(capacity) positions")
         return min(max(smallestSize, capacity + (capacity + 1) / 2), largestSize)
     }
 
@@ -95,15 +99,16 @@ struct PositionTable: Sendable {
     @inline(__always)
     func find(hash: Int, where matches: (Int) -> Bool) -> Int? {
         guard count > 0 else { return nil }
+        let size = buckets.count
         let tagMask = ~positionMask
         let tag = Self.tag(hash) & tagMask
-        var bucket = home(hash)
+        var bucket = Self.home(hash, size: size)
         // Bounded: the table is never full, so an empty bucket ends every probe.
         while true {
             let stored = buckets[bucket]
             if stored == 0 { return nil }
             if stored & tagMask == tag, matches(position(in: stored)) { return position(in: stored) }
-            bucket = after(bucket)
+            bucket = Self.after(bucket, size: size)
         }
     }
 
@@ -117,9 +122,10 @@ struct PositionTable: Sendable {
         precondition(position >= 0 && position <= Self.maxPosition, "position \(position) out of a table's range")
         if buckets.isEmpty { resize(to: Self.smallestSize, hashOf: hashOf) }
         widen(toHold: position)
+        let size = buckets.count
         let tagMask = ~positionMask
         let new = stored(position, hash: hash)
-        var bucket = home(hash)
+        var bucket = Self.home(hash, size: size)
         while true {
             let stored = buckets[bucket]
             if stored == 0 {
@@ -127,8 +133,8 @@ struct PositionTable: Sendable {
                 // (a replacement never grows it), and the position goes to its first empty bucket.
                 if (count + 1) * 4 > buckets.count * 3 {
                     precondition(buckets.count < Self.largestSize, "a table of \(count + 1) positions")
-                    resize(to: min(2 * buckets.count, Self.largestSize), hashOf: hashOf)
-                    bucket = emptyBucket(for: hash)
+                    resize(to: min(2 * size, Self.largestSize), hashOf: hashOf)
+                    bucket = emptyBucket(for: hash)  // in the new table (`size` is not read again)
                 }
                 buckets[bucket] = new
                 count += 1
@@ -138,7 +144,7 @@ struct PositionTable: Sendable {
                 buckets[bucket] = new
                 return self.position(in: stored)
             }
-            bucket = after(bucket)
+            bucket = Self.after(bucket, size: size)
         }
     }
 
@@ -148,9 +154,10 @@ struct PositionTable: Sendable {
     @discardableResult
     mutating func remove(hash: Int, where matches: (Int) -> Bool, hashOf: (Int) -> Int) -> Int? {
         guard count > 0 else { return nil }
+        let size = buckets.count
         let tagMask = ~positionMask
         let tag = Self.tag(hash) & tagMask
-        var bucket = home(hash)
+        var bucket = Self.home(hash, size: size)
         var removed: Int?
         while true {
             let stored = buckets[bucket]
@@ -159,20 +166,20 @@ struct PositionTable: Sendable {
                 removed = position(in: stored)
                 break
             }
-            bucket = after(bucket)
+            bucket = Self.after(bucket, size: size)
         }
         count -= 1
         // Backward shift: a position further along the run moves into the hole when its home
         // is not between the hole and where it lies (its probe passes the hole first).
         var hole = bucket
-        var next = after(bucket)
+        var next = Self.after(bucket, size: size)
         while buckets[next] != 0 {
-            let nextHome = home(hashOf(position(in: buckets[next])))
-            if distance(from: nextHome, to: next) >= distance(from: hole, to: next) {
+            let nextHome = Self.home(hashOf(position(in: buckets[next])), size: size)
+            if Self.distance(from: nextHome, to: next, size: size) >= Self.distance(from: hole, to: next, size: size) {
                 buckets[hole] = buckets[next]
                 hole = next
             }
-            next = after(next)
+            next = Self.after(next, size: size)
         }
         buckets[hole] = 0
         return removed
@@ -183,7 +190,8 @@ struct PositionTable: Sendable {
         precondition(new >= 0 && new <= Self.maxPosition, "position \(new) out of a table's range")
         precondition(count > 0, "position \(old) is not filed: the table is empty")
         widen(toHold: new)
-        var bucket = home(hash)
+        let size = buckets.count
+        var bucket = Self.home(hash, size: size)
         // Bounded as `find`; `old` must be filed.
         while true {
             let stored = buckets[bucket]
@@ -192,17 +200,19 @@ struct PositionTable: Sendable {
                 buckets[bucket] = self.stored(new, hash: hash)
                 return
             }
-            bucket = after(bucket)
+            bucket = Self.after(bucket, size: size)
         }
     }
 
-    /// Room for `capacity` positions without growing (a table already that large stays as it is).
+    /// Room for `capacity` positions without growing (a table already that large stays as it is;
+    /// a hint: a capacity past what the largest table holds reserves the largest).
     mutating func reserveCapacity(_ capacity: Int, hashOf: (Int) -> Int) {
+        let capacity = min(capacity, Self.largestSize / 4 * 3)
         if capacity * 4 > buckets.count * 3 { resize(to: Self.size(toHold: capacity), hashOf: hashOf) }
     }
 
-    /// Makes the table the size one made for its count has (``size(toHold:)``) when it is a
-    /// quarter larger or more — a table grown by doubling while an unknown number of positions
+    /// Makes the table the size one made for its count has (``size(toHold:)``) when it is more
+    /// than a quarter larger — a table grown by doubling while an unknown number of positions
     /// was filed (a checkpoint's rows): 6 bytes a position instead of up to 10.7.
     mutating func trim(hashOf: (Int) -> Int) {
         let trimmed = Self.size(toHold: count)
@@ -214,7 +224,9 @@ struct PositionTable: Sendable {
         buckets = []
         count = 0
         positionMask = 0xFF
-        resize(to: Self.size(toHold: positions.count), hashOf: hashOf)
+        let size = Self.size(toHold: positions.count)
+        precondition(positions.count * 4 <= size * 3, "\(positions.count) positions in one table")
+        resize(to: size, hashOf: hashOf)
         // Widened once for the largest (not at each power of two on the way).
         if let largest = positions.max(), largest >= 0, largest <= Self.maxPosition { widen(toHold: largest) }
         for position in positions {
@@ -258,9 +270,10 @@ struct PositionTable: Sendable {
     /// The first empty bucket from `hash`'s home (for a position not filed: it is not looked for).
     @inline(__always)
     private func emptyBucket(for hash: Int) -> Int {
-        var bucket = home(hash)
+        let size = buckets.count
+        var bucket = Self.home(hash, size: size)
         // Bounded: the table is never full.
-        while buckets[bucket] != 0 { bucket = after(bucket) }
+        while buckets[bucket] != 0 { bucket = Self.after(bucket, size: size) }
         return bucket
     }
 }

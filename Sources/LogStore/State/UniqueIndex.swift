@@ -7,7 +7,8 @@
 /// candidates' stored values (in the state the index describes) with the key's. It kept a copy of
 /// every key's values before — an array per model and constraint, about 200 of the 811 bytes a
 /// stored Trip took (P8) — and then a `[slot: owners]` dictionary, 84 bytes a model at 1M (2.1
-/// buckets of 40 bytes each); an entry is now 24 bytes in an array and 8 in a ``PositionTable``.
+/// buckets of 40 bytes each); an entry is now 24 bytes in an array and 6 in a ``PositionTable``
+/// made for the count (at an open).
 struct UniqueIndex: Sendable {
     /// A combination of values of one constraint, as a save's models have it.
     struct Key: Hashable, Sendable {
