@@ -118,6 +118,7 @@ struct FormatTests {
             (.data, 0x01, false), (.transaction, 0x02, false), (.schema, 0x03, false),
             (.checkpointHeader, 0x10, false), (.checkpointChunk, 0x11, false), (.checkpointTrailer, 0x12, false),
             (.dictionary, 0x81, true), (.bookmark, 0x82, true), (.durableEndMark, 0x83, true),
+            (.checkpointRowCounts, 0x84, true),
         ]
         for (type, raw, skippable) in expected {
             #expect(type.rawValue == raw)

@@ -534,26 +534,87 @@ import Testing
     // MARK: Payload encoding
 
     /// A checkpoint of `rows` (Trips) in the order given, as the encoder writes it.
-    static func checkpointRecords(of rows: [(UUID, FoldState.Row)], store: UUID) throws
-        -> [(type: RecordType, payload: [UInt8])]
-    {
+    static func checkpointRecords(
+        of rows: [(UUID, FoldState.Row)], store: UUID, sequenceEnd: UInt64 = 100, writesRowCounts: Bool = true
+    ) throws -> [(type: RecordType, payload: [UInt8])] {
         let schema = Schema(sampleTripsModels.map { $0.schemaEntity })
         let table = try #require(try SchemaTable().extended(toCover: schema)?.table)
         var trips = EntityRows()
         for (key, row) in rows { trips.append(key, row) }
-        let state = FoldState(restoring: ["Trip": trips], sequenceEnd: 100)
+        let state = FoldState(restoring: ["Trip": trips], sequenceEnd: sequenceEnd)
         let header = CheckpointHeader(
             storeID: store, offset: 100, lastToken: DefaultHistoryToken(storeIdentifier: store, offset: 1, check: 1),
-            table: table, sequenceEnd: 100, lastTimestampMicroseconds: 1, lowWaterMark: nil, bookmarks: [])
+            table: table, sequenceEnd: sequenceEnd, lastTimestampMicroseconds: 1, lowWaterMark: nil, bookmarks: [])
         var records: [(type: RecordType, payload: [UInt8])] = []
-        _ = try CheckpointEncoder().encode(header: header, state: state) { records.append(($0, $1)) }
+        var encoder = CheckpointEncoder()
+        encoder.writesRowCounts = writesRowCounts
+        _ = try encoder.encode(header: header, state: state) { records.append(($0, $1)) }
         return records
     }
 
     static func decodeCheckpoint(_ records: [(type: RecordType, payload: [UInt8])], store: UUID) throws -> FoldState {
-        var decoder = CheckpointDecoder(storeIdentifier: store.uuidString, decodesRows: true)
+        var decoder = CheckpointDecoder(storeIdentifier: store.uuidString, decodesRows: true, fileByteCount: .max)
         for record in records { try decoder.take(record.type, record.payload) }
         return try #require(try decoder.finish().1)
+    }
+
+    /// The row counts record (document revision 11) follows the header and states each entity's
+    /// rows; a reader makes the entity's table once at that size — 1,300 Trips: 1,950 buckets,
+    /// where rows read without it (a file an older writer wrote, which decodes to the same state)
+    /// grow theirs by doubling to 2,048. Counts that disagree with the file, or come after a chunk,
+    /// or name an unknown entity, or more rows than the file can hold, are refused.
+    @Test func rowCountsFollowTheHeaderAndSizeTheEntitysTableOnce() throws {
+        let store = UUID()
+        let rows = (0..<1_300).map { number in
+            (UUID(), FoldState.Row(sequence: UInt64(number), values: ["name": .string("trip \(number)"), "destination": .string("d")]))
+        }
+        let records = try Self.checkpointRecords(of: rows, store: store, sequenceEnd: 2_000)
+        #expect(records.map(\.type).prefix(3) == [.checkpointHeader, .checkpointRowCounts, .checkpointChunk])
+        let header = try CheckpointHeader.decode(records[0].payload)
+        let entities = Dictionary(uniqueKeysWithValues: header.table.entities.map { ($0.id, $0.name) })
+        let tripID = try #require(header.table.entities.first { $0.name == "Trip" }?.id)
+        let itemID = try #require(header.table.entities.first { $0.name == "BucketListItem" }?.id)
+        let stated = try records[1].payload.withUnsafeBytes {
+            try CheckpointRowCounts.decode($0, entities: entities, fileByteCount: .max)
+        }
+        #expect(stated.counts == [tripID: 1_300])
+        let decoded = try Self.decodeCheckpoint(records, store: store)
+        #expect(decoded.rows(of: "Trip").indexBucketCount == 1_950)
+        // The replay after a checkpoint may insert: an eighth more rows fit without growing.
+        var replayed = decoded.rows(of: "Trip")
+        for number in 0..<(1_300 / 8) {
+            replayed.append(UUID(), FoldState.Row(sequence: UInt64(1_300 + number), values: ["name": .string("new")]))
+        }
+        #expect(replayed.count == 1_462 && replayed.indexBucketCount == 1_950)
+
+        let older = try Self.checkpointRecords(of: rows, store: store, sequenceEnd: 2_000, writesRowCounts: false)
+        #expect(!older.contains { $0.type == .checkpointRowCounts })
+        let decodedOlder = try Self.decodeCheckpoint(older, store: store)
+        let sameState = decodedOlder.entities == decoded.entities
+        #expect(sameState)
+        #expect(decodedOlder.rows(of: "Trip").indexBucketCount == 2_048)
+
+        func refusal(_ records: [(type: RecordType, payload: [UInt8])], fileByteCount: Int = .max) -> String {
+            var decoder = CheckpointDecoder(storeIdentifier: store.uuidString, decodesRows: true, fileByteCount: fileByteCount)
+            do {
+                for record in records { try decoder.take(record.type, record.payload) }
+                _ = try decoder.finish()
+                return "accepted"
+            } catch { return "\(error)" }
+        }
+        func stating(_ counts: [UInt32: UInt64]) -> [(type: RecordType, payload: [UInt8])] {
+            var changed = records
+            changed[1].payload = CheckpointRowCounts(counts: counts).encoded()
+            return changed
+        }
+        #expect(refusal(stating([tripID: 1_299])).contains("states 1299 rows of entity id \(tripID); the file holds 1300"))
+        #expect(refusal(stating([tripID: 1_300, itemID: 5])).contains("states 5 rows of entity id \(itemID); the file holds 0"))
+        #expect(refusal(stating([tripID: 1_300, 999: 1])).contains("unknown entity id 999"))
+        #expect(refusal(records, fileByteCount: 90).contains("1300 rows of entity id \(tripID) in a file of 90 bytes"))
+        var late = records
+        late.swapAt(1, 2)
+        #expect(refusal(late).contains("row counts not directly after the checkpoint header"))
+        #expect(refusal(records) == "accepted")
     }
 
     /// Rows read straight into the state: a checkpoint whose rows are not in insertion order (no
@@ -636,19 +697,19 @@ import Testing
         _ = try encoder.encode(header: header, state: state) { type, payload in records.append((type, payload)) }
         #expect(records.count > 10)
         #expect(records.filter { $0.type == .checkpointChunk }.contains { $0.payload[2] == 1 })  // a continued row
-        var decoder = CheckpointDecoder(storeIdentifier: store.uuidString, decodesRows: true)
+        var decoder = CheckpointDecoder(storeIdentifier: store.uuidString, decodesRows: true, fileByteCount: .max)
         for record in records { try decoder.take(record.type, record.payload) }
         let (decodedHeader, decodedState) = try decoder.finish()
         #expect(decodedHeader == header)
         let decoded = try #require(decodedState)
         #expect(decoded.entities == state.entities)
         #expect(decoded.sequenceEnd == state.sequenceEnd)
-        var light = CheckpointDecoder(storeIdentifier: store.uuidString, decodesRows: false)
+        var light = CheckpointDecoder(storeIdentifier: store.uuidString, decodesRows: false, fileByteCount: .max)
         for record in records { try light.take(record.type, record.payload) }
         #expect(try light.finish().1 == nil)
 
         // A chunk left out is caught by the counts.
-        var missing = CheckpointDecoder(storeIdentifier: store.uuidString, decodesRows: false)
+        var missing = CheckpointDecoder(storeIdentifier: store.uuidString, decodesRows: false, fileByteCount: .max)
         #expect(throws: ByteReaderError.self) {
             for (index, record) in records.enumerated() where index != 3 {
                 try missing.take(record.type, record.payload)

@@ -7,6 +7,8 @@ import LogStoreEngine
 struct CheckpointDecoder {
     let storeIdentifier: String
     let decodesRows: Bool
+    /// The file's size: what bounds the rows a row counts record may state (they are reserved).
+    let fileByteCount: Int
 
     private(set) var header: CheckpointHeader?
     private(set) var trailer: CheckpointTrailer?
@@ -23,6 +25,10 @@ struct CheckpointDecoder {
     private var layouts: [UInt32: (layout: RowLayout, ids: [UInt32])] = [:]
     private var chunkCount: UInt64 = 0
     private var rowCount: UInt64 = 0
+    /// What the row counts record states (`nil`: the file has none — an older writer's), and
+    /// the rows read of each entity, which must match it.
+    private var statedRowCounts: CheckpointRowCounts?
+    private var rowCountsRead: [UInt32: UInt64] = [:]
     private var entityCount: UInt64 = 0
     private var currentEntityID: UInt32?
     /// The last entry of the previous chunk (for continuations).
@@ -34,9 +40,10 @@ struct CheckpointDecoder {
     /// The rows' repeated strings, kept once.
     private let strings = StringInterner()
 
-    init(storeIdentifier: String, decodesRows: Bool) {
+    init(storeIdentifier: String, decodesRows: Bool, fileByteCount: Int) {
         self.storeIdentifier = storeIdentifier
         self.decodesRows = decodesRows
+        self.fileByteCount = fileByteCount
     }
 
     /// Takes the next record. Throws a description of what is wrong.
@@ -58,6 +65,13 @@ struct CheckpointDecoder {
             for entity in header.table.entities {
                 attributes[entity.id] = Dictionary(uniqueKeysWithValues: entity.attributes.map { ($0.id, $0.name) })
             }
+        case .checkpointRowCounts:
+            guard header != nil else { throw .malformed("row counts before the checkpoint header") }
+            guard statedRowCounts == nil, chunkCount == 0 else {
+                throw .malformed("row counts not directly after the checkpoint header")
+            }
+            statedRowCounts = try CheckpointRowCounts.decode(
+                payload, entities: entityNames, fileByteCount: fileByteCount)
         case .checkpointChunk:
             guard header != nil else { throw .malformed("a chunk before the checkpoint header") }
             try takeChunk(payload)
@@ -70,6 +84,12 @@ struct CheckpointDecoder {
                     "the trailer counts \(trailer.entityCount) entities, \(trailer.rowCount) rows and "
                         + "\(trailer.chunkCount) chunks; the file holds \(found.entityCount), \(found.rowCount) and "
                         + "\(found.chunkCount)")
+            }
+            if let stated = statedRowCounts?.counts, stated != rowCountsRead {
+                let id = Set(stated.keys).union(rowCountsRead.keys).sorted().first { stated[$0] != rowCountsRead[$0] }!
+                throw .malformed(
+                    "the row counts record states \(stated[id] ?? 0) rows of entity id \(id); the file holds "
+                        + "\(rowCountsRead[id] ?? 0)")
             }
             self.trailer = trailer
         default:
@@ -141,6 +161,7 @@ struct CheckpointDecoder {
             }
             chunkCount += 1
             rowCount += entryCount - (continues ? 1 : 0)
+            rowCountsRead[entityID, default: 0] += entryCount - (continues ? 1 : 0)
             guard decodesRows else { return }
             let (layout, attributeIDs) =
                 layouts[entityID]
@@ -150,7 +171,15 @@ struct CheckpointDecoder {
                 }()
             layouts[entityID] = (layout, attributeIDs)
             // Taken out while filled, so the rows are not copied (they are uniquely referenced).
-            var rows = entities.removeValue(forKey: entityName) ?? EntityRows()
+            var rows =
+                entities.removeValue(forKey: entityName)
+                ?? {
+                    // The entity's first chunk: its arrays and index made once at their size
+                    // when the file states it (bounded by the file's size when decoded).
+                    var rows = EntityRows()
+                    if let stated = statedRowCounts?.counts[entityID] { rows.reserve(restoring: Int(stated)) }
+                    return rows
+                }()
             defer { entities[entityName] = rows }
             for index in 0..<entryCount {
                 let primaryKey = try reader.readUUID()

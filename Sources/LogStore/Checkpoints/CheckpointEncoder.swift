@@ -10,6 +10,9 @@ struct CheckpointEncoder {
     var chunkByteCountTarget = 1024 * 1024
     /// A row whose entry is larger than this is split by attributes over consecutive chunks.
     var entryByteCountMax = FormatConstants.recordByteCountMax - 64
+    /// Whether the row counts record follows the header (always, but in tests of files written
+    /// before revision 11).
+    var writesRowCounts = true
 
     /// The state cannot be written (a value larger than a chunk holds, or rows the table does not
     /// describe). The checkpoint is not written; the store works on without it.
@@ -17,8 +20,8 @@ struct CheckpointEncoder {
         var description: String
     }
 
-    /// Emits the header, the chunks of every entity in table order (rows in insertion order), and
-    /// the trailer. Stops early (returning `false`) when `isCancelled` says so between chunks.
+    /// Emits the header, the row counts, the chunks of every entity in table order (rows in
+    /// insertion order), and the trailer. Stops early (returning `false`) when `isCancelled` says so between chunks.
     func encode(
         header: CheckpointHeader, state: FoldState, isCancelled: () -> Bool = { false },
         emit: (RecordType, [UInt8]) throws -> Void
@@ -28,6 +31,13 @@ struct CheckpointEncoder {
         let entityIDs = Dictionary(uniqueKeysWithValues: table.entities.map { ($0.name, $0.id) })
         for name in state.entityNames where table.entity(named: name) == nil && state.count(of: name) > 0 {
             throw Failure(description: "the state holds rows of \(name), which the schema table does not name")
+        }
+        if writesRowCounts {
+            var counts: [UInt32: UInt64] = [:]
+            for entity in table.entities where state.count(of: entity.name) > 0 {
+                counts[entity.id] = UInt64(state.count(of: entity.name))
+            }
+            try emit(.checkpointRowCounts, CheckpointRowCounts(counts: counts).encoded())
         }
         var trailer = CheckpointTrailer(entityCount: 0, rowCount: 0, chunkCount: 0)
         for entity in table.entities {

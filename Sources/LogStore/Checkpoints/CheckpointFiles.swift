@@ -130,7 +130,8 @@ struct CheckpointFiles {
     func read(offset: UInt64, decodesRows: Bool) throws(LogStoreError) -> (CheckpointHeader, FoldState?) {
         let name = CheckpointFileName.name(offset: offset)
         var reader = try open(name, offset: offset)
-        var decoder = CheckpointDecoder(storeIdentifier: storeID.uuidString, decodesRows: decodesRows)
+        var decoder = CheckpointDecoder(
+            storeIdentifier: storeID.uuidString, decodesRows: decodesRows, fileByteCount: Int(reader.byteCount))
         // Bounded by the file: each pass reads one record or ends.
         while true {
             let position = reader.position

@@ -17,6 +17,8 @@ import LogStoreEngine
 //                     previous chunk's last row) · varint entry count (≥ 1)
 //                     · per entry: [16] primary key, varint sequence, varint value count,
 //                       per value: varint attribute id, value (ValueCodec)
+//     row counts (0x84, skippable; revision 11): u8 version (1) · varint n · per entity with rows, in
+//                     increasing id order: varint entity id, varint row count (≥ 1)
 //     trailer (0x12): u8 version (1) · varint entity count · varint row count · varint chunk count
 
 /// A consumer bookmark as a checkpoint (and a bookmark record) keeps it (retention, DECISIONS.md D7).
@@ -112,6 +114,65 @@ struct CheckpointHeader: Sendable, Equatable {
         case 1: return DefaultHistoryToken(storeIdentifier: storeID, offset: try reader.read(), check: try reader.read())
         case let tag: throw .malformed("token tag \(tag)")
         }
+    }
+}
+
+/// The rows of each entity of a checkpoint, stated right after its header so that a reader makes
+/// each entity's arrays and primary-key table once at their size. Read without it (a file an
+/// older writer wrote), they grow as rows come and are trimmed at the end: the arrays each size
+/// left behind were up to 50 MB of free heap after a million-row open (the long soak's reopen).
+struct CheckpointRowCounts: Sendable, Equatable {
+    static let payloadVersion: UInt8 = 1
+    /// The fewest bytes a row's entry takes in a chunk (a 16-byte key, a one-byte sequence and
+    /// value count): with LZ4's largest expansion (255), a file of `n` bytes holds at most
+    /// `n × 255 / 18` rows — a larger stated count is malformed, not reserved.
+    static let entryByteCountMin = 18
+
+    /// Entity id → rows, for the entities with rows.
+    var counts: [UInt32: UInt64]
+
+    func encoded() -> [UInt8] {
+        var writer = ByteWriter(capacity: 8 + 8 * counts.count)
+        writer.write(Self.payloadVersion)
+        writer.writeVarint(UInt64(counts.count))
+        for (id, count) in counts.sorted(by: { $0.key < $1.key }) {
+            writer.writeVarint(UInt64(id))
+            writer.writeVarint(count)
+        }
+        return writer.bytes
+    }
+
+    /// Decodes and checks the counts: ids of `entities` in increasing order, each count at least 1
+    /// and at most what a file of `fileByteCount` bytes can hold.
+    static func decode(
+        _ payload: UnsafeRawBufferPointer, entities: [UInt32: String], fileByteCount: Int
+    ) throws(ByteReaderError) -> CheckpointRowCounts {
+        var reader = ByteReader(payload)
+        let version = try reader.readByte()
+        guard version == payloadVersion else { throw .malformed("unknown row counts version \(version)") }
+        let entityCount = try reader.readVarint()
+        guard entityCount <= UInt64(reader.remainingByteCount) else { throw .malformed("row counts of \(entityCount) entities") }
+        let expanded = UInt64(max(fileByteCount, 0)).multipliedReportingOverflow(by: 255)
+        let most = expanded.overflow ? UInt64.max : expanded.partialValue / UInt64(entryByteCountMin)
+        var counts: [UInt32: UInt64] = [:]
+        var previous: UInt64?
+        for _ in 0..<entityCount {
+            let id = try reader.readVarint()
+            guard previous.map({ id > $0 }) ?? true else {
+                throw .malformed("row counts: entity id \(id) after \(previous!), not in increasing order")
+            }
+            previous = id
+            guard id <= UInt64(UInt32.max), entities[UInt32(id)] != nil else {
+                throw .malformed("row counts of unknown entity id \(id)")
+            }
+            let count = try reader.readVarint()
+            guard count >= 1, count <= most else {
+                throw .malformed("row counts: \(count) rows of entity id \(id) in a file of \(fileByteCount) bytes")
+            }
+            counts[UInt32(id)] = count
+        }
+        guard reader.isAtEnd else { throw .malformed("\(reader.remainingByteCount) bytes after the row counts") }
+        return CheckpointRowCounts(counts: counts)
     }
 }
 

@@ -132,7 +132,7 @@ public enum _DecoderFuzzing {
     }
 
     private static func runCheckpoint(_ bytes: [UInt8]) {
-        var decoder = CheckpointDecoder(storeIdentifier: storeID.uuidString, decodesRows: true)
+        var decoder = CheckpointDecoder(storeIdentifier: storeID.uuidString, decodesRows: true, fileByteCount: bytes.count)
         var position = 0
         var records: [(RecordType, [UInt8])] = []
         // Bounded by the input: each pass consumes at least three bytes.

@@ -265,11 +265,25 @@ struct EntityRows: Sendable, Sequence, Equatable {
 
     var count: Int { index.count }
     var isEmpty: Bool { index.count == 0 }
+    /// The buckets of the primary-key table (tests of how a checkpoint's reader sizes it).
+    var indexBucketCount: Int { index.bucketCount }
 
     mutating func reserveCapacity(_ capacity: Int) {
         keys.reserveCapacity(capacity)
         rows.reserveCapacity(capacity)
         index.reserveCapacity(capacity) { [keys] in Self.hash(keys[$0]) }
+    }
+
+    /// Room for a checkpoint's `count` rows and an eighth more, for the inserts a replay folds
+    /// after it: the index made for `count` (it holds an eighth more before it doubles,
+    /// ``PositionTable/size(toHold:)``), the arrays for `count + count / 8` — address space, not
+    /// memory, until used. Reserved for `count` alone, the long soak's 200 inserts after its
+    /// checkpoint of a million rows doubled both arrays and left the old ones (38 MB with the
+    /// index's) as free heap.
+    mutating func reserve(restoring count: Int) {
+        keys.reserveCapacity(count + count / 8)
+        rows.reserveCapacity(count + count / 8)
+        index.reserveCapacity(count) { [keys] in Self.hash(keys[$0]) }
     }
 
     subscript(primaryKey: UUID) -> FoldState.Row? {
@@ -305,13 +319,14 @@ struct EntityRows: Sendable, Sequence, Equatable {
     }
 
     /// These rows in arrays of their size and with an index of the size made for their count
-    /// (``PositionTable/trim(hashOf:)``): rows appended one by one leave up to half of each
-    /// array's room unused and an index grown by doubling (a checkpoint's rows are read without
-    /// knowing how many follow).
+    /// (``PositionTable/trim(hashOf:)``) when they grew by doubling — rows appended one by one
+    /// leave up to half of each array's room unused (a checkpoint written before revision 11 is
+    /// read without knowing how many rows follow). A quarter unused is kept: a checkpoint that
+    /// states its rows leaves an eighth for the replay after it (``reserve(restoring:)``).
     func trimmed() -> EntityRows {
         var trimmed = self
         trimmed.index.trim { [keys] in Self.hash(keys[$0]) }
-        if rows.capacity > rows.count + rows.count / 8 {
+        if rows.capacity > rows.count + rows.count / 4 {
             // Copied from buffers: arrays of exactly their count.
             trimmed.keys = keys.withUnsafeBufferPointer { Array($0) }
             trimmed.rows = rows.withUnsafeBufferPointer { Array($0) }

@@ -178,12 +178,16 @@ public final class LogStore: DataStore, @unchecked Sendable {
                 do throws(LogError) { try log.sync() } catch { throw LogStoreError.log(error) }
             }
             // Start from the newest checkpoint (every one is validated first), replay the rest.
-            let loaded = try CheckpointFiles(
+            var loaded = try CheckpointFiles(
                 log: log, directory: configuration.directory,
                 fileSystem: configuration.fileSystem
             ).load(log: log)
+            let checkpointOffset = loaded.newest?.header.offset
             var start = Replay.Result()
             if let newest = loaded.newest {
+                // The checkpoint's state moves into the replay, which then folds it in place
+                // (`Replay.run`): `loaded` lives on (CheckpointState) and must not hold it too.
+                loaded.newest?.state = FoldState()
                 start = Replay.Result(checkpoint: newest.header, state: newest.state)
             } else if log.startOffset > 0 {
                 throw LogStoreError.log(
@@ -194,7 +198,7 @@ public final class LogStore: DataStore, @unchecked Sendable {
                         file: configuration.directory))
             }
             var replayed = try Replay(log: log, storeIdentifier: log.storeID.uuidString)
-                .run(from: start, startOffset: loaded.newest?.header.offset)
+                .run(from: consume start, startOffset: checkpointOffset)
             // D11: the schema changes only in a process that opened the store alone (the others'
             // folds would move under them); one that is not alone refuses to open instead.
             let besideOtherWriters = log.isSharedByWriters && !log.wasOpenedAlone
@@ -214,7 +218,8 @@ public final class LogStore: DataStore, @unchecked Sendable {
                 // or a checkpoint past it could forget it (docs/FORMAT.md §6.7).
                 let end = log.visibleEnd
                 try Self.append(replayed.table.encoded(), type: .schema, to: log)
-                replayed = try Replay(log: log, storeIdentifier: log.storeID.uuidString).run(from: replayed, startOffset: end)
+                replayed = try Replay(log: log, storeIdentifier: log.storeID.uuidString).run(
+                    from: consume replayed, startOffset: end)
             }
             guard let schema = configuration.schema ?? replayed.table.storedSchema else {
                 throw LogStoreError.schemaMismatch(
@@ -239,7 +244,8 @@ public final class LogStore: DataStore, @unchecked Sendable {
                 // Beside other writers too: additions are folded by the others (foldOtherWritersLocked).
                 let end = log.visibleEnd
                 try Self.append(extended.encoded(), type: .schema, to: log)
-                replayed = try Replay(log: log, storeIdentifier: log.storeID.uuidString).run(from: replayed, startOffset: end)
+                replayed = try Replay(log: log, storeIdentifier: log.storeID.uuidString).run(
+                    from: consume replayed, startOffset: end)
             }
             let table = replayed.table
             let uniqueIndex = UniqueIndex(schema: schema, state: replayed.state, storeIdentifier: log.storeID.uuidString)

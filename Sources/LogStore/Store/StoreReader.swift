@@ -67,7 +67,7 @@ struct StoreReader {
                     file: directory))
         }
         let result = try Replay(log: log, storeIdentifier: log.storeID.uuidString, throughOffset: offset)
-            .run(from: start, startOffset: checkpointOffset)
+            .run(from: consume start, startOffset: checkpointOffset)
         return (result, checkpointOffset)
     }
 

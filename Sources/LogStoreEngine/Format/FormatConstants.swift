@@ -23,9 +23,10 @@ public enum FormatConstants {
     /// and offset arithmetic on anything larger could overflow). A larger number in a segment,
     /// index or checkpoint name makes the file not one of the store's (FORMAT.md §2).
     public static let offsetMax: UInt64 = 1 << 62
-    /// The revision of docs/FORMAT.md this build writes (9: transaction payload version 2, §6.9). Within a
+    /// The revision of docs/FORMAT.md this build writes (11: a checkpoint's row counts record,
+    /// §9.2; 10 changed the coordination file only, 9 the transaction payload, §6.9). Within a
     /// format version a revision adds only what older builds refuse with a message or skip.
-    public static let documentRevision = 9
+    public static let documentRevision = 11
 
     /// The first version whose record headers carry the durable-end statement (and a 16-bit
     /// dictionary id in place of version 1's reserved bytes).
@@ -141,6 +142,10 @@ public struct RecordType: RawRepresentable, Hashable, Sendable, CustomStringConv
     /// everything before it is durable. Written by the log itself when idle and at close; record
     /// iterators skip it.
     public static let durableEndMark = RecordType(rawValue: 0x83)
+    /// Checkpoint file: the rows of each entity, after the header (document revision 11), so a
+    /// reader makes each entity's arrays and index once at their size. Skippable: an older
+    /// reader ignores it.
+    public static let checkpointRowCounts = RecordType(rawValue: 0x84)
 
     /// Whether an older reader may skip this type when it does not know it.
     public var isSkippable: Bool { rawValue & 0x80 != 0 }
@@ -150,7 +155,7 @@ public struct RecordType: RawRepresentable, Hashable, Sendable, CustomStringConv
     public var isKnown: Bool {
         switch self {
         case .data, .transaction, .schema, .checkpointHeader, .checkpointChunk, .checkpointTrailer,
-            .dictionary, .bookmark, .durableEndMark:
+            .dictionary, .bookmark, .durableEndMark, .checkpointRowCounts:
             true
         default: false
         }
@@ -159,7 +164,7 @@ public struct RecordType: RawRepresentable, Hashable, Sendable, CustomStringConv
     /// Every type this format version defines.
     public static let known: Set<RecordType> = [
         .data, .transaction, .schema, .checkpointHeader, .checkpointChunk, .checkpointTrailer,
-        .dictionary, .bookmark, .durableEndMark,
+        .dictionary, .bookmark, .durableEndMark, .checkpointRowCounts,
     ]
 
     public var description: String {
@@ -173,6 +178,7 @@ public struct RecordType: RawRepresentable, Hashable, Sendable, CustomStringConv
         case .dictionary: "dictionary"
         case .bookmark: "bookmark"
         case .durableEndMark: "durable-end-mark"
+        case .checkpointRowCounts: "checkpoint-row-counts"
         default: "type-0x" + String(rawValue, radix: 16)
         }
     }
