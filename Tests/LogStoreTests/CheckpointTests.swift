@@ -558,11 +558,12 @@ import Testing
         return try #require(try decoder.finish().1)
     }
 
-    /// The row counts record (document revision 11) follows the header and states each entity's
+    /// The row counts record (document revision 12) follows the header and states each entity's
     /// rows; a reader makes the entity's table once at that size — 1,300 Trips: 1,950 buckets,
     /// where rows read without it (a file an older writer wrote, which decodes to the same state)
     /// grow theirs by doubling to 2,048. Counts that disagree with the file, or come after a chunk,
-    /// or name an unknown entity, or more rows than the file can hold, are refused.
+    /// or name an unknown entity, or more rows than the file can hold (one entity's, or all
+    /// entities' together), are refused.
     @Test func rowCountsFollowTheHeaderAndSizeTheEntitysTableOnce() throws {
         let store = UUID()
         let rows = (0..<1_300).map { number in
@@ -611,6 +612,8 @@ import Testing
         #expect(refusal(stating([tripID: 1_300, itemID: 5])).contains("states 5 rows of entity id \(itemID); the file holds 0"))
         #expect(refusal(stating([tripID: 1_300, 999: 1])).contains("unknown entity id 999"))
         #expect(refusal(records, fileByteCount: 90).contains("1300 rows of entity id \(tripID) in a file of 90 bytes"))
+        // 900 bytes hold at most 900 × 255 / 18 = 12,750 rows: each count passes, their sum does not.
+        #expect(refusal(stating([tripID: 1_300, itemID: 12_000]), fileByteCount: 900).contains("13300 rows in all in a file of 900 bytes"))
         var late = records
         late.swapAt(1, 2)
         #expect(refusal(late).contains("row counts not directly after the checkpoint header"))

@@ -108,7 +108,7 @@ struct CheckpointDecoder {
         for name in unordered {
             let rows = entities[name]!.sorted { $0.1.sequence < $1.1.sequence }
             var ordered = EntityRows()
-            ordered.reserveCapacity(rows.count)
+            ordered.reserve(restoring: rows.count)
             for (primaryKey, row) in rows { ordered.append(primaryKey, row) }
             entities[name] = ordered
         }
@@ -175,9 +175,14 @@ struct CheckpointDecoder {
                 entities.removeValue(forKey: entityName)
                 ?? {
                     // The entity's first chunk: its arrays and index made once at their size
-                    // when the file states it (bounded by the file's size when decoded).
+                    // when the file states it (a count the file's size cannot back is reserved
+                    // only up to what it can: the trailer refuses the lie, the rows grow).
                     var rows = EntityRows()
-                    if let stated = statedRowCounts?.counts[entityID] { rows.reserve(restoring: Int(stated)) }
+                    if let stated = statedRowCounts?.counts[entityID] {
+                        rows.reserve(
+                            restoring: min(
+                                Int(stated), CheckpointRowCounts.reservableRows(fileByteCount: fileByteCount)))
+                    }
                     return rows
                 }()
             defer { entities[entityName] = rows }

@@ -11,7 +11,7 @@ struct CheckpointEncoder {
     /// A row whose entry is larger than this is split by attributes over consecutive chunks.
     var entryByteCountMax = FormatConstants.recordByteCountMax - 64
     /// Whether the row counts record follows the header (always, but in tests of files written
-    /// before revision 11).
+    /// before revision 12).
     var writesRowCounts = true
 
     /// The state cannot be written (a value larger than a chunk holds, or rows the table does not

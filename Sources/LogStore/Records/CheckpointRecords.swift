@@ -17,7 +17,7 @@ import LogStoreEngine
 //                     previous chunk's last row) · varint entry count (≥ 1)
 //                     · per entry: [16] primary key, varint sequence, varint value count,
 //                       per value: varint attribute id, value (ValueCodec)
-//     row counts (0x84, skippable; revision 11): u8 version (1) · varint n · per entity with rows, in
+//     row counts (0x84, skippable; revision 12): u8 version (1) · varint n · per entity with rows, in
 //                     increasing id order: varint entity id, varint row count (≥ 1)
 //     trailer (0x12): u8 version (1) · varint entity count · varint row count · varint chunk count
 
@@ -125,8 +125,15 @@ struct CheckpointRowCounts: Sendable, Equatable {
     static let payloadVersion: UInt8 = 1
     /// The fewest bytes a row's entry takes in a chunk (a 16-byte key, a one-byte sequence and
     /// value count): with LZ4's largest expansion (255), a file of `n` bytes holds at most
-    /// `n × 255 / 18` rows — a larger stated count is malformed, not reserved.
+    /// `n × 255 / 18` rows — stated counts adding up to more are malformed, not reserved. (What
+    /// a reader reserves is bounded tighter, ``reservableRows(fileByteCount:)``.)
     static let entryByteCountMin = 18
+
+    /// The most rows a reader reserves for one entity of a file of `fileByteCount` bytes: a row's
+    /// random 16-byte key does not compress, so a real file holds fewer; more rows than this
+    /// (a file of rows that compress further) grow as they come. Bounds what a CRC-valid but
+    /// lying count can make an open allocate before the trailer refuses it.
+    static func reservableRows(fileByteCount: Int) -> Int { max(fileByteCount, 0) / 16 }
 
     /// Entity id → rows, for the entities with rows.
     var counts: [UInt32: UInt64]
@@ -153,9 +160,11 @@ struct CheckpointRowCounts: Sendable, Equatable {
         let entityCount = try reader.readVarint()
         guard entityCount <= UInt64(reader.remainingByteCount) else { throw .malformed("row counts of \(entityCount) entities") }
         let expanded = UInt64(max(fileByteCount, 0)).multipliedReportingOverflow(by: 255)
-        let most = expanded.overflow ? UInt64.max : expanded.partialValue / UInt64(entryByteCountMin)
+        let most = min(
+            expanded.overflow ? UInt64.max : expanded.partialValue / UInt64(entryByteCountMin), UInt64(Int.max / 2))
         var counts: [UInt32: UInt64] = [:]
         var previous: UInt64?
+        var total: UInt64 = 0
         for _ in 0..<entityCount {
             let id = try reader.readVarint()
             guard previous.map({ id > $0 }) ?? true else {
@@ -168,6 +177,10 @@ struct CheckpointRowCounts: Sendable, Equatable {
             let count = try reader.readVarint()
             guard count >= 1, count <= most else {
                 throw .malformed("row counts: \(count) rows of entity id \(id) in a file of \(fileByteCount) bytes")
+            }
+            total += count  // no overflow: both were at most `most` ≤ Int.max / 2
+            guard total <= most else {
+                throw .malformed("row counts: \(total) rows in all in a file of \(fileByteCount) bytes")
             }
             counts[UInt32(id)] = count
         }

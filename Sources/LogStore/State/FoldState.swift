@@ -320,7 +320,7 @@ struct EntityRows: Sendable, Sequence, Equatable {
 
     /// These rows in arrays of their size and with an index of the size made for their count
     /// (``PositionTable/trim(hashOf:)``) when they grew by doubling — rows appended one by one
-    /// leave up to half of each array's room unused (a checkpoint written before revision 11 is
+    /// leave up to half of each array's room unused (a checkpoint written before revision 12 is
     /// read without knowing how many rows follow). A quarter unused is kept: a checkpoint that
     /// states its rows leaves an eighth for the replay after it (``reserve(restoring:)``).
     func trimmed() -> EntityRows {

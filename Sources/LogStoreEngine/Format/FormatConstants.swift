@@ -23,10 +23,11 @@ public enum FormatConstants {
     /// and offset arithmetic on anything larger could overflow). A larger number in a segment,
     /// index or checkpoint name makes the file not one of the store's (FORMAT.md §2).
     public static let offsetMax: UInt64 = 1 << 62
-    /// The revision of docs/FORMAT.md this build writes (11: a checkpoint's row counts record,
-    /// §9.2; 10 changed the coordination file only, 9 the transaction payload, §6.9). Within a
-    /// format version a revision adds only what older builds refuse with a message or skip.
-    public static let documentRevision = 11
+    /// The revision of docs/FORMAT.md this build writes (12: a checkpoint's row counts record,
+    /// §9.2; 10 and 11 changed how writers of a shared store use the coordination file, 9 the
+    /// transaction payload, §6.9). Within a format version a revision adds only what older
+    /// builds refuse with a message or skip.
+    public static let documentRevision = 12
 
     /// The first version whose record headers carry the durable-end statement (and a 16-bit
     /// dictionary id in place of version 1's reserved bytes).
@@ -142,7 +143,7 @@ public struct RecordType: RawRepresentable, Hashable, Sendable, CustomStringConv
     /// everything before it is durable. Written by the log itself when idle and at close; record
     /// iterators skip it.
     public static let durableEndMark = RecordType(rawValue: 0x83)
-    /// Checkpoint file: the rows of each entity, after the header (document revision 11), so a
+    /// Checkpoint file: the rows of each entity, after the header (document revision 12), so a
     /// reader makes each entity's arrays and index once at their size. Skippable: an older
     /// reader ignores it.
     public static let checkpointRowCounts = RecordType(rawValue: 0x84)
