@@ -20,6 +20,10 @@
 struct PositionTable: Sendable {
     /// At least ``smallestSize`` long (or empty), at most 3/4 full.
     private var buckets: [UInt32] = []
+    /// `buckets.count`, kept beside them: a probe's home is computed from it before the first
+    /// bucket is loaded (the array's own count sits in its buffer's header, one more dependent
+    /// load on every lookup's path).
+    private var size = 0
     /// The bits of a bucket that hold a position + 1 (the low ones; every position filed is
     /// below this mask), the rest holding the tag. Widened as larger positions are filed, the
     /// tag narrowing to the bits left: from 2³¹ (2.1 billion) positions on the tag is gone and every probe
@@ -99,7 +103,7 @@ struct PositionTable: Sendable {
     @inline(__always)
     func find(hash: Int, where matches: (Int) -> Bool) -> Int? {
         guard count > 0 else { return nil }
-        let size = buckets.count
+        let size = self.size
         let tagMask = ~positionMask
         let tag = Self.tag(hash) & tagMask
         var bucket = Self.home(hash, size: size)
@@ -122,7 +126,7 @@ struct PositionTable: Sendable {
         precondition(position >= 0 && position <= Self.maxPosition, "position \(position) out of a table's range")
         if buckets.isEmpty { resize(to: Self.smallestSize, hashOf: hashOf) }
         widen(toHold: position)
-        let size = buckets.count
+        let size = self.size
         let tagMask = ~positionMask
         let new = stored(position, hash: hash)
         var bucket = Self.home(hash, size: size)
@@ -154,7 +158,7 @@ struct PositionTable: Sendable {
     @discardableResult
     mutating func remove(hash: Int, where matches: (Int) -> Bool, hashOf: (Int) -> Int) -> Int? {
         guard count > 0 else { return nil }
-        let size = buckets.count
+        let size = self.size
         let tagMask = ~positionMask
         let tag = Self.tag(hash) & tagMask
         var bucket = Self.home(hash, size: size)
@@ -190,7 +194,7 @@ struct PositionTable: Sendable {
         precondition(new >= 0 && new <= Self.maxPosition, "position \(new) out of a table's range")
         precondition(count > 0, "position \(old) is not filed: the table is empty")
         widen(toHold: new)
-        let size = buckets.count
+        let size = self.size
         var bucket = Self.home(hash, size: size)
         // Bounded as `find`; `old` must be filed.
         while true {
@@ -222,6 +226,7 @@ struct PositionTable: Sendable {
     /// Empties the table and files `positions` (distinct; after the owner renumbered its array).
     mutating func refile(_ positions: some Collection<Int>, hashOf: (Int) -> Int) {
         buckets = []
+        size = 0
         count = 0
         positionMask = 0xFF
         let size = Self.size(toHold: positions.count)
@@ -244,6 +249,7 @@ struct PositionTable: Sendable {
             "\(count) positions in \(size) buckets")
         let old = buckets
         buckets = [UInt32](repeating: 0, count: size)
+        self.size = size
         for stored in old where stored != 0 {
             buckets[emptyBucket(for: hashOf(position(in: stored)))] = stored
         }
@@ -270,7 +276,7 @@ struct PositionTable: Sendable {
     /// The first empty bucket from `hash`'s home (for a position not filed: it is not looked for).
     @inline(__always)
     private func emptyBucket(for hash: Int) -> Int {
-        let size = buckets.count
+        let size = self.size
         var bucket = Self.home(hash, size: size)
         // Bounded: the table is never full.
         while buckets[bucket] != 0 { bucket = Self.after(bucket, size: size) }
