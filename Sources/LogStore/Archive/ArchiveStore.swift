@@ -223,7 +223,7 @@ public final class ArchiveStore: DataStore, Sendable {
     }
 
     private func uniqueIndex(of state: FoldState) -> UniqueIndex {
-        UniqueIndex(schema: schema, state: state, storeIdentifier: identifier)
+        UniqueIndex(schema: schema, state: state)
     }
 
     /// Every row of every entity, in insertion order.

@@ -84,6 +84,25 @@ struct FoldState: Sendable {
 
     var totalCount: Int { tables.reduce(0) { $0 + $1.count } }
 
+    /// The slot of a model's row in its entity's rows (``UniqueIndex`` names owners by it), or
+    /// `nil` when it has none. Valid until the entity renumbers its slots (``renumberings(of:)``).
+    func slot(of identifier: PersistentIdentifier) -> Int? {
+        guard let position = position(of: identifier.entityName) else { return nil }
+        return tables[position].slot(of: identifier.primaryKey)
+    }
+
+    /// The key and row in a slot of `entity`'s rows (`nil`: a hole, or no such slot).
+    func entry(entity: String, slot: Int) -> (primaryKey: UUID, row: Row)? {
+        guard let position = position(of: entity) else { return nil }
+        return tables[position].entry(at: slot)
+    }
+
+    /// How many times `entity`'s rows were renumbered (their holes compacted): slots read
+    /// before a change that renumbered are stale after it.
+    func renumberings(of entity: String) -> UInt64 {
+        position(of: entity).map { tables[$0].renumberings } ?? 0
+    }
+
     /// The rows of an entity in insertion order (no sort: the slots are kept in that order).
     func rows(of entityName: String) -> EntityRows {
         position(of: entityName).map { tables[$0] } ?? EntityRows()
@@ -245,6 +264,8 @@ struct EntityRows: Sendable, Sequence, Equatable {
     private var rows: [FoldState.Row] = []
     /// Primary key → slot: the positions of the live slots, filed under their keys' hashes.
     private var index = PositionTable()
+    /// How many times ``compact()`` renumbered the slots.
+    private(set) var renumberings: UInt64 = 0
 
     /// A primary key's hash in ``index``: its 16 bytes as two words
     /// (``Foundation/UUID/combineWords(into:)``; a lookup is made for every folded change).
@@ -288,6 +309,22 @@ struct EntityRows: Sendable, Sequence, Equatable {
 
     subscript(primaryKey: UUID) -> FoldState.Row? {
         position(of: primaryKey).map { rows[$0] }
+    }
+
+    /// The slot of `primaryKey`'s row (stable until ``renumberings`` changes).
+    func slot(of primaryKey: UUID) -> Int? { position(of: primaryKey) }
+
+    /// The key and row in `slot` (`nil`: a hole, or past the end).
+    func entry(at slot: Int) -> (primaryKey: UUID, row: FoldState.Row)? {
+        guard slot >= 0, slot < rows.count, !rows[slot].values.isHole else { return nil }
+        return (keys[slot], rows[slot])
+    }
+
+    /// ``scan(_:)`` with each row's slot.
+    func scanSlots(_ body: (_ slot: Int, _ primaryKey: UUID, _ row: FoldState.Row) -> Bool) {
+        for position in rows.indices where !rows[position].values.isHole {
+            guard body(position, keys[position], rows[position]) else { return }
+        }
     }
 
     /// Adds a row at the end (a row with the same key is removed first, so it moves to the end),
@@ -397,6 +434,7 @@ struct EntityRows: Sendable, Sequence, Equatable {
         keys.removeSubrange(kept...)
         rows.removeSubrange(kept...)
         assert(kept == index.count, "compaction kept \(kept) rows of \(index.count)")
+        renumberings += 1
         // The kept rows moved down: every slot is filed again.
         index.refile(0..<kept) { [keys] in Self.hash(keys[$0]) }
     }

@@ -3,12 +3,15 @@
 /// value semantics, so `"é"` and `"e\u{301}"` collide.
 ///
 /// The index keeps no values: each combination is filed under its constraint and 32 bits of the
-/// hash of its values, with the primary key of the model holding it, and a lookup compares the
-/// candidates' stored values (in the state the index describes) with the key's. It kept a copy of
-/// every key's values before — an array per model and constraint, about 200 of the 811 bytes a
-/// stored Trip took (P8) — and then a `[slot: owners]` dictionary, 84 bytes a model at 1M (2.1
-/// buckets of 40 bytes each); an entry is now 24 bytes in an array and 6 in a ``PositionTable``
-/// made for the count (at an open).
+/// hash of its values, with the slot of the row of the model holding it in its entity's rows
+/// (``FoldState/slot(of:)``), and a lookup compares the candidates' stored values (in the state
+/// the index describes) with the key's. It kept a copy of every key's values before — an array
+/// per model and constraint, about 200 of the 811 bytes a stored Trip took (P8) — then a
+/// `[slot: owners]` dictionary, 84 bytes a model at 1M (2.1 buckets of 40 bytes each), then
+/// entries naming owners by primary key (24 bytes); an entry is now 12 bytes in an array and 6
+/// in a ``PositionTable`` made for the count (at an open). Changes go through
+/// ``apply(_:to:)``, which applies them to the state and keeps the slots in step (refiling an
+/// entity whose rows were renumbered).
 struct UniqueIndex: Sendable {
     /// A combination of values of one constraint, as a save's models have it.
     struct Key: Hashable, Sendable {
@@ -60,7 +63,7 @@ struct UniqueIndex: Sendable {
     /// Where the keys of one constraint with one hash are filed: the constraint and 32 bits of
     /// the key's digest. Keys whose digests share those bits share a slot, as keys sharing a
     /// whole digest did — a crowd (``Owners``), told apart by their values (``owner(entity:key:in:storeIdentifier:)``);
-    /// a million keys make about a hundred such pairs, and an entry takes 24 bytes, not 32.
+    /// a million keys make about a hundred such pairs.
     private struct Slot: Equatable {
         let constraintIndex: UInt16
         let digest: UInt32
@@ -79,92 +82,60 @@ struct UniqueIndex: Sendable {
         var hash: Int { Int(digest) }
     }
 
-    /// The models holding the keys of one slot: one, or a crowd — when two different
-    /// combinations share a slot's 32 bits of hash, or many models hold one combination (replay never
-    /// validates; a migration's fill gives every model one value; NaNs hash alike and are never
-    /// equal). A crowd files and removes in O(1) and is looked through newest first, so a slot of
-    /// many equal keys costs what a slot of one does (a list scanned per change made that O(n²)).
-    private enum Owners {
-        case one(UUID)
+    /// The models holding the keys of one slot, by their rows' slots in the entity's rows
+    /// (``FoldState/slot(of:)``): one, or a crowd — when two different combinations share a
+    /// slot's 32 bits of hash, or many models hold one combination (replay never validates; a
+    /// migration's fill gives every model one value; NaNs hash alike and are never equal).
+    enum Owners {
+        case one(UInt32)
         case crowd(Crowd)
-
-        /// Files `primaryKey` as the newest (moving it there if it is filed already).
-        mutating func file(_ primaryKey: UUID) {
-            switch self {
-            case .one(primaryKey): return
-            case .one(let other):
-                var crowd = Crowd()
-                crowd.file(other)
-                crowd.file(primaryKey)
-                self = .crowd(crowd)
-            case .crowd(var crowd):
-                self = .one(primaryKey)  // lets go of the crowd's storage: mutated in place below
-                crowd.file(primaryKey)
-                self = .crowd(crowd)
-            }
-        }
-
-        var count: Int {
-            switch self {
-            case .one: 1
-            case .crowd(let crowd): crowd.count
-            }
-        }
-
-        /// Removes `primaryKey`; `false` when nothing is left.
-        mutating func remove(_ primaryKey: UUID) -> Bool {
-            switch self {
-            case .one(primaryKey): return false
-            case .one: return true
-            case .crowd(var crowd):
-                self = .one(primaryKey)  // as in `file`
-                crowd.remove(primaryKey)
-                self = crowd.count == 1 ? .one(crowd.newestFirst.first { _ in true }!) : .crowd(crowd)
-                return true
-            }
-        }
     }
 
-    /// Primary keys in the order they were filed (a removed one leaves a hole, compacted when the
-    /// holes outnumber the rest) and each one's place.
-    private struct Crowd {
-        private var order: [UUID?] = []
-        private var places: [UUID: Int] = [:]
+    /// Row slots in the order they were filed (a removed one leaves a hole, compacted when the
+    /// holes outnumber the rest) and each one's place: a crowd files and removes in O(1) and is
+    /// looked through newest first, so a slot of many equal keys costs what a slot of one does
+    /// (a list scanned per change made that O(n²)).
+    struct Crowd {
+        private static let hole = UInt32.max
+        private var order: [UInt32] = []
+        private var places: [UInt32: Int] = [:]
 
         var count: Int { places.count }
 
-        mutating func file(_ primaryKey: UUID) {
-            if let place = places[primaryKey] { order[place] = nil }
-            places[primaryKey] = order.count
-            order.append(primaryKey)
+        mutating func file(_ owner: UInt32) {
+            if let place = places[owner] { order[place] = Self.hole }
+            places[owner] = order.count
+            order.append(owner)
         }
 
-        mutating func remove(_ primaryKey: UUID) {
-            guard let place = places.removeValue(forKey: primaryKey) else { return }
-            order[place] = nil
+        mutating func remove(_ owner: UInt32) {
+            guard let place = places.removeValue(forKey: owner) else { return }
+            order[place] = Self.hole
             if order.count > 2 * places.count + 8 {
-                order = order.filter { $0 != nil }
-                for (place, key) in order.enumerated() { places[key!] = place }
+                order = order.filter { $0 != Self.hole }
+                for (place, kept) in order.enumerated() { places[kept] = place }
             }
         }
 
-        var newestFirst: some Sequence<UUID> { order.reversed().lazy.compactMap { $0 } }
+        var newestFirst: some Sequence<UInt32> { order.reversed().lazy.filter { $0 != Self.hole } }
     }
 
-    /// A slot filed and the models holding it. Its fields in this order take 24 bytes: the
-    /// owners 17, the constraint and the digest in the 7 after them (with a 64-bit digest first:
-    /// 32; a slot and its owners apart, 16 and 17: 40).
+    /// A slot filed and the models holding it, in 12 bytes: the one owner's row slot — or, with
+    /// ``crowdFlag``, where its crowd is in ``Table``'s crowds — then the digest and the
+    /// constraint. (An owner named by its 16-byte primary key took 24: the key and an enum tag
+    /// before the digest, P8.)
     private struct Entry {
-        var owners: Owners
-        let constraintIndex: UInt16
+        static let crowdFlag: UInt32 = 1 << 31
+        var owner: UInt32
         let digest: UInt32
+        let constraintIndex: UInt16
 
         /// The hash the entry is filed under (``Slot/hash``).
         var hash: Int { Int(digest) }
 
-        init(_ slot: Slot, owners: Owners) {
+        init(_ slot: Slot, owner: UInt32) {
+            self.owner = owner
             digest = slot.digest
-            self.owners = owners
             constraintIndex = slot.constraintIndex
         }
 
@@ -179,40 +150,82 @@ struct UniqueIndex: Sendable {
     /// them by entity name hashed the name and copied the table's reference out and back for each
     /// key filed (P4-ctx profile).
     private struct Table {
+        let entity: String
         let constraints: [[String]]
         /// The slots filed, in no order (a removed entry's place is taken by the last).
         private var entries: [Entry] = []
         /// Slot → position in ``entries``, filed under the slot's digest.
         private var positions = PositionTable()
+        /// The crowds entries point to (``Entry/crowdFlag``); a crowd let go leaves an empty one,
+        /// whose place ``freeCrowds`` keeps for the next.
+        private var crowds: [Crowd] = []
+        private var freeCrowds: [UInt32] = []
 
-        init(constraints: [[String]]) { self.constraints = constraints }
+        init(entity: String, constraints: [[String]]) {
+            self.entity = entity
+            self.constraints = constraints
+        }
 
-        var filingCount: Int { entries.reduce(0) { $0 + $1.owners.count } }
+        var filingCount: Int {
+            entries.reduce(0) { $0 + ($1.owner & Entry.crowdFlag == 0 ? 1 : crowds[Int($1.owner & ~Entry.crowdFlag)].count) }
+        }
 
         private func position(of slot: Slot) -> Int? {
             positions.find(hash: slot.hash) { entries[$0].isFiled(under: slot) }
         }
 
         func owners(of slot: Slot) -> Owners? {
-            position(of: slot).map { entries[$0].owners }
+            guard let position = position(of: slot) else { return nil }
+            let owner = entries[position].owner
+            return owner & Entry.crowdFlag == 0 ? .one(owner) : .crowd(crowds[Int(owner & ~Entry.crowdFlag)])
         }
 
-        /// Files `primaryKey` as the newest model holding `slot`.
-        mutating func file(_ primaryKey: UUID, under slot: Slot) {
-            if let position = position(of: slot) {
-                // Mutated where it is: no copy of a crowd.
-                entries[position].owners.file(primaryKey)
+        /// Files the row in `rowSlot` as the newest model holding `slot`.
+        mutating func file(_ rowSlot: UInt32, under slot: Slot) {
+            precondition(rowSlot < Entry.crowdFlag, "row slot \(rowSlot) past what a unique index names")
+            guard let position = position(of: slot) else {
+                entries.append(Entry(slot, owner: rowSlot))
+                positions.file(
+                    entries.count - 1, hash: slot.hash, replacing: { _ in false },
+                    hashOf: { [entries] in entries[$0].hash })
                 return
             }
-            entries.append(Entry(slot, owners: .one(primaryKey)))
-            positions.file(
-                entries.count - 1, hash: slot.hash, replacing: { _ in false },
-                hashOf: { [entries] in entries[$0].hash })
+            let owner = entries[position].owner
+            if owner & Entry.crowdFlag != 0 {
+                // Mutated where it is: no copy of a crowd.
+                crowds[Int(owner & ~Entry.crowdFlag)].file(rowSlot)
+            } else if owner != rowSlot {
+                var crowd = Crowd()
+                crowd.file(owner)
+                crowd.file(rowSlot)
+                let place: UInt32
+                if let free = freeCrowds.popLast() {
+                    place = free
+                    crowds[Int(place)] = crowd
+                } else {
+                    place = UInt32(crowds.count)
+                    precondition(place < Entry.crowdFlag, "more crowds than a unique index names")
+                    crowds.append(crowd)
+                }
+                entries[position].owner = place | Entry.crowdFlag
+            }
         }
 
-        /// Removes `primaryKey` from the models holding `slot` (the slot goes when none is left).
-        mutating func remove(_ primaryKey: UUID, from slot: Slot) {
-            guard let position = position(of: slot), !entries[position].owners.remove(primaryKey) else { return }
+        /// Removes the row in `rowSlot` from the models holding `slot` (the slot goes when none
+        /// is left; a crowd left with one becomes that one).
+        mutating func remove(_ rowSlot: UInt32, from slot: Slot) {
+            guard let position = position(of: slot) else { return }
+            let owner = entries[position].owner
+            if owner & Entry.crowdFlag != 0 {
+                let place = Int(owner & ~Entry.crowdFlag)
+                crowds[place].remove(rowSlot)
+                guard crowds[place].count == 1 else { return }
+                entries[position].owner = crowds[place].newestFirst.first { _ in true }!
+                crowds[place] = Crowd()
+                freeCrowds.append(UInt32(place))
+                return
+            }
+            guard owner == rowSlot else { return }
             positions.remove(hash: slot.hash, where: { $0 == position }, hashOf: { [entries] in entries[$0].hash })
             let last = entries.count - 1
             if position != last {
@@ -247,7 +260,7 @@ struct UniqueIndex: Sendable {
                 entity.allUniquenessConstraints.count <= Int(UInt16.max),
                 "\(entity.name) has \(entity.allUniquenessConstraints.count) unique constraints")
             positions[entity.name] = tables.count
-            tables.append(Table(constraints: entity.allUniquenessConstraints))
+            tables.append(Table(entity: entity.name, constraints: entity.allUniquenessConstraints))
         }
         tablePositions = positions
     }
@@ -298,42 +311,72 @@ struct UniqueIndex: Sendable {
         tables[position].reserveCapacity(count * tables[position].constraints.count)
     }
 
-    /// The model holding `key` in `state` — the state this index describes (every model it names
-    /// is there, with the values it was filed under). Of several, the one filed last.
+    /// The model holding `key` in `state` — the state this index describes (every row slot it
+    /// names holds a model with the values it was filed under). Of several, the one filed last.
     func owner(entity: String, key: Key, in state: FoldState, storeIdentifier: String) -> PersistentIdentifier? {
         guard let position = tablePositions[entity], let filed = tables[position].owners(of: Slot(key)) else {
             return nil
         }
         let constraint = tables[position].constraints[Int(key.constraintIndex)]
-        func holds(_ primaryKey: UUID) -> Bool {
-            guard let row = state.row(entity: entity, primaryKey: primaryKey) else {
-                assertionFailure("the unique index names a model of \(entity) the state does not hold")
-                return false
+        func holder(_ rowSlot: UInt32) -> UUID? {
+            guard let (primaryKey, row) = state.entry(entity: entity, slot: Int(rowSlot)) else {
+                assertionFailure("the unique index names row slot \(rowSlot) of \(entity), which the state does not hold")
+                return nil
             }
-            return constraint.indices.allSatisfy { (row.values[constraint[$0]] ?? .null) == key.values[$0] }
+            let holds = constraint.indices.allSatisfy { (row.values[constraint[$0]] ?? .null) == key.values[$0] }
+            return holds ? primaryKey : nil
         }
         let found: UUID? =
             switch filed {
-            case .one(let primaryKey): holds(primaryKey) ? primaryKey : nil
-            case .crowd(let crowd): crowd.newestFirst.first(where: holds)
+            case .one(let rowSlot): holder(rowSlot)
+            case .crowd(let crowd): crowd.newestFirst.lazy.compactMap(holder).first
             }
         return found.map { .permanent(for: storeIdentifier, entityName: entity, primaryKey: $0) }
     }
 
-    /// Updates the index for a model whose values went from `old` to `new` (nil: absent).
-    mutating func replace(
-        _ identifier: PersistentIdentifier, old: RowValues?, new: RowValues?
-    ) {
-        guard let position = tablePositions[identifier.entityName] else { return }
-        let primaryKey = identifier.primaryKey
+    /// Applies `change` to `state` — the state this index describes — and keeps the index in
+    /// step: the model's old values leave their slots and its new values are filed, under its
+    /// row's slot before and after the change; a change after which the entity renumbered its
+    /// rows (its holes compacted: every slot moved) files the entity again from the state.
+    /// Returns the model's values after the change (`nil`: it has no row).
+    @discardableResult
+    mutating func apply(_ change: ResolvedChange, to state: inout FoldState) -> RowValues? {
+        let entity = change.identifier.entityName
+        guard let position = tablePositions[entity] else { return state.apply(change) }
+        let oldSlot = state.slot(of: change.identifier)
+        let renumberings = state.renumberings(of: entity)
+        let (old, new) = state.applyTellingOld(change)
+        guard state.renumberings(of: entity) == renumberings else {
+            refile(position, from: state)
+            return new
+        }
+        let newSlot = new == nil ? nil : state.slot(of: change.identifier)
+        assert((old == nil) == (oldSlot == nil) && (new == nil) == (newSlot == nil), "a row without a slot")
         let constraints = tables[position].constraints
         for (index, constraint) in constraints.enumerated() {
-            if let old, let slot = slot(constraintIndex: index, constraint, row: old) {
-                tables[position].remove(primaryKey, from: slot)
+            if let old, let oldSlot, let slot = slot(constraintIndex: index, constraint, row: old) {
+                tables[position].remove(UInt32(oldSlot), from: slot)
             }
-            if let new, let slot = slot(constraintIndex: index, constraint, row: new) {
-                tables[position].file(primaryKey, under: slot)
+            if let new, let newSlot, let slot = slot(constraintIndex: index, constraint, row: new) {
+                tables[position].file(UInt32(newSlot), under: slot)
             }
+        }
+        return new
+    }
+
+    /// Files every model of the entity whose table is at `position` again, from `state`.
+    private mutating func refile(_ position: Int, from state: FoldState) {
+        let entity = tables[position].entity
+        tables[position] = Table(entity: entity, constraints: tables[position].constraints)
+        tables[position].reserveCapacity(state.count(of: entity) * tables[position].constraints.count)
+        let constraints = tables[position].constraints
+        state.rows(of: entity).scanSlots { rowSlot, _, row in
+            for (index, constraint) in constraints.enumerated() {
+                if let slot = slot(constraintIndex: index, constraint, row: row.values) {
+                    tables[position].file(UInt32(rowSlot), under: slot)
+                }
+            }
+            return true
         }
     }
 }
@@ -341,16 +384,8 @@ struct UniqueIndex: Sendable {
 extension UniqueIndex {
     /// The index of every model `state` holds (at an open, a migration's staging, an archive's
     /// save, and after a failed sync put the working state back).
-    init(schema: Schema, state: FoldState, storeIdentifier: String) {
+    init(schema: Schema, state: FoldState) {
         self.init(schema: schema)
-        for entity in schema.entities where constrains(entity.name) {
-            reserveCapacity(state.count(of: entity.name), entity: entity.name)
-            state.rows(of: entity.name).scan { primaryKey, row in
-                replace(
-                    .permanent(for: storeIdentifier, entityName: entity.name, primaryKey: primaryKey), old: nil,
-                    new: row.values)
-                return true
-            }
-        }
+        for position in tables.indices { refile(position, from: state) }
     }
 }

@@ -296,7 +296,7 @@ final class MigrationStagingStore: ModelStore {
         self.identifier = identifier
         self.state = state
         self.collisionPolicy = collisionPolicy
-        self.uniqueIndex = UniqueIndex(schema: schema, state: state, storeIdentifier: identifier)
+        self.uniqueIndex = UniqueIndex(schema: schema, state: state)
     }
 
     var base: AnyObject { self }
@@ -325,11 +325,7 @@ final class MigrationStagingStore: ModelStore {
             schema: schema, storeIdentifier: identifier, state: state, uniqueIndex: uniqueIndex,
             collisionPolicy: collisionPolicy
         ).resolve(request)
-        for change in resolution.changes {
-            let old = state.row(change.identifier)?.values
-            state.apply(change)
-            uniqueIndex.replace(change.identifier, old: old, new: state.row(change.identifier)?.values)
-        }
+        for change in resolution.changes { uniqueIndex.apply(change, to: &state) }
         changes += resolution.changes
         var result = DataStoreSaveChangesResult<DefaultSnapshot>(
             storeIdentifier: identifier, remappedIdentifiers: resolution.remapped)

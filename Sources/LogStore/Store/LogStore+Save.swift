@@ -195,7 +195,7 @@ extension LogStore {
     /// from the working state).
     func forgetUnpublished(_ inner: inout Inner) {
         inner.working = inner.published
-        inner.uniqueIndex = UniqueIndex(schema: schema, state: inner.working, storeIdentifier: identifier)
+        inner.uniqueIndex = UniqueIndex(schema: schema, state: inner.working)
         inner.pending.removeAll()
     }
 
@@ -362,14 +362,7 @@ extension LogStore.Inner {
     mutating func foldWritten(_ changes: [ResolvedChange], at position: LogPosition) {
         var insertedRows: [RowValues] = []
         for change in changes {
-            let new: RowValues?
-            if uniqueIndex.constrains(change.identifier.entityName) {
-                let old: RowValues?
-                (old, new) = working.applyTellingOld(change)
-                uniqueIndex.replace(change.identifier, old: old, new: new)
-            } else {
-                new = working.apply(change)
-            }
+            let new = uniqueIndex.apply(change, to: &working)
             if case .insert = change {
                 guard let new else { preconditionFailure("an insert left no row for \(change.identifier)") }
                 insertedRows.append(new)

@@ -248,7 +248,7 @@ public final class LogStore: DataStore, @unchecked Sendable {
                     from: consume replayed, startOffset: end)
             }
             let table = replayed.table
-            let uniqueIndex = UniqueIndex(schema: schema, state: replayed.state, storeIdentifier: log.storeID.uuidString)
+            let uniqueIndex = UniqueIndex(schema: schema, state: replayed.state)
             self.configuration = configuration
             self.schema = schema
             self.entityProperties = Dictionary(schema.entities.map { ($0.name, $0.properties) }) { first, _ in first }
