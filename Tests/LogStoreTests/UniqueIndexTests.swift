@@ -269,6 +269,7 @@ import Testing
             }
             let rebuilt = UniqueIndex(schema: Self.schema, state: state)
             if index.filingCount != rebuilt.filingCount { wrong += 1 }
+            wrong += index.problems(against: state)
         }
         #expect(wrong == 0, "\(wrong) wrong owners or filing counts")
         #expect(state.renumberings(of: "Badge") - renumberingsBefore >= 2, "the rows were compacted \(state.renumberings(of: "Badge")) times")

@@ -91,6 +91,12 @@ struct FoldState: Sendable {
         return tables[position].slot(of: identifier.primaryKey)
     }
 
+    /// The slot of `entity`'s last row (where an insert puts its row), `nil` when it has none.
+    func lastSlot(of entity: String) -> Int? {
+        guard let position = position(of: entity) else { return nil }
+        return tables[position].lastSlot
+    }
+
     /// The key and row in a slot of `entity`'s rows (`nil`: a hole, or no such slot).
     func entry(entity: String, slot: Int) -> (primaryKey: UUID, row: Row)? {
         guard let position = position(of: entity) else { return nil }
@@ -313,6 +319,9 @@ struct EntityRows: Sendable, Sequence, Equatable {
 
     /// The slot of `primaryKey`'s row (stable until ``renumberings`` changes).
     func slot(of primaryKey: UUID) -> Int? { position(of: primaryKey) }
+
+    /// The last slot (an appended row's), `nil` when there is none.
+    var lastSlot: Int? { rows.isEmpty ? nil : rows.count - 1 }
 
     /// The key and row in `slot` (`nil`: a hole, or past the end).
     func entry(at slot: Int) -> (primaryKey: UUID, row: FoldState.Row)? {

@@ -86,43 +86,44 @@ struct UniqueIndex: Sendable {
     /// (``FoldState/slot(of:)``): one, or a crowd — when two different combinations share a
     /// slot's 32 bits of hash, or many models hold one combination (replay never validates; a
     /// migration's fill gives every model one value; NaNs hash alike and are never equal).
-    enum Owners {
+    private enum Owners {
         case one(UInt32)
         case crowd(Crowd)
     }
 
-    /// Row slots in the order they were filed (a removed one leaves a hole, compacted when the
-    /// holes outnumber the rest) and each one's place: a crowd files and removes in O(1) and is
+    /// Row slots in the order they were filed (a removed one leaves a vacated place, compacted
+    /// when those outnumber the rest) and each one's place: a crowd files and removes in O(1) and is
     /// looked through newest first, so a slot of many equal keys costs what a slot of one does
     /// (a list scanned per change made that O(n²)).
-    struct Crowd {
-        private static let hole = UInt32.max
+    private struct Crowd {
+        private static let vacated = UInt32.max
         private var order: [UInt32] = []
         private var places: [UInt32: Int] = [:]
 
         var count: Int { places.count }
 
         mutating func file(_ owner: UInt32) {
-            if let place = places[owner] { order[place] = Self.hole }
+            if let place = places[owner] { order[place] = Self.vacated }
             places[owner] = order.count
             order.append(owner)
         }
 
         mutating func remove(_ owner: UInt32) {
             guard let place = places.removeValue(forKey: owner) else { return }
-            order[place] = Self.hole
+            order[place] = Self.vacated
             if order.count > 2 * places.count + 8 {
-                order = order.filter { $0 != Self.hole }
+                order = order.filter { $0 != Self.vacated }
                 for (place, kept) in order.enumerated() { places[kept] = place }
             }
         }
 
-        var newestFirst: some Sequence<UInt32> { order.reversed().lazy.filter { $0 != Self.hole } }
+        var newestFirst: some Sequence<UInt32> { order.reversed().lazy.filter { $0 != Self.vacated } }
     }
 
     /// A slot filed and the models holding it, in 12 bytes: the one owner's row slot — or, with
     /// ``crowdFlag``, where its crowd is in ``Table``'s crowds — then the digest and the
-    /// constraint. (An owner named by its 16-byte primary key took 24: the key and an enum tag
+    /// constraint. Row slots stay below 2³¹ (holes count: an entity of a billion rows; a larger
+    /// one stops at a precondition). (An owner named by its 16-byte primary key took 24: the key and an enum tag
     /// before the digest, P8.)
     private struct Entry {
         static let crowdFlag: UInt32 = 1 << 31
@@ -164,6 +165,15 @@ struct UniqueIndex: Sendable {
         init(entity: String, constraints: [[String]]) {
             self.entity = entity
             self.constraints = constraints
+        }
+
+        /// The (row slot, slot) pairs filed, crowds spelled out (``UniqueIndex/problems(against:)``).
+        func filings() -> [(rowSlot: UInt32, slot: Slot)] {
+            entries.flatMap { entry -> [(rowSlot: UInt32, slot: Slot)] in
+                let slot = Slot(constraintIndex: UInt32(entry.constraintIndex), digest: entry.hash)
+                guard entry.owner & Entry.crowdFlag != 0 else { return [(entry.owner, slot)] }
+                return crowds[Int(entry.owner & ~Entry.crowdFlag)].newestFirst.map { ($0, slot) }
+            }
         }
 
         var filingCount: Int {
@@ -350,8 +360,16 @@ struct UniqueIndex: Sendable {
             refile(position, from: state)
             return new
         }
-        let newSlot = new == nil ? nil : state.slot(of: change.identifier)
+        // Where the row is now, without a third lookup of its key: an insert appends it, an
+        // update leaves it where it was.
+        let newSlot: Int? =
+            switch change {
+            case .insert: new == nil ? nil : state.lastSlot(of: entity)
+            case .update: new == nil ? nil : oldSlot
+            case .delete: nil
+            }
         assert((old == nil) == (oldSlot == nil) && (new == nil) == (newSlot == nil), "a row without a slot")
+        assert(newSlot == nil || newSlot == state.slot(of: change.identifier), "the row is not where the change put it")
         let constraints = tables[position].constraints
         for (index, constraint) in constraints.enumerated() {
             if let old, let oldSlot, let slot = slot(constraintIndex: index, constraint, row: old) {
@@ -364,7 +382,30 @@ struct UniqueIndex: Sendable {
         return new
     }
 
-    /// Files every model of the entity whose table is at `position` again, from `state`.
+    /// How many filings name a row slot of `state` that holds no model, or whose model's values
+    /// are not filed there (tests: 0 when the index describes `state`).
+    func problems(against state: FoldState) -> Int {
+        var problems = 0
+        for table in tables {
+            for (rowSlot, slot) in table.filings() {
+                let constraint = table.constraints[Int(slot.constraintIndex)]
+                guard let (_, row) = state.entry(entity: table.entity, slot: Int(rowSlot)),
+                    let filed = self.slot(constraintIndex: Int(slot.constraintIndex), constraint, row: row.values),
+                    filed == slot
+                else {
+                    problems += 1
+                    continue
+                }
+            }
+        }
+        return problems
+    }
+
+    /// Files every model of the entity whose table is at `position` again, from `state` — at an
+    /// open, and after the entity's rows were renumbered (a compaction of its holes: at most once
+    /// per max(1,024, rows) removals, a pass over the entity under the store's lock). A crowd
+    /// refiled is in slot order: of several models holding one key (never after a validated
+    /// save), which one is "filed last" may change there.
     private mutating func refile(_ position: Int, from state: FoldState) {
         let entity = tables[position].entity
         tables[position] = Table(entity: entity, constraints: tables[position].constraints)

@@ -248,7 +248,9 @@ public final class LogStore: DataStore, @unchecked Sendable {
                     from: consume replayed, startOffset: end)
             }
             let table = replayed.table
-            let uniqueIndex = UniqueIndex(schema: schema, state: replayed.state)
+            // A read-only store never saves, and its follower replaces the working state
+            // wholesale (LogStore+Processes.swift): it keeps no unique index.
+            let uniqueIndex = isReadOnly ? UniqueIndex(schema: schema) : UniqueIndex(schema: schema, state: replayed.state)
             self.configuration = configuration
             self.schema = schema
             self.entityProperties = Dictionary(schema.entities.map { ($0.name, $0.properties) }) { first, _ in first }
