@@ -215,6 +215,26 @@ import Testing
         #expect(owner(code: 9) == nil && owner(code: 10) == badge2(2_008))
     }
 
+    /// An open that replays the log (no checkpoint) trims each entity's key table, which the
+    /// replay grew by doubling: 800 rows in 1,200 buckets (3/2 a row), not 2,048.
+    @Test func anOpenByReplayTrimsTheKeyTables() throws {
+        let temporary = TemporaryDirectory("replay-trim")
+        defer { temporary.remove() }
+        let configuration = LogStoreConfiguration(schema: Self.schema, directory: temporary.path, durability: .none)
+        do {
+            let store = try LogStore(configuration)
+            var request = DataStoreSaveChangesRequest<DefaultSnapshot>()
+            request.inserted = (0..<800).map { Self.badge(Int64($0), "h\($0)", 1) }
+            _ = try store.save(request)
+            #expect(store.inner.withLock { $0.working.rows(of: "Badge").indexBucketCount } == 2_048)
+            try store.close()
+        }
+        let reopened = try LogStore(configuration)
+        defer { try? reopened.close() }
+        let (count, buckets) = reopened.inner.withLock { ($0.working.count(of: "Badge"), $0.working.rows(of: "Badge").indexBucketCount) }
+        #expect(count == 800 && buckets == 1_200)
+    }
+
     /// The index names owners by their rows' slots: through random inserts, updates, deletes and
     /// re-inserts of a key — deletes enough for the entity to compact its holes (renumbering every
     /// slot) several times — each code's owner is a live model holding it (the only one when it is

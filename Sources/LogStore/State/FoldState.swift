@@ -109,6 +109,12 @@ struct FoldState: Sendable {
         position(of: entity).map { tables[$0].renumberings } ?? 0
     }
 
+    /// Each entity's key table made the size one made for its count has, where it is more than a
+    /// quarter larger (``PositionTable/trim(hashOf:)``: after an open's replay grew them).
+    mutating func trimIndexes() {
+        for position in tables.indices { tables[position].trimIndex() }
+    }
+
     /// The rows of an entity in insertion order (no sort: the slots are kept in that order).
     func rows(of entityName: String) -> EntityRows {
         position(of: entityName).map { tables[$0] } ?? EntityRows()
@@ -319,6 +325,12 @@ struct EntityRows: Sendable, Sequence, Equatable {
 
     /// The slot of `primaryKey`'s row (stable until ``renumberings`` changes).
     func slot(of primaryKey: UUID) -> Int? { position(of: primaryKey) }
+
+    /// The key table made the size one made for its count has, when it is more than a quarter
+    /// larger (grown by doubling while rows were appended).
+    mutating func trimIndex() {
+        index.trim { [keys] in Self.hash(keys[$0]) }
+    }
 
     /// The last slot (an appended row's), `nil` when there is none.
     var lastSlot: Int? { rows.isEmpty ? nil : rows.count - 1 }

@@ -248,6 +248,9 @@ public final class LogStore: DataStore, @unchecked Sendable {
                     from: consume replayed, startOffset: end)
             }
             let table = replayed.table
+            // A replay grew each entity's key table by doubling (8.4 bytes a row at a million,
+            // where one made for the count has 6): trimmed once, before it is shared.
+            replayed.state.trimIndexes()
             // A read-only store never saves, and its follower replaces the working state
             // wholesale (LogStore+Processes.swift): it keeps no unique index.
             let uniqueIndex = isReadOnly ? UniqueIndex(schema: schema) : UniqueIndex(schema: schema, state: replayed.state)
