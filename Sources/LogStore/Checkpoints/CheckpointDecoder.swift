@@ -24,12 +24,11 @@ struct CheckpointDecoder {
     /// attribute ids in that order (an attribute's position in the layout).
     private var layouts: [UInt32: (layout: RowLayout, ids: [UInt32])] = [:]
     private var chunkCount: UInt64 = 0
-    private var rowCount: UInt64 = 0
-    /// What the row counts record states (`nil`: the file has none — an older writer's), and
-    /// the rows read of each entity, which must match it.
+    /// What the row counts record states (`nil`: the file has none — an older writer's).
     private var statedRowCounts: CheckpointRowCounts?
+    /// The rows read of each entity with a chunk (a split row counts once): the trailer's entity
+    /// and row counts, and what the row counts record must state.
     private var rowCountsRead: [UInt32: UInt64] = [:]
-    private var entityCount: UInt64 = 0
     private var currentEntityID: UInt32?
     /// The last entry of the previous chunk (for continuations).
     private var lastEntry: (entityName: String, primaryKey: UUID, sequence: UInt64)?
@@ -78,7 +77,9 @@ struct CheckpointDecoder {
         case .checkpointTrailer:
             guard header != nil else { throw .malformed("the trailer comes before the checkpoint header") }
             let trailer = try CheckpointTrailer.decode(Array(payload))
-            let found = CheckpointTrailer(entityCount: entityCount, rowCount: rowCount, chunkCount: chunkCount)
+            let found = CheckpointTrailer(
+                entityCount: UInt64(rowCountsRead.count), rowCount: rowCountsRead.values.reduce(0, +),
+                chunkCount: chunkCount)
             guard trailer == found else {
                 throw .malformed(
                     "the trailer counts \(trailer.entityCount) entities, \(trailer.rowCount) rows and "
@@ -155,12 +156,10 @@ struct CheckpointDecoder {
             }
             if entityID != currentEntityID {
                 guard !continues else { throw .malformed("the first chunk of entity id \(entityID) continues a row") }
-                entityCount += 1
                 currentEntityID = entityID
                 lastSequence = nil
             }
             chunkCount += 1
-            rowCount += entryCount - (continues ? 1 : 0)
             rowCountsRead[entityID, default: 0] += entryCount - (continues ? 1 : 0)
             guard decodesRows else { return }
             let (layout, attributeIDs) =

@@ -342,6 +342,7 @@ struct EntityRows: Sendable, Sequence, Equatable {
     }
 
     /// ``scan(_:)`` with each row's slot.
+    @inline(__always)
     func scanSlots(_ body: (_ slot: Int, _ primaryKey: UUID, _ row: FoldState.Row) -> Bool) {
         for position in rows.indices where !rows[position].values.isHole {
             guard body(position, keys[position], rows[position]) else { return }
@@ -383,7 +384,7 @@ struct EntityRows: Sendable, Sequence, Equatable {
     /// states its rows leaves an eighth for the replay after it (``reserve(restoring:)``).
     func trimmed() -> EntityRows {
         var trimmed = self
-        trimmed.index.trim { [keys] in Self.hash(keys[$0]) }
+        trimmed.trimIndex()
         if rows.capacity > rows.count + rows.count / 4 {
             // Copied from buffers: arrays of exactly their count.
             trimmed.keys = keys.withUnsafeBufferPointer { Array($0) }
@@ -433,9 +434,7 @@ struct EntityRows: Sendable, Sequence, Equatable {
     /// release of its values per row, which was about a third of a filtered scan (the WWDC24
     /// session's `findTrips`: every Trip row for every change).
     func scan(_ body: (_ primaryKey: UUID, _ row: FoldState.Row) -> Bool) {
-        for position in rows.indices where !rows[position].values.isHole {
-            guard body(keys[position], rows[position]) else { return }
-        }
+        scanSlots { _, primaryKey, row in body(primaryKey, row) }
     }
 
     /// Changes every row in place (keys and order stay).

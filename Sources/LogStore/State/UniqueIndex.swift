@@ -302,9 +302,6 @@ struct UniqueIndex: Sendable {
         return Slot(constraintIndex: UInt32(constraintIndex), digest: worsen?(digest) ?? digest)
     }
 
-    /// Whether `entity` has uniqueness constraints (models of others are never filed).
-    func constrains(_ entity: String) -> Bool { tablePositions[entity] != nil }
-
     /// The (model, constraint) pairs filed: one per constraint of each model holding its values
     /// (tests compare it with an index built from the state: a change that left a model filed
     /// under values it no longer holds shows here, where lookups, which check the state, hide it).
@@ -313,12 +310,6 @@ struct UniqueIndex: Sendable {
     /// The property names of the constraint a key of `entity` is for.
     func constraint(of key: Key, entity: String) -> [String] {
         tables[tablePositions[entity]!].constraints[Int(key.constraintIndex)]
-    }
-
-    /// Room for `count` keys of `entity` (building the index at open grows it once, not 20 times).
-    mutating func reserveCapacity(_ count: Int, entity: String) {
-        guard let position = tablePositions[entity] else { return }
-        tables[position].reserveCapacity(count * tables[position].constraints.count)
     }
 
     /// The model holding `key` in `state` — the state this index describes (every row slot it
@@ -389,13 +380,10 @@ struct UniqueIndex: Sendable {
         for table in tables {
             for (rowSlot, slot) in table.filings() {
                 let constraint = table.constraints[Int(slot.constraintIndex)]
-                guard let (_, row) = state.entry(entity: table.entity, slot: Int(rowSlot)),
-                    let filed = self.slot(constraintIndex: Int(slot.constraintIndex), constraint, row: row.values),
-                    filed == slot
-                else {
-                    problems += 1
-                    continue
+                let filed = state.entry(entity: table.entity, slot: Int(rowSlot)).flatMap {
+                    self.slot(constraintIndex: Int(slot.constraintIndex), constraint, row: $0.row.values)
                 }
+                if filed != slot { problems += 1 }
             }
         }
         return problems
@@ -409,6 +397,7 @@ struct UniqueIndex: Sendable {
     private mutating func refile(_ position: Int, from state: FoldState) {
         let entity = tables[position].entity
         tables[position] = Table(entity: entity, constraints: tables[position].constraints)
+        // Grown once, not 20 times, for an entity of a million models.
         tables[position].reserveCapacity(state.count(of: entity) * tables[position].constraints.count)
         let constraints = tables[position].constraints
         state.rows(of: entity).scanSlots { rowSlot, _, row in
