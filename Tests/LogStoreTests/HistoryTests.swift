@@ -205,24 +205,48 @@ import Testing
         try store.close()
     }
 
-    @Test func payloadChunksHoldEveryPayloadWhereTheySaidItIs() {
-        var chunks = PayloadChunks()
+    /// A fetch's batch (``HistoryBatch``) holds each transaction's header and payload where it
+    /// said: payloads of every size — empty, small, larger than a chunk — in chunks of at most
+    /// 32 KiB (or one of a larger payload's own size), and authors and process identifiers kept
+    /// once per run of equal ones.
+    @Test func aHistoryBatchHoldsEveryTransactionWhereItSaidItIs() {
+        let batch = HistoryBatch(
+            storeIdentifier: "store", decoder: TransactionRecord.Decoder(table: SchemaTable(), storeIdentifier: "store"),
+            capacity: 0)
         var random = CheckpointTests.Random(state: 42)
-        var kept: [(PayloadChunk, Range<Int>, [UInt8])] = []
-        var distinctChunks = Set<ObjectIdentifier>()
+        var kept: [(index: Int32, offset: UInt64, author: String?, micros: Int64, process: String, bytes: [UInt8])] = []
+        let processes = ["1@host A", "2@host B"]
         for index in 0..<2_000 {
             let count = index % 97 == 0 ? 40_000 : index % 13 == 0 ? 0 : Int(random.next() % 600)
             let bytes = (0..<count).map { _ in UInt8(truncatingIfNeeded: random.next()) }
-            let (chunk, range) = bytes.withUnsafeBytes { chunks.store($0) }
-            #expect(range.count == count)
-            // A chunk of at most 32 KiB, or one made for a larger payload alone.
-            #expect(chunk.capacity <= PayloadChunks.byteCountMax || chunk.capacity == 40_000)
-            distinctChunks.insert(ObjectIdentifier(chunk))
-            kept.append((chunk, range, bytes))
+            // Runs of one process's saves, every third without an author.
+            let process = processes[index / 100 % 2]
+            let author: String? = index % 3 == 0 ? nil : index % 10 == 9 ? "widget" : "app"
+            let offset = UInt64(index) * 1_000 + 7
+            let micros = Int64(index) * 1_000_000 + 123
+            let place = bytes.withUnsafeBytes {
+                batch.append(
+                    offset: offset, author: author, timestampMicroseconds: micros, processIdentifier: process, payload: $0)
+            }
+            #expect(place == Int32(index))
+            kept.append((place, offset, author, micros, process, bytes))
         }
-        for (chunk, range, bytes) in kept { #expect(Array(chunk.bytes(range)) == bytes) }
+        var mismatches = 0
+        for entry in kept {
+            let same =
+                batch.offset(at: entry.index) == entry.offset && batch.author(at: entry.index) == entry.author
+                && batch.timestamp(at: entry.index) == Date(timeIntervalSince1970: Double(entry.micros) / 1_000_000)
+                && batch.processIdentifier(at: entry.index) == entry.process
+                && Array(batch.payload(at: entry.index)) == entry.bytes
+            if !same { mismatches += 1 }
+        }
+        #expect(mismatches == 0)
         // 2,000 payloads of ~300 bytes in chunks of up to 32 KiB, plus one per large payload.
-        #expect(distinctChunks.count < 60)
+        #expect(batch.chunkCapacities.allSatisfy { $0 <= HistoryBatch.chunkByteCountMax || $0 == 40_000 })
+        #expect(batch.chunkCapacities.count < 60)
+        // An author or process identifier is kept again only where it differs from the last of
+        // its kind: "app" after each "widget", "widget" 200 times, the process 20 times.
+        #expect(batch.stringCount < 700)
     }
 
     /// A record whose author is not UTF-8 (its CRC matching: a writer bug or a crafted file) is

@@ -160,7 +160,7 @@ struct HistoryReader {
         // The visit's state in one struct the closures below capture without escaping: local
         // variables captured by a local function were boxed and checked for exclusive access on
         // every use (a tenth of the fetch).
-        var visit = Visit(reader: self, query: query)
+        var visit = Visit(reader: self, query: query, capacity: limit.map { min($0, 4_096) } ?? 0)
         // An author filter goes through the author index where it covers the log, and files the
         // authors of the records it reads elsewhere.
         if let authorIndex, !visit.authorTests.isEmpty {
@@ -238,17 +238,20 @@ struct HistoryReader {
             storage: HistoryChanges(payload: record.payload, decoder: decoder, offset: record.offset, header: header))
     }
 
-    /// ``decode(_:strings:)`` of a record read in place: its payload is copied into `chunks`.
+    /// ``decode(_:strings:)`` of a record read in place: its header and payload go into the
+    /// fetch's `batch`, and the transaction is its place there.
     func decode(
-        _ view: LogRecordView, strings: inout TransactionRecord.RepeatedStrings, chunks: inout PayloadChunks
+        _ view: LogRecordView, strings: inout TransactionRecord.RepeatedStrings, into batch: HistoryBatch
     ) throws(LogStoreError) -> DefaultHistoryTransaction {
-        let header = try header(at: view.offset) { () throws(ByteReaderError) in
+        let header = try checkedHeader(at: view.offset) { () throws(ByteReaderError) in
             try TransactionRecord.decodeHeader(view.payload, processIdentifier: true, strings: &strings)
         }
-        let (chunk, range) = chunks.store(view.payload)
+        let index = batch.append(
+            offset: view.offset, author: header.author, timestampMicroseconds: header.timestampMicroseconds,
+            processIdentifier: header.processIdentifier, payload: view.payload)
         return DefaultHistoryTransaction(
             token: DefaultHistoryToken(storeIdentifier: storeID, offset: view.offset, check: view.payloadCRC),
-            storage: HistoryChanges(chunk: chunk, range: range, decoder: decoder, offset: view.offset, header: header))
+            batch: batch, index: index)
     }
 
     /// The header `decode` reads from the transaction record at `offset`, checked to be of a
@@ -259,6 +262,21 @@ struct HistoryReader {
             schemaVersion: UInt32, author: String?, timestampMicroseconds: Int64, processIdentifier: String
         )
     ) throws(LogStoreError) -> HistoryChanges.Header {
+        let header = try checkedHeader(at: offset, decode)
+        return HistoryChanges.Header(
+            author: header.author,
+            timestamp: Date(timeIntervalSince1970: Double(header.timestampMicroseconds) / 1_000_000),
+            storeIdentifier: storeIdentifier, processIdentifier: header.processIdentifier)
+    }
+
+    /// The fields `decode` reads from the transaction record at `offset`, checked to be of a
+    /// schema table this reader knows.
+    private func checkedHeader(
+        at offset: UInt64,
+        _ decode: () throws(ByteReaderError) -> (
+            schemaVersion: UInt32, author: String?, timestampMicroseconds: Int64, processIdentifier: String
+        )
+    ) throws(LogStoreError) -> (schemaVersion: UInt32, author: String?, timestampMicroseconds: Int64, processIdentifier: String) {
         let header: (schemaVersion: UInt32, author: String?, timestampMicroseconds: Int64, processIdentifier: String)
         do {
             header = try decode()
@@ -271,10 +289,7 @@ struct HistoryReader {
                 reason: "transaction record: encoded with schema table version "
                     + "\(header.schemaVersion), newer than \(table.version)")
         }
-        return HistoryChanges.Header(
-            author: header.author,
-            timestamp: Date(timeIntervalSince1970: Double(header.timestampMicroseconds) / 1_000_000),
-            storeIdentifier: storeIdentifier, processIdentifier: header.processIdentifier)
+        return header
     }
 }
 
@@ -286,7 +301,8 @@ private struct Visit {
     /// The query's author tests, compiled for the stored bytes once.
     let authorTests: [HistoryQuery.AuthorBytesTest]
     var strings = TransactionRecord.RepeatedStrings()
-    var chunks = PayloadChunks()
+    /// The transactions the fetch takes, side by side.
+    let batch: HistoryBatch
     /// The transaction of the record visited last, when taken.
     var taken: DefaultHistoryTransaction?
     /// The record visited last is past the token upper bound, and so is every later one.
@@ -297,10 +313,11 @@ private struct Visit {
     /// The author index's part in the fetch (off unless the fetch has an author filter).
     var indexing = AuthorIndexing()
 
-    init(reader: HistoryReader, query: HistoryQuery) {
+    init(reader: HistoryReader, query: HistoryQuery, capacity: Int) {
         self.reader = reader
         self.query = query
         authorTests = query.authorTests.map(HistoryQuery.AuthorBytesTest.init)
+        batch = HistoryBatch(storeIdentifier: reader.storeIdentifier, decoder: reader.decoder, capacity: capacity)
     }
 
     /// ``visit(_:)`` of the first record of a fetch whose lower bound's check was deferred
@@ -337,7 +354,7 @@ private struct Visit {
                 }
                 guard matches else { return }
             }
-            taken = try reader.decode(view, strings: &strings, chunks: &chunks)
+            taken = try reader.decode(view, strings: &strings, into: batch)
         } catch {
             failure = error
         }
@@ -374,7 +391,7 @@ private struct Visit {
                 position = indexing.file(view.offset, author: author)
             }
             guard query.matchesTokenBounds(offset: view.offset), indexing.passes(position) else { return }
-            taken = try reader.decode(view, strings: &strings, chunks: &chunks)
+            taken = try reader.decode(view, strings: &strings, into: batch)
         } catch {
             failure = error
         }
@@ -529,26 +546,5 @@ private struct AuthorIndexing {
             offset: offset,
             reason: "the history's author index filed a transaction at this offset, and the record read here is "
                 + "\(found): the log changed under the open store")
-    }
-}
-
-/// The chunks one history fetch copies the payloads of the transactions it takes into: the first
-/// small (a fetch of a few transactions holds little), each next one twice the last up to
-/// ``byteCountMax``; a payload larger than that gets a chunk of its own size. A transaction keeps
-/// its chunk alive (one kept from a large fetch holds up to 32 KiB).
-struct PayloadChunks {
-    static let byteCountFirst = 4 * 1024
-    static let byteCountMax = 32 * 1024
-    private var current: PayloadChunk?
-    private var nextCapacity = byteCountFirst
-
-    /// Copies `bytes` into the current chunk, or a new one when they do not fit.
-    mutating func store(_ bytes: UnsafeRawBufferPointer) -> (PayloadChunk, Range<Int>) {
-        if let current, let range = current.append(bytes) { return (current, range) }
-        let chunk = PayloadChunk(capacity: max(bytes.count, nextCapacity, 1))
-        nextCapacity = min(nextCapacity * 2, Self.byteCountMax)
-        current = chunk
-        guard let range = chunk.append(bytes) else { preconditionFailure("a new chunk holds what it was sized for") }
-        return (chunk, range)
     }
 }

@@ -39,38 +39,79 @@ public struct DefaultHistoryTransaction: HistoryTransaction {
     public var token: DefaultHistoryToken
     /// The saving context's ``ModelContext/author``, if it had one.
     public var author: String? {
-        get { storage.header.author }
-        set { storage = storage.with { $0.author = newValue } }
+        get {
+            switch storage {
+            case .object(let object): object.header.author
+            case .batch(let batch, let index): batch.author(at: index)
+            }
+        }
+        set { storage = .object(object.with { $0.author = newValue }) }
     }
     /// When the transaction was saved (the saving process's clock).
     public var timestamp: Date {
-        get { storage.header.timestamp }
-        set { storage = storage.with { $0.timestamp = newValue } }
+        get {
+            switch storage {
+            case .object(let object): object.header.timestamp
+            case .batch(let batch, let index): batch.timestamp(at: index)
+            }
+        }
+        set { storage = .object(object.with { $0.timestamp = newValue }) }
     }
     /// The store's identifier (its UUID, as a string).
     public var storeIdentifier: String {
-        get { storage.header.storeIdentifier }
-        set { storage = storage.with { $0.storeIdentifier = newValue } }
+        get {
+            switch storage {
+            case .object(let object): object.header.storeIdentifier
+            case .batch(let batch, _): batch.storeIdentifier
+            }
+        }
+        set { storage = .object(object.with { $0.storeIdentifier = newValue }) }
     }
     /// Always empty: LogStore records no bundle identifier (see ``processIdentifier``).
     public var bundleIdentifier: String { "" }
     /// `pid@host` plus a UUID made once per launch of the process that saved
     /// (``LogStore/processIdentifier``).
     public var processIdentifier: String {
-        get { storage.header.processIdentifier }
-        set { storage = storage.with { $0.processIdentifier = newValue } }
+        get {
+            switch storage {
+            case .object(let object): object.header.processIdentifier
+            case .batch(let batch, let index): batch.processIdentifier(at: index)
+            }
+        }
+        set { storage = .object(object.with { $0.processIdentifier = newValue }) }
     }
     /// The ``transactionIdentifier``.
     public var id: Int64 { transactionIdentifier }
-    /// Everything but the token, in one immutable object: a copy of a transaction retains one
+
+    /// Everything but the token, behind one reference: a copy of a transaction retains one
     /// reference instead of one per string (the copies were 13 % of P6's fetch of 1,000
-    /// transactions). Until its changes are first read, a transaction from `fetchHistory` holds
-    /// the chunk its payload was copied into, shared with the other transactions of the fetch (at
-    /// most 32 KiB): keep tokens, not transactions, across many fetches.
-    private(set) var storage: HistoryChanges
+    /// transactions).
+    enum Storage: Sendable {
+        /// An object of its own.
+        case object(HistoryChanges)
+        /// A place in the batch of the fetch that read it (``HistoryBatch``): until its changes
+        /// are first read, it holds the batch's payload chunks, shared with the other
+        /// transactions of the fetch: keep tokens, not transactions, across many fetches.
+        case batch(HistoryBatch, Int32)
+    }
+
+    private(set) var storage: Storage
+
+    /// The storage as an object of its own (a transaction of a batch is copied out of it).
+    private var object: HistoryChanges {
+        switch storage {
+        case .object(let object): object
+        case .batch(let batch, let index): batch.changesObject(at: index)
+        }
+    }
 
     /// The save's resolved changes, in order.
-    public var changes: [HistoryChange] { storage.changes }
+    public var changes: [HistoryChange] {
+        switch storage {
+        case .object(let object): object.changes
+        case .batch(let batch, let index): batch.changes(at: index)
+        }
+    }
 
     /// A transaction with these fields and changes (for custom stores providing history of their
     /// own, and for tests).
@@ -89,12 +130,18 @@ public struct DefaultHistoryTransaction: HistoryTransaction {
 
     init(token: DefaultHistoryToken, storage: HistoryChanges) {
         self.token = token
-        self.storage = storage
+        self.storage = .object(storage)
+    }
+
+    /// The transaction at `index` of a fetch's batch.
+    init(token: DefaultHistoryToken, batch: HistoryBatch, index: Int32) {
+        self.token = token
+        self.storage = .batch(batch, index)
     }
 
     /// The same transaction with its changes typed by these model types (entity name → type).
     func typed(by modelTypes: [String: any PersistentModel.Type]) -> DefaultHistoryTransaction {
-        DefaultHistoryTransaction(token: token, storage: storage.typed(by: modelTypes))
+        DefaultHistoryTransaction(token: token, storage: object.typed(by: modelTypes))
     }
 
     /// Equal when every field and every change is equal.
@@ -227,6 +274,14 @@ final class HistoryChanges: Sendable {
     private func decodeChanges(_ payload: UnsafeRawBufferPointer, decoder: TransactionRecord.Decoder, offset: UInt64)
         -> [HistoryChange]
     {
+        Self.decodeChanges(payload, decoder: decoder, offset: offset, modelTypes: modelTypes)
+    }
+
+    /// ``decodeChanges(_:decoder:offset:)`` with the model types given (``HistoryBatch``).
+    static func decodeChanges(
+        _ payload: UnsafeRawBufferPointer, decoder: TransactionRecord.Decoder, offset: UInt64,
+        modelTypes: [String: any PersistentModel.Type]
+    ) -> [HistoryChange] {
         do {
             return try decoder.decode(payload).changes.enumerated().map { index, change in
                 HistoryChange(change, modelTypes: modelTypes, transactionIdentifier: Int64(offset), index: index)
