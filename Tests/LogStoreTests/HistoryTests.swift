@@ -332,6 +332,64 @@ import Testing
         #expect(try store.fetchHistory(Self.after(tokens[9])).isEmpty)
     }
 
+    /// A fetch's transactions are places in one batch (``HistoryBatch``): setting a field or
+    /// typing one makes it an object of its own with the same fields and changes, leaving the
+    /// others as they were, and it equals a transaction made from its fields.
+    @Test func aTransactionOfABatchIsSetTypedAndComparedAsOneOfItsOwn() throws {
+        let (container, store) = try Self.open(SimulatedFileSystem())
+        for number in 0..<6 { try Self.saveTrip(container, number, author: number.isMultiple(of: 3) ? "widget" : "app") }
+        let fetched = try store.fetchHistory(HistoryDescriptor())
+        #expect(fetched.count == 6)
+        #expect(fetched.allSatisfy { $0.batchCount == 6 })
+        let original = fetched[3]
+        let made = DefaultHistoryTransaction(
+            token: original.token, author: original.author, timestamp: original.timestamp,
+            storeIdentifier: original.storeIdentifier, processIdentifier: original.processIdentifier,
+            changes: original.changes)
+        #expect(made.batchCount == nil)
+        #expect(made == original && original == made && made.hashValue == original.hashValue)
+        var edited = original
+        edited.author = "edited"
+        #expect(edited.batchCount == nil)
+        #expect(edited.author == "edited" && original.author == "widget" && fetched[3].author == "widget")
+        #expect(edited.timestamp == original.timestamp && edited.processIdentifier == original.processIdentifier)
+        #expect(edited.changes == original.changes && edited != original)
+        let typed = try ModelContext(container).fetchHistory(HistoryDescriptor<DefaultHistoryTransaction>())
+        #expect(typed.map(\.token) == fetched.map(\.token) && typed.map(\.author) == fetched.map(\.author))
+        guard case .insert(let insert) = typed[3].changes.first else {
+            Issue.record("the typed transaction has no insert")
+            return
+        }
+        #expect(insert is DefaultHistoryInsert<Trip>)
+        try store.close()
+    }
+
+    /// What a fetch returns holds only what it returns: a transaction its predicate rejects is
+    /// taken back out of the batch, and the few a sorted fetch's limit keeps of many detach from
+    /// it. Seen failing without either (batches of 40; transactions in a batch).
+    @Test func aFetchKeepsInItsBatchOnlyWhatItReturns() throws {
+        let (container, store) = try Self.open(SimulatedFileSystem())
+        var tokens: [DefaultHistoryToken] = []
+        for number in 0..<40 {
+            tokens.append(try Self.saveTrip(container, number, author: number.isMultiple(of: 4) ? "widget" : "app"))
+        }
+        // Evaluated in memory (not pushed down): every transaction is read, a quarter kept.
+        let everyFourth = #Predicate<DefaultHistoryTransaction> { $0.author == "widget" || $0.changes.count == 0 }
+        let filtered = try store.fetchHistory(HistoryDescriptor(predicate: everyFourth))
+        #expect(Self.tokens(filtered) == stride(from: 0, to: 40, by: 4).map { tokens[$0] })
+        #expect(filtered.allSatisfy { $0.batchCount == 10 })
+        #expect(filtered.allSatisfy { $0.author == "widget" && $0.changes.count == 1 })
+        var newestTwo = HistoryDescriptor<DefaultHistoryTransaction>(sortBy: [
+            SortDescriptor(\.transactionIdentifier, order: .reverse)
+        ])
+        newestTwo.fetchLimit = 2
+        let newest = try store.fetchHistory(newestTwo)
+        #expect(Self.tokens(newest) == [tokens[39], tokens[38]])
+        #expect(newest.allSatisfy { $0.batchCount == nil })
+        #expect(newest.map(\.author) == ["app", "app"] && newest.allSatisfy { $0.changes.count == 1 })
+        try store.close()
+    }
+
     /// Tokens are checked before anything is evaluated: another store's, one past the end, and
     /// one whose check does not match each throw their own error.
     @Test func badTokensThrowTheirOwnErrors() throws {

@@ -13,14 +13,15 @@ import Synchronization
 /// A transaction that is changed (``DefaultHistoryTransaction/author`` set) or typed by model
 /// types becomes a ``HistoryChanges`` of its own (``changesObject(at:)``).
 ///
-/// Keeping one transaction of a fetch keeps the batch — every transaction's header and payload
-/// of that fetch — as keeping one kept its payload's chunk before: keep tokens, not transactions,
-/// across many fetches.
+/// Keeping one transaction of a fetch keeps the batch for as long as it is kept — the header and
+/// payload of every transaction the fetch returned, and the changes read so far — where keeping
+/// one kept its payload's chunk (≤ 32 KiB) before: keep tokens, not transactions, across many
+/// fetches. A transaction the fetch's predicate rejects is taken back out (``discardLast()``), and
+/// the survivors of a sorted fetch's limit are detached when they are fewer than half the batch.
 ///
-/// `@unchecked Sendable`: `entries`, `strings`, `chunks` and `current` are appended to only by
-/// the fetch that fills the batch, on its thread, before the transactions it made leave that
-/// thread through the fetch's result (what is read after is never written again); `decoded` is
-/// behind its lock.
+/// `@unchecked Sendable`: every stored `var` is written only by the fetch that fills the batch, on
+/// its thread, before the transactions it made leave that thread through the fetch's result (what
+/// is read after is never written again); `decoded` is behind its lock.
 final class HistoryBatch: @unchecked Sendable {
     /// One transaction's header and where its payload lies.
     struct Entry {
@@ -106,6 +107,19 @@ final class HistoryBatch: @unchecked Sendable {
         return (Int32(chunks.count - 1), range)
     }
 
+    /// Takes back the transaction appended last (the fetch's predicate rejected it): its entry,
+    /// its payload's bytes and any changes decoded from it (on the filling fetch's thread, with
+    /// no transaction of it left).
+    func discardLast() {
+        precondition(!entries.isEmpty, "a transaction to take back")
+        let entry = entries.removeLast()
+        chunks[Int(entry.chunk)].rewind(to: Int(entry.payloadStart))
+        decoded.withLock { _ = $0.removeValue(forKey: Int32(entries.count)) }
+    }
+
+    /// The transactions the batch holds.
+    var count: Int { entries.count }
+
     func offset(at index: Int32) -> UInt64 { entries[Int(index)].offset }
 
     func author(at index: Int32) -> String? {
@@ -126,13 +140,16 @@ final class HistoryBatch: @unchecked Sendable {
             processIdentifier: processIdentifier(at: index))
     }
 
-    /// The transaction's changes: decoded on first access, then kept.
+    /// The transaction's changes: decoded on first access, then kept. Decoded outside the lock,
+    /// so threads reading different transactions of one fetch do not wait for each other (two
+    /// decoding one transaction at once both decode it; the first kept wins).
     func changes(at index: Int32) -> [HistoryChange] {
-        decoded.withLock { decoded in
-            if let changes = decoded[index] { return changes }
-            let entry = entries[Int(index)]
-            let changes = HistoryChanges.decodeChanges(
-                payload(of: entry), decoder: decoder, offset: entry.offset, modelTypes: [:])
+        if let changes = decoded.withLock({ $0[index] }) { return changes }
+        let entry = entries[Int(index)]
+        let changes = HistoryChanges.decodeChanges(
+            payload(of: entry), decoder: decoder, offset: entry.offset, modelTypes: [:])
+        return decoded.withLock { decoded in
+            if let first = decoded[index] { return first }
             decoded[index] = changes
             return changes
         }

@@ -198,7 +198,9 @@ struct HistoryReader {
             if query.needsEvaluation, let predicate = descriptor.predicate,
                 try !predicate.evaluate(fetched.transactions[fetched.transactions.count - 1])
             {
+                // Out of the batch too: the transactions kept would hold what was rejected.
                 fetched.transactions.removeLast()
+                visit.batch.discardLast()
                 continue
             }
             if let limit, fetched.transactions.count >= limit { break }
@@ -215,6 +217,11 @@ struct HistoryReader {
             fetched.transactions.sort(using: descriptor.sortBy)
             if let limit = descriptor.fetchLimit {
                 fetched.transactions = Array(fetched.transactions.prefix(max(0, limit)))
+            }
+            // A limit applied after the sort may keep a few of many read: those few must not hold
+            // the batch of everything read (each holds its own payload's chunk instead).
+            if fetched.transactions.count < visit.batch.count / 2 {
+                fetched.transactions = fetched.transactions.map { $0.detached() }
             }
         }
         return fetched

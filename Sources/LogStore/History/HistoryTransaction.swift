@@ -89,9 +89,9 @@ public struct DefaultHistoryTransaction: HistoryTransaction {
     enum Storage: Sendable {
         /// An object of its own.
         case object(HistoryChanges)
-        /// A place in the batch of the fetch that read it (``HistoryBatch``): until its changes
-        /// are first read, it holds the batch's payload chunks, shared with the other
-        /// transactions of the fetch: keep tokens, not transactions, across many fetches.
+        /// A place in the batch of the fetch that read it (``HistoryBatch``): it holds the whole
+        /// batch — the fetch's headers, payloads and changes read — for as long as it is kept:
+        /// keep tokens, not transactions, across many fetches.
         case batch(HistoryBatch, Int32)
     }
 
@@ -103,6 +103,18 @@ public struct DefaultHistoryTransaction: HistoryTransaction {
         case .object(let object): object
         case .batch(let batch, let index): batch.changesObject(at: index)
         }
+    }
+
+    /// The same transaction holding an object of its own rather than its fetch's batch.
+    func detached() -> DefaultHistoryTransaction {
+        guard case .batch = storage else { return self }
+        return DefaultHistoryTransaction(token: token, storage: object)
+    }
+
+    /// How many transactions the batch this one is a place in holds (`nil`: an object of its
+    /// own; tests).
+    var batchCount: Int? {
+        if case .batch(let batch, _) = storage { batch.count } else { nil }
     }
 
     /// The save's resolved changes, in order.
@@ -606,9 +618,10 @@ public protocol HistoryProviding<HistoryType> {
 /// copy, was about a tenth of P6's fetch of 1,000 transactions).
 ///
 /// `@unchecked Sendable`: bytes are only appended, by the one fetch that fills the chunk, and a
-/// range is handed out (to a ``HistoryChanges``) only once written; what is handed out is never
-/// written again, and reaches other threads only through the fetch's result. `used` is touched
-/// only by that fetch.
+/// range is handed out (to a ``HistoryBatch`` entry, or a ``HistoryChanges``) only once written;
+/// what is handed out is never written again — a range taken back (``rewind(to:)``) is one the
+/// fetch handed out and dropped itself — and reaches other threads only through the fetch's
+/// result. `used` is touched only by that fetch.
 final class PayloadChunk: @unchecked Sendable {
     private let base: UnsafeMutableRawPointer
     let capacity: Int
@@ -628,6 +641,12 @@ final class PayloadChunk: @unchecked Sendable {
         if let source = bytes.baseAddress { (base + used).copyMemory(from: source, byteCount: bytes.count) }
         defer { used += bytes.count }
         return used..<(used + bytes.count)
+    }
+
+    /// Takes back what was appended from `offset` on (the filling fetch dropped those ranges).
+    func rewind(to offset: Int) {
+        precondition(offset >= 0 && offset <= used, "a rewind goes back within what was appended")
+        used = offset
     }
 
     /// Bytes copied in earlier (a range ``append(_:)`` returned). Checked against the capacity,

@@ -265,29 +265,43 @@ struct TransactionRecord: Sendable, Equatable {
     }
 
     /// The author and process identifier strings decoded last, with their bytes (see
-    /// ``decodeHeader(_:processIdentifier:strings:)``).
+    /// ``decodeHeader(_:processIdentifier:strings:)``): the last two of each, so that two that
+    /// alternate (an app and its widget saving in turn) are not decoded again at every switch.
     struct RepeatedStrings {
-        private var authorBytes: [UInt8] = []
-        private var lastAuthor = ""
-        private var processIdentifierBytes: [UInt8] = []
-        private var lastProcessIdentifier = ""
+        private var authors = Recent()
+        private var processIdentifiers = Recent()
 
         mutating func author(_ bytes: UnsafeRawBufferPointer) throws(ByteReaderError) -> String {
-            try Self.reuse(bytes, &authorBytes, &lastAuthor)
+            try authors.string(bytes)
         }
 
         mutating func processIdentifier(_ bytes: UnsafeRawBufferPointer) throws(ByteReaderError) -> String {
-            try Self.reuse(bytes, &processIdentifierBytes, &lastProcessIdentifier)
+            try processIdentifiers.string(bytes)
         }
 
-        private static func reuse(_ bytes: UnsafeRawBufferPointer, _ lastBytes: inout [UInt8], _ last: inout String)
-            throws(ByteReaderError) -> String
-        {
-            if lastBytes.hasSameBytes(as: bytes) { return last }
-            // Decoded (and checked) before it is kept: bytes that are not UTF-8 are never reused.
-            last = try ValueCodec.string(bytes)
-            lastBytes = Array(bytes)
-            return last
+        /// The last two strings of one kind, with their bytes, the most recent first.
+        private struct Recent {
+            private var lastBytes: [UInt8] = []
+            private var last = ""
+            private var previousBytes: [UInt8]?
+            private var previous = ""
+
+            mutating func string(_ bytes: UnsafeRawBufferPointer) throws(ByteReaderError) -> String {
+                if lastBytes.hasSameBytes(as: bytes) { return last }
+                if let previousBytes, previousBytes.hasSameBytes(as: bytes) {
+                    swap(&last, &previous)
+                    self.previousBytes = lastBytes
+                    lastBytes = previousBytes
+                    return last
+                }
+                // Decoded (and checked) before it is kept: bytes that are not UTF-8 are never reused.
+                let string = try ValueCodec.string(bytes)
+                previous = last
+                previousBytes = lastBytes
+                last = string
+                lastBytes = Array(bytes)
+                return string
+            }
         }
     }
 

@@ -41,7 +41,7 @@ public final class LogStore: DataStore, @unchecked Sendable {
     //   4. the log's locks    — LogStoreEngine (`LogCore.conditionLock`), taken under `inner` by
     //                           `log.write`; the engine never calls back up.
     //   Leaves (take nothing while held): CheckpointState's condition, `retentionSchedule`,
-    //   `tailSignal`, HistoryChanges' mutex. Blocking waits for durability (`waitUntilDurable`)
+    //   `tailSignal`, HistoryChanges' mutex, HistoryBatch's memo. Blocking waits for durability (`waitUntilDurable`)
     //   and checkpoint/retention threads run with none of 1–3 held, except compaction's own
     //   checkpoint under 1.
     let inner: SleepingMutex<Inner>
