@@ -38,7 +38,14 @@ struct TransactionRecord: Sendable, Equatable {
 
     func encoded(table: SchemaTable, payloadVersion: UInt8 = payloadVersions.upperBound) -> [UInt8] {
         precondition(Self.payloadVersions.contains(payloadVersion), "payload version \(payloadVersion)")
-        let entityIDs = Dictionary(uniqueKeysWithValues: table.entities.map { ($0.name, $0.id) })
+        // Read only to encode references: a save that holds none makes no dictionary of them.
+        let holdsReferences = changes.contains { change in
+            switch change {
+            case .insert(_, let values), .update(_, let values), .delete(_, let values):
+                values.values.contains(where: \.holdsReferences)
+            }
+        }
+        let entityIDs = holdsReferences ? Dictionary(uniqueKeysWithValues: table.entities.map { ($0.name, $0.id) }) : [:]
         if payloadVersion == 1 {
             var writer = ByteWriter(capacity: 64 + processIdentifier.utf8.count + changes.count * 48)
             writer.write(payloadVersion)
