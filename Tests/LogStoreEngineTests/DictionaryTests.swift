@@ -213,6 +213,42 @@ import Testing
         #expect(error?.code == .corruption, "\(String(describing: error))")
     }
 
+    /// A compressed record whose payload passes its CRC but does not decompress (a writer bug, or
+    /// damage made to look whole) is corruption, named as such, wherever it is read: the scanner
+    /// decompresses a record and hands it on in one access to its buffer.
+    @Test func aCompressedPayloadThatDoesNotDecompressIsCorruption() throws {
+        var generator = SeededGenerator(seed: 17)
+        let (log, directory, options) = try Self.onDisk { $0.dictionaryByteCountMax = 2048 }
+        defer { StoreVerificationTests.remove(directory) }
+        let positions = try (0..<200).map { try log.write(Self.savePayload($0, generator: &generator)) }
+        let bases = log.segmentBaseOffsets
+        try #require(bases.count == 2)
+        let damaged = try #require(positions.filter { $0.offset > bases[1] }.dropFirst(5).first)
+        let header = try Self.header(at: damaged.offset, in: log, fileSystem: PosixFileSystem(), directory: directory)
+        try #require(header.isCompressed)
+        try log.close()
+
+        // Its stored bytes made a block LZ4 cannot decode (a literal run longer than the block),
+        // with the payload CRC and the header CRC made good again.
+        let path = LogFileNames.join(directory, LogFileNames.segment(bases[1]))
+        let handle = try PosixFileSystem().openFile(path, mode: .readWrite)
+        let position = SegmentScanner.filePosition(logicalOffset: damaged.offset, baseOffset: bases[1])
+        let garbage = [UInt8](repeating: 0xFF, count: Int(header.storedByteCount))
+        var headerBytes = try handle.read(byteCount: 32, at: position)
+        let payloadCRC = garbage.withUnsafeBytes { CRC32C.checksum($0) }
+        headerBytes.replaceSubrange(4..<8, with: withUnsafeBytes(of: payloadCRC.littleEndian) { Array($0) })
+        let crc = headerBytes.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[4..<32])) }
+        headerBytes.replaceSubrange(0..<4, with: withUnsafeBytes(of: crc.littleEndian) { Array($0) })
+        try handle.write(headerBytes + garbage, at: position)
+        handle.close()
+
+        let report = try Log.verify(directory: directory)
+        #expect(report.corruptions.first?.offset == damaged.offset, "\(report)")
+        #expect(report.corruptions.first?.message.contains("does not decompress") == true, "\(report)")
+        let error = logError { _ = try Log.open(directory: directory, options: options) }
+        #expect(error?.code == .corruption, "\(String(describing: error))")
+    }
+
     /// Review finding: a record that fits an empty segment but not one holding a dictionary came
     /// right after a roll and trapped in the writer. Now the roll leaves the dictionary out.
     @Test func aRecordThatDoesNotFitAfterADictionaryGetsTheSegmentAlone() throws {

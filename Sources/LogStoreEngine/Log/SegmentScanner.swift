@@ -174,16 +174,17 @@ struct SegmentScanner {
                 decompressed = [UInt8](
                     repeating: 0, count: min(max(count, 2 * decompressed.count), FormatConstants.recordByteCountMax))
             }
-            let done = decompressed.withUnsafeMutableBytes { target in
-                LZ4.decompress(
-                    stored, into: UnsafeMutableRawBufferPointer(rebasing: target[0..<count]), dictionary: dictionaryBytes)
+            // Decompressed and handed to `body` in one access to the buffer (two accesses each
+            // retained it and checked it unique: ~4 % of a history fetch of compressed records).
+            return decompressed.withUnsafeMutableBytes { target -> Found<Record> in
+                let decompressedBytes = UnsafeMutableRawBufferPointer(rebasing: target[0..<count])
+                guard LZ4.decompress(stored, into: decompressedBytes, dictionary: dictionaryBytes) else {
+                    return .bad(
+                        reason: "payload does not decompress to \(header.uncompressedByteCount) bytes",
+                        header: header)
+                }
+                return .record(body(view(UnsafeRawBufferPointer(decompressedBytes))))
             }
-            guard done else {
-                return .bad(
-                    reason: "payload does not decompress to \(header.uncompressedByteCount) bytes",
-                    header: header)
-            }
-            return .record(decompressed.withUnsafeBytes { body(view(UnsafeRawBufferPointer(rebasing: $0[0..<count]))) })
         }
         if case .record = result {
             // A segment's first record: the position test only, on the path of every record.
