@@ -174,8 +174,9 @@ struct SegmentScanner {
                 decompressed = [UInt8](
                     repeating: 0, count: min(max(count, 2 * decompressed.count), FormatConstants.recordByteCountMax))
             }
-            // Decompressed and handed to `body` in one access to the buffer (two accesses each
-            // retained it and checked it unique: ~4 % of a history fetch of compressed records).
+            // Decompressed and handed to `body` in one access to the buffer (a second access
+            // retained and released it again: 3–6 % of a replay or a history fetch of compressed
+            // records).
             return decompressed.withUnsafeMutableBytes { target -> Found<Record> in
                 let decompressedBytes = UnsafeMutableRawBufferPointer(rebasing: target[0..<count])
                 guard LZ4.decompress(stored, into: decompressedBytes, dictionary: dictionaryBytes) else {
