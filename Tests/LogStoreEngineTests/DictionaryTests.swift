@@ -185,13 +185,23 @@ import Testing
         try reopened.close()
     }
 
-    @Test func aRecordWhoseSegmentDoesNotBeginWithADictionaryIsBad() throws {
-        var generator = SeededGenerator(seed: 13)
-        let (log, directory, options) = try Self.onDisk { $0.dictionaryByteCountMax = 2048 }
-        defer { StoreVerificationTests.remove(directory) }
-        let positions = try (0..<200).map { try log.write(Self.savePayload($0, generator: &generator)) }
+    /// A log on the real disk with 200 saves' payloads and 2 KiB dictionaries: its second segment
+    /// begins with a dictionary and its records are compressed against it.
+    static func twoSegmentsOfSaves(seed: UInt64) throws
+        -> (log: Log, directory: String, options: LogOptions, positions: [LogPosition], bases: [UInt64])
+    {
+        var generator = SeededGenerator(seed: seed)
+        let (log, directory, options) = try onDisk { $0.dictionaryByteCountMax = 2048 }
+        let positions = try (0..<200).map { try log.write(savePayload($0, generator: &generator)) }
         let bases = log.segmentBaseOffsets
+        if bases.count != 2 { StoreVerificationTests.remove(directory) }
         try #require(bases.count == 2)
+        return (log, directory, options, positions, bases)
+    }
+
+    @Test func aRecordWhoseSegmentDoesNotBeginWithADictionaryIsBad() throws {
+        let (log, directory, options, positions, bases) = try Self.twoSegmentsOfSaves(seed: 13)
+        defer { StoreVerificationTests.remove(directory) }
         let firstCompressed = try #require(positions.first { $0.offset > bases[1] })
         try log.close()
 
@@ -217,12 +227,8 @@ import Testing
     /// damage made to look whole) is corruption, named as such, wherever it is read: the scanner
     /// decompresses a record and hands it on in one access to its buffer.
     @Test func aCompressedPayloadThatDoesNotDecompressIsCorruption() throws {
-        var generator = SeededGenerator(seed: 17)
-        let (log, directory, options) = try Self.onDisk { $0.dictionaryByteCountMax = 2048 }
+        let (log, directory, options, positions, bases) = try Self.twoSegmentsOfSaves(seed: 17)
         defer { StoreVerificationTests.remove(directory) }
-        let positions = try (0..<200).map { try log.write(Self.savePayload($0, generator: &generator)) }
-        let bases = log.segmentBaseOffsets
-        try #require(bases.count == 2)
         let damaged = try #require(positions.filter { $0.offset > bases[1] }.dropFirst(5).first)
         let header = try Self.header(at: damaged.offset, in: log, fileSystem: PosixFileSystem(), directory: directory)
         try #require(header.isCompressed)
