@@ -120,6 +120,7 @@ final class HistoryBatch: @unchecked Sendable {
     /// The transactions the batch holds.
     var count: Int { entries.count }
 
+    /// The record offset of the transaction at `index` (tests; a transaction's token holds it).
     func offset(at index: Int32) -> UInt64 { entries[Int(index)].offset }
 
     func author(at index: Int32) -> String? {

@@ -147,9 +147,10 @@ struct HistoryReader {
         try validate(query, deferring: deferred)
         var fetched = Fetched<DefaultHistoryTransaction>(transactions: [], recordsRead: 0)
         if limit == 0 { return fetched }
-        // Room for the limit (up to a bound a limit far past what a log holds cannot break): the
-        // array grows without copying the transactions already taken.
-        if let limit { fetched.transactions.reserveCapacity(min(limit, 4_096)) }
+        // Room for the limit (up to a bound a limit far past what a log holds cannot break), in
+        // the result and in the batch: neither grows by copying what it took already.
+        let room = limit.map { min($0, 4_096) } ?? 0
+        fetched.transactions.reserveCapacity(room)
         // With a deferred check, reading starts at the lower bound's record, which the visit
         // checks first, before anything is evaluated (and takes when the bound includes it).
         let from = min(deferred?.offset ?? startOffset(for: query), log.visibleEnd)
@@ -160,7 +161,7 @@ struct HistoryReader {
         // The visit's state in one struct the closures below capture without escaping: local
         // variables captured by a local function were boxed and checked for exclusive access on
         // every use (a tenth of the fetch).
-        var visit = Visit(reader: self, query: query, capacity: limit.map { min($0, 4_096) } ?? 0)
+        var visit = Visit(reader: self, query: query, capacity: room)
         // An author filter goes through the author index where it covers the log, and files the
         // authors of the records it reads elsewhere.
         if let authorIndex, !visit.authorTests.isEmpty {
@@ -264,10 +265,7 @@ struct HistoryReader {
     /// The header `decode` reads from the transaction record at `offset`, checked to be of a
     /// schema table this reader knows.
     private func header(
-        at offset: UInt64,
-        _ decode: () throws(ByteReaderError) -> (
-            schemaVersion: UInt32, author: String?, timestampMicroseconds: Int64, processIdentifier: String
-        )
+        at offset: UInt64, _ decode: () throws(ByteReaderError) -> TransactionRecord.HeaderFields
     ) throws(LogStoreError) -> HistoryChanges.Header {
         let header = try checkedHeader(at: offset, decode)
         return HistoryChanges.Header(
@@ -279,12 +277,9 @@ struct HistoryReader {
     /// The fields `decode` reads from the transaction record at `offset`, checked to be of a
     /// schema table this reader knows.
     private func checkedHeader(
-        at offset: UInt64,
-        _ decode: () throws(ByteReaderError) -> (
-            schemaVersion: UInt32, author: String?, timestampMicroseconds: Int64, processIdentifier: String
-        )
-    ) throws(LogStoreError) -> (schemaVersion: UInt32, author: String?, timestampMicroseconds: Int64, processIdentifier: String) {
-        let header: (schemaVersion: UInt32, author: String?, timestampMicroseconds: Int64, processIdentifier: String)
+        at offset: UInt64, _ decode: () throws(ByteReaderError) -> TransactionRecord.HeaderFields
+    ) throws(LogStoreError) -> TransactionRecord.HeaderFields {
+        let header: TransactionRecord.HeaderFields
         do {
             header = try decode()
         } catch {

@@ -39,32 +39,17 @@ public struct DefaultHistoryTransaction: HistoryTransaction {
     public var token: DefaultHistoryToken
     /// The saving context's ``ModelContext/author``, if it had one.
     public var author: String? {
-        get {
-            switch storage {
-            case .object(let object): object.header.author
-            case .batch(let batch, let index): batch.author(at: index)
-            }
-        }
+        get { field({ $0.author }) { $0.author(at: $1) } }
         set { storage = .object(object.with { $0.author = newValue }) }
     }
     /// When the transaction was saved (the saving process's clock).
     public var timestamp: Date {
-        get {
-            switch storage {
-            case .object(let object): object.header.timestamp
-            case .batch(let batch, let index): batch.timestamp(at: index)
-            }
-        }
+        get { field({ $0.timestamp }) { $0.timestamp(at: $1) } }
         set { storage = .object(object.with { $0.timestamp = newValue }) }
     }
     /// The store's identifier (its UUID, as a string).
     public var storeIdentifier: String {
-        get {
-            switch storage {
-            case .object(let object): object.header.storeIdentifier
-            case .batch(let batch, _): batch.storeIdentifier
-            }
-        }
+        get { field({ $0.storeIdentifier }) { batch, _ in batch.storeIdentifier } }
         set { storage = .object(object.with { $0.storeIdentifier = newValue }) }
     }
     /// Always empty: LogStore records no bundle identifier (see ``processIdentifier``).
@@ -72,12 +57,7 @@ public struct DefaultHistoryTransaction: HistoryTransaction {
     /// `pid@host` plus a UUID made once per launch of the process that saved
     /// (``LogStore/processIdentifier``).
     public var processIdentifier: String {
-        get {
-            switch storage {
-            case .object(let object): object.header.processIdentifier
-            case .batch(let batch, let index): batch.processIdentifier(at: index)
-            }
-        }
+        get { field({ $0.processIdentifier }) { $0.processIdentifier(at: $1) } }
         set { storage = .object(object.with { $0.processIdentifier = newValue }) }
     }
     /// The ``transactionIdentifier``.
@@ -96,6 +76,17 @@ public struct DefaultHistoryTransaction: HistoryTransaction {
     }
 
     private(set) var storage: Storage
+
+    /// A header field: from the object's header, or read from the batch by `fromBatch`.
+    @inline(__always)
+    private func field<Value>(
+        _ fromHeader: (HistoryChanges.Header) -> Value, _ fromBatch: (HistoryBatch, Int32) -> Value
+    ) -> Value {
+        switch storage {
+        case .object(let object): fromHeader(object.header)
+        case .batch(let batch, let index): fromBatch(batch, index)
+        }
+    }
 
     /// The storage as an object of its own (a transaction of a batch is copied out of it).
     private var object: HistoryChanges {

@@ -239,9 +239,10 @@ struct TransactionRecord: Sendable, Equatable {
 
     /// Everything before the changes: schema version, author, timestamp and (when asked) the
     /// process identifier.
-    static func decodeHeader(_ bytes: [UInt8], processIdentifier: Bool) throws(ByteReaderError)
-        -> (schemaVersion: UInt32, author: String?, timestampMicroseconds: Int64, processIdentifier: String)
-    {
+    /// What a history read takes from a transaction's header (``decodeHeader(_:processIdentifier:)``).
+    typealias HeaderFields = (schemaVersion: UInt32, author: String?, timestampMicroseconds: Int64, processIdentifier: String)
+
+    static func decodeHeader(_ bytes: [UInt8], processIdentifier: Bool) throws(ByteReaderError) -> HeaderFields {
         var strings = RepeatedStrings()
         return try decodeHeader(bytes, processIdentifier: processIdentifier, strings: &strings)
     }
@@ -250,8 +251,7 @@ struct TransactionRecord: Sendable, Equatable {
     /// process identifier decoded last, so records repeating them (a run of one process's saves)
     /// make no new strings — what a history fetch spent most of its header decoding on.
     static func decodeHeader(_ bytes: [UInt8], processIdentifier: Bool, strings: inout RepeatedStrings)
-        throws(ByteReaderError)
-        -> (schemaVersion: UInt32, author: String?, timestampMicroseconds: Int64, processIdentifier: String)
+        throws(ByteReaderError) -> HeaderFields
     {
         try ByteReader.withBytes(bytes) { bytes throws(ByteReaderError) in
             try decodeHeader(bytes, processIdentifier: processIdentifier, strings: &strings)
@@ -260,8 +260,7 @@ struct TransactionRecord: Sendable, Equatable {
 
     /// The same, over a payload read in place (``LogStoreEngine/LogRecordView``).
     static func decodeHeader(_ bytes: UnsafeRawBufferPointer, processIdentifier: Bool, strings: inout RepeatedStrings)
-        throws(ByteReaderError)
-        -> (schemaVersion: UInt32, author: String?, timestampMicroseconds: Int64, processIdentifier: String)
+        throws(ByteReaderError) -> HeaderFields
     {
         let header = try Header(bytes)
         let author = try header.author.map { bytes throws(ByteReaderError) in try strings.author(bytes) }
@@ -290,15 +289,14 @@ struct TransactionRecord: Sendable, Equatable {
         private struct Recent {
             private var lastBytes: [UInt8] = []
             private var last = ""
-            private var previousBytes: [UInt8]?
+            private var previousBytes: [UInt8] = []
             private var previous = ""
 
             mutating func string(_ bytes: UnsafeRawBufferPointer) throws(ByteReaderError) -> String {
                 if lastBytes.hasSameBytes(as: bytes) { return last }
-                if let previousBytes, previousBytes.hasSameBytes(as: bytes) {
+                if previousBytes.hasSameBytes(as: bytes) {
                     swap(&last, &previous)
-                    self.previousBytes = lastBytes
-                    lastBytes = previousBytes
+                    swap(&lastBytes, &previousBytes)
                     return last
                 }
                 // Decoded (and checked) before it is kept: bytes that are not UTF-8 are never reused.

@@ -196,7 +196,7 @@ extension ByteWriter: ValueSink {
     mutating func writeData<T: FixedWidthInteger>(_ value: T) { write(value) }
     mutating func writeDataSignedVarint(_ value: Int64) { writeSignedVarint(value) }
     mutating func writeDataBytes(_ bytes: some Collection<UInt8>) { writeLengthPrefixed(bytes) }
-    mutating func writeKey(_ key: UUID) { withUnsafeBytes(of: key.uuid) { write(bytes: $0) } }
+    mutating func writeKey(_ key: UUID) { key.withBytes { write(bytes: $0) } }
 }
 
 /// One stream: every part in place, in order.
@@ -237,9 +237,7 @@ struct SplitPayloadWriter: ValueSink {
         shape.writeVarint(UInt64(bytes.count))
         data.write(bytes: bytes)
     }
-    /// The 16 bytes as they lie in the UUID (RFC 4122 order, as `UUID.bytes` gives them), with
-    /// no array made for them.
-    mutating func writeKey(_ key: UUID) { withUnsafeBytes(of: key.uuid) { keys.write(bytes: $0) } }
+    mutating func writeKey(_ key: UUID) { key.withBytes { keys.write(bytes: $0) } }
 }
 
 /// Three streams (transaction payload version 2, docs/FORMAT.md §6.9), each read in order.

@@ -52,7 +52,12 @@ public struct SegmentHeader: Sendable, Equatable {
 extension UUID {
     /// The 16 bytes of the UUID in RFC 4122 order.
     public var bytes: [UInt8] {
-        withUnsafeBytes(of: uuid) { Array($0) }
+        withBytes { Array($0) }
+    }
+
+    /// Calls `body` with the 16 bytes in RFC 4122 order where they lie (no array made).
+    public func withBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+        try withUnsafeBytes(of: uuid, body)
     }
 
     /// A UUID from 16 bytes in RFC 4122 order.
