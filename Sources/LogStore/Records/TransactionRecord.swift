@@ -37,6 +37,35 @@ struct TransactionRecord: Sendable, Equatable {
     static let payloadVersions: ClosedRange<UInt8> = 1...2
 
     func encoded(table: SchemaTable, payloadVersion: UInt8 = payloadVersions.upperBound) -> [UInt8] {
+        var buffers = EncodingBuffers()
+        return encoded(table: table, payloadVersion: payloadVersion, reusing: &buffers)
+    }
+
+    /// The buffers a payload is encoded in, kept by a store from one save to the next (under its
+    /// lock): each save made and freed five arrays before (three streams, the shape's head and
+    /// the payload). The payload returned shares the last one's storage until the next encoding.
+    struct EncodingBuffers {
+        var streams = SplitPayloadWriter(changeCount: 1)
+        var head = ByteWriter(capacity: 64)
+        var payload = ByteWriter(capacity: 256)
+
+        /// A buffer grown past this by a large save starts small again at the next one.
+        static let keptByteCountMax = 256 * 1024
+
+        mutating func reset() {
+            streams.shape.reset(keepingCapacityUpTo: Self.keptByteCountMax)
+            streams.data.reset(keepingCapacityUpTo: Self.keptByteCountMax)
+            streams.keys.reset(keepingCapacityUpTo: Self.keptByteCountMax)
+            head.reset(keepingCapacityUpTo: Self.keptByteCountMax)
+            payload.reset(keepingCapacityUpTo: Self.keptByteCountMax)
+        }
+    }
+
+    /// ``encoded(table:payloadVersion:)`` in `buffers` (version 2; version 1, for tests and
+    /// fixtures, encodes in a writer of its own).
+    func encoded(
+        table: SchemaTable, payloadVersion: UInt8 = payloadVersions.upperBound, reusing buffers: inout EncodingBuffers
+    ) -> [UInt8] {
         precondition(Self.payloadVersions.contains(payloadVersion), "payload version \(payloadVersion)")
         // Read only to encode references: a save that holds none makes no dictionary of them.
         let holdsReferences = changes.contains { change in
@@ -57,26 +86,24 @@ struct TransactionRecord: Sendable, Equatable {
             writeChanges(into: &writer, table: table, entityIDs: entityIDs)
             return writer.bytes
         }
-        var streams = SplitPayloadWriter(changeCount: changes.count)
-        streams.data.write(timestampMicroseconds)
-        writeChanges(into: &streams, table: table, entityIDs: entityIDs)
+        buffers.reset()
+        buffers.streams.data.write(timestampMicroseconds)
+        writeChanges(into: &buffers.streams, table: table, entityIDs: entityIDs)
         // The shape's head (what comes before the changes) is known only now: the key count.
-        var head = ByteWriter(capacity: 24 + processIdentifier.utf8.count + (author?.utf8.count ?? 0))
-        head.writeVarint(UInt64(schemaVersion))
-        writeAuthor(into: &head)
-        head.writeLengthPrefixed(processIdentifier.utf8)
-        head.writeVarint(UInt64(changes.count))
-        assert(streams.keys.count % 16 == 0, "keys are 16 bytes each")
-        head.writeVarint(UInt64(streams.keys.count / 16))
-        let shapeByteCount = head.count + streams.shape.count
-        var payload = ByteWriter(capacity: 11 + shapeByteCount + streams.data.count + streams.keys.count)
-        payload.write(payloadVersion)
-        payload.writeVarint(UInt64(shapeByteCount))
-        payload.write(bytes: head.bytes)
-        payload.write(bytes: streams.shape.bytes)
-        payload.write(bytes: streams.data.bytes)
-        payload.write(bytes: streams.keys.bytes)
-        return payload.bytes
+        buffers.head.writeVarint(UInt64(schemaVersion))
+        writeAuthor(into: &buffers.head)
+        buffers.head.writeLengthPrefixed(processIdentifier.utf8)
+        buffers.head.writeVarint(UInt64(changes.count))
+        assert(buffers.streams.keys.count % 16 == 0, "keys are 16 bytes each")
+        buffers.head.writeVarint(UInt64(buffers.streams.keys.count / 16))
+        let shapeByteCount = buffers.head.count + buffers.streams.shape.count
+        buffers.payload.write(payloadVersion)
+        buffers.payload.writeVarint(UInt64(shapeByteCount))
+        buffers.payload.write(bytes: buffers.head.bytes)
+        buffers.payload.write(bytes: buffers.streams.shape.bytes)
+        buffers.payload.write(bytes: buffers.streams.data.bytes)
+        buffers.payload.write(bytes: buffers.streams.keys.bytes)
+        return buffers.payload.bytes
     }
 
     private func writeAuthor(into writer: inout ByteWriter) {

@@ -41,7 +41,8 @@ struct SaveResolver {
         let reserved = request.inserted.count > Self.reservedInsertCountMin ? request.inserted.count : 0
         if reserved > 0 { resolution.remapped = Dictionary(minimumCapacity: reserved) }
         var lastChecked: Schema.Entity?
-        for snapshots in [request.inserted, request.updated, request.deleted] {
+        // Each list in turn (an array of the three was made per save).
+        func checkNames(_ snapshots: [DefaultSnapshot]) throws(LogStoreError) {
             for snapshot in snapshots {
                 let entityName = snapshot.persistentIdentifier.entityName
                 if lastChecked?.name != entityName {
@@ -54,11 +55,18 @@ struct SaveResolver {
                 }
             }
         }
-        for snapshot in request.updated + request.deleted {
-            let identifier = snapshot.persistentIdentifier
-            if identifier.isTemporary { throw .modelNotFound(identifier) }
-            if identifier.storeIdentifier != storeIdentifier { throw .foreignIdentifier(identifier) }
+        try checkNames(request.inserted)
+        try checkNames(request.updated)
+        try checkNames(request.deleted)
+        func checkStored(_ snapshots: [DefaultSnapshot]) throws(LogStoreError) {
+            for snapshot in snapshots {
+                let identifier = snapshot.persistentIdentifier
+                if identifier.isTemporary { throw .modelNotFound(identifier) }
+                if identifier.storeIdentifier != storeIdentifier { throw .foreignIdentifier(identifier) }
+            }
         }
+        try checkStored(request.updated)
+        try checkStored(request.deleted)
         var requestedDeletes = request.deleted.map(\.persistentIdentifier)
         if dropsChangesToDeletedModels {
             resolution.droppedChanges += requestedDeletes.filter { !state.contains($0) }

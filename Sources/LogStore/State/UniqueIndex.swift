@@ -281,12 +281,16 @@ struct UniqueIndex: Sendable {
     }
 
     private func keys(constraints: [[String]], values: some AttributeValuesByName) -> [Key] {
-        constraints.enumerated().compactMap { index, constraint in
+        // Room for every constraint's key at once (a `compactMap` grew its result from none).
+        var keys: [Key] = []
+        keys.reserveCapacity(constraints.count)
+        for (index, constraint) in constraints.enumerated() {
             let keyValues = constraint.map { values[$0] ?? .null }
-            guard !keyValues.contains(where: \.isNull) else { return nil }
+            guard !keyValues.contains(where: \.isNull) else { continue }
             let digest = Key.digest(of: keyValues)
-            return Key(constraintIndex: index, values: keyValues, digest: worsen?(digest) ?? digest)
+            keys.append(Key(constraintIndex: index, values: keyValues, digest: worsen?(digest) ?? digest))
         }
+        return keys
     }
 
     /// The slot `row`'s values of `constraint` are filed under — ``Key/digest(of:)`` of them,

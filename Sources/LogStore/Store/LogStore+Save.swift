@@ -265,7 +265,7 @@ extension LogStore {
                 schemaVersion: inner.table.version, author: request.editingState.author,
                 timestampMicroseconds: timestamp, processIdentifier: Self.processIdentifier,
                 changes: resolution.changes)
-            let payload = record.encoded(table: inner.table)
+            let payload = record.encoded(table: inner.table, reusing: &inner.encodingBuffers)
             guard payload.count <= FormatConstants.recordByteCountMax else {
                 throw .transactionTooLarge(byteCount: payload.count, limit: FormatConstants.recordByteCountMax)
             }

@@ -135,6 +135,8 @@ public final class LogStore: DataStore, @unchecked Sendable {
         /// A store shared by writing processes: updates and deletes this process's saves dropped
         /// because another process had deleted the model (D11 stage 2, lost updates).
         var droppedChangeCount = 0
+        /// The buffers this process's saves encode their records in (reused, TransactionRecord).
+        var encodingBuffers = TransactionRecord.EncodingBuffers()
 
         var bookmarkList: [CheckpointBookmark] { bookmarks.values.sorted { $0.name < $1.name } }
     }

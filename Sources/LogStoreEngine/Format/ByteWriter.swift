@@ -9,6 +9,17 @@ public struct ByteWriter: Sendable {
 
     public var count: Int { bytes.count }
 
+    /// Empties the writer for the next bytes, keeping its buffer unless it grew past
+    /// `keptCapacityMax` bytes (then it starts small again: one large record must not keep its
+    /// size alive).
+    public mutating func reset(keepingCapacityUpTo keptCapacityMax: Int) {
+        if bytes.capacity <= keptCapacityMax {
+            bytes.removeAll(keepingCapacity: true)
+        } else {
+            bytes = []
+        }
+    }
+
     public mutating func write(_ value: UInt8) { bytes.append(value) }
 
     public mutating func write<T: FixedWidthInteger>(_ value: T) {

@@ -5,20 +5,29 @@ public enum LZ4 {
     /// Compresses `source` if that makes it smaller. Returns `nil` when the compressed block
     /// would not be smaller than the input (incompressible or tiny payloads are stored raw).
     public static func compressIfSmaller(_ source: UnsafeRawBufferPointer) -> [UInt8]? {
-        guard source.count > 0, source.count <= Int(LZ4_MAX_INPUT_SIZE) else { return nil }
-        // A block one byte smaller than the input is the most we accept; LZ4 stops when it
-        // would exceed the destination capacity and returns 0.
-        let capacity = source.count - 1
-        guard capacity > 0 else { return nil }
+        guard source.count > 1 else { return nil }
         // Uninitialised output: LZ4 writes what it returns, and only that is kept.
-        let destination = [UInt8](unsafeUninitializedCapacity: capacity) { target, initializedCount in
-            let written = LZ4_compress_default(
-                source.baseAddress!.assumingMemoryBound(to: CChar.self),
-                UnsafeMutableRawPointer(target.baseAddress!).assumingMemoryBound(to: CChar.self),
-                Int32(source.count), Int32(capacity))
-            initializedCount = max(0, Int(written))
+        let destination = [UInt8](unsafeUninitializedCapacity: source.count - 1) { target, initializedCount in
+            initializedCount = compressIfSmaller(source, into: UnsafeMutableRawBufferPointer(target))
         }
         return destination.isEmpty ? nil : destination
+    }
+
+    /// Compresses `source` into `target` if the block fits it and is smaller than `source`;
+    /// returns the block's byte count, or 0 (incompressible or tiny payloads are stored raw).
+    /// `target` may be uninitialised: only the bytes counted are written to be read.
+    public static func compressIfSmaller(_ source: UnsafeRawBufferPointer, into target: UnsafeMutableRawBufferPointer)
+        -> Int
+    {
+        guard source.count > 0, source.count <= Int(LZ4_MAX_INPUT_SIZE) else { return 0 }
+        // A block one byte smaller than the input is the most we accept; LZ4 stops when it
+        // would exceed the destination capacity and returns 0.
+        let capacity = min(source.count - 1, target.count)
+        guard capacity > 0 else { return 0 }
+        let written = LZ4_compress_default(
+            source.baseAddress!.assumingMemoryBound(to: CChar.self),
+            target.baseAddress!.assumingMemoryBound(to: CChar.self), Int32(source.count), Int32(capacity))
+        return max(0, Int(written))
     }
 
     /// Decompresses a block into exactly all of `destination` (1 byte to the record limit), and

@@ -48,7 +48,20 @@ public final class RecordDictionary: @unchecked Sendable {
     /// Compresses `source` against the dictionary if that makes it smaller (`nil` otherwise, as
     /// ``LZ4/compressIfSmaller(_:)``).
     public func compressIfSmaller(_ source: UnsafeRawBufferPointer) -> [UInt8]? {
-        guard source.count > 1, source.count <= Int(LZ4_MAX_INPUT_SIZE) else { return nil }
+        guard source.count > 1 else { return nil }
+        let destination = [UInt8](unsafeUninitializedCapacity: source.count - 1) { target, initializedCount in
+            initializedCount = compressIfSmaller(source, into: UnsafeMutableRawBufferPointer(target))
+        }
+        return destination.isEmpty ? nil : destination
+    }
+
+    /// Compresses `source` against the dictionary into `target` if the block fits it and is
+    /// smaller than `source`; returns the block's byte count, or 0 (as
+    /// ``LZ4/compressIfSmaller(_:into:)``).
+    public func compressIfSmaller(_ source: UnsafeRawBufferPointer, into target: UnsafeMutableRawBufferPointer) -> Int {
+        guard source.count > 1, source.count <= Int(LZ4_MAX_INPUT_SIZE) else { return 0 }
+        let capacity = min(source.count - 1, target.count)
+        guard capacity > 0 else { return 0 }
         let dictionaryStream = loaded.withLock { stream in
             if let stream { return stream }
             let made = LZ4_createStream()!
@@ -73,15 +86,10 @@ public final class RecordDictionary: @unchecked Sendable {
             // Another liblz4 than the one whose layout `attach` writes: copy the hashed state.
             stream.update(from: dictionaryStream, count: 1)
         }
-        let capacity = source.count - 1
-        let destination = [UInt8](unsafeUninitializedCapacity: capacity) { target, initializedCount in
-            let written = LZ4_compress_fast_continue(
-                stream, source.baseAddress!.assumingMemoryBound(to: CChar.self),
-                UnsafeMutableRawPointer(target.baseAddress!).assumingMemoryBound(to: CChar.self),
-                Int32(source.count), Int32(capacity), 1)
-            initializedCount = max(0, Int(written))
-        }
-        return destination.isEmpty ? nil : destination
+        let written = LZ4_compress_fast_continue(
+            stream, source.baseAddress!.assumingMemoryBound(to: CChar.self),
+            target.baseAddress!.assumingMemoryBound(to: CChar.self), Int32(source.count), Int32(capacity), 1)
+        return max(0, Int(written))
     }
 
     static let idleWorkingStatesMax = 8

@@ -56,28 +56,35 @@ public struct RecordHeader: Sendable, Equatable {
     /// Appends the 32 header bytes, header CRC included, to `writer`, in the layout of
     /// `formatVersion` (the current one unless a test builds an older file).
     public func encode(into writer: inout ByteWriter, formatVersion: UInt32 = FormatConstants.formatVersion) {
-        let start = writer.count
-        writer.write(UInt32(0))  // header CRC, patched below
-        writer.write(payloadCRC)
-        writer.write(offset)
-        writer.write(storedByteCount)
-        writer.write(uncompressedByteCount)
-        writer.write(type.rawValue)
-        writer.write(flags)
+        var bytes = (UInt64(0), UInt64(0), UInt64(0), UInt64(0))
+        withUnsafeMutableBytes(of: &bytes) { encode(to: $0, formatVersion: formatVersion) }
+        withUnsafeBytes(of: &bytes) { writer.write(bytes: $0) }
+    }
+
+    /// Writes the 32 header bytes, header CRC included, over the first 32 bytes of `target` (a
+    /// record's own buffer: no array made per record), in the layout of `formatVersion`.
+    public func encode(to target: UnsafeMutableRawBufferPointer, formatVersion: UInt32 = FormatConstants.formatVersion) {
+        precondition(target.count >= FormatConstants.recordHeaderByteCount, "a record header takes 32 bytes")
+        func put<T: FixedWidthInteger>(_ value: T, at offset: Int) {
+            target.storeBytes(of: value.littleEndian, toByteOffset: offset, as: T.self)
+        }
+        put(payloadCRC, at: 4)
+        put(offset, at: 8)
+        put(storedByteCount, at: 16)
+        put(uncompressedByteCount, at: 20)
+        put(type.rawValue, at: 24)
+        put(flags, at: 25)
         if formatVersion >= FormatConstants.durableEndStatementVersion {
             precondition(dictionaryID <= UInt32(UInt16.max), "a dictionary id takes 16 bits in version 2")
             precondition(UInt64(durableEndDelta) <= offset, "a durable end before the start of the log")
-            writer.write(UInt16(dictionaryID))
-            writer.write(durableEndDelta)
+            put(UInt16(dictionaryID), at: 26)
+            put(durableEndDelta, at: 28)
         } else {
             precondition(durableEndDelta == 0, "version 1 states no durable end")
-            writer.write(UInt16(0))
-            writer.write(dictionaryID)
+            put(UInt16(0), at: 26)
+            put(dictionaryID, at: 28)
         }
-        let crc = writer.bytes.withUnsafeBytes { buffer in
-            CRC32C.checksum(UnsafeRawBufferPointer(rebasing: buffer[(start + 4)..<(start + 32)]))
-        }
-        writer.patch(crc, at: start)
+        put(CRC32C.checksum(UnsafeRawBufferPointer(rebasing: target[4..<32])), at: 0)
     }
 
     /// What 32 bytes at a record position hold.

@@ -6,24 +6,26 @@ extension LogCore {
         // Compressed against the dictionary the last append found (outside the lock); checked
         // below against the segment the record lands in. A record of the dictionary type itself
         // (the log's own, FORMAT.md §6.8; iterators skip it) never uses one.
-        let usable = { (dictionary: RecordDictionary?) in type == .dictionary ? nil : dictionary }
+        // Local functions, not closures held in constants: those were allocated per append (their
+        // captures boxed), ~2 of a save's allocations.
+        func usable(_ dictionary: RecordDictionary?) -> RecordDictionary? { type == .dictionary ? nil : dictionary }
         let hint = usable(compressionDictionary.withLock { $0 })
-        let offered = { (dictionary: RecordDictionary?) in
+        func offered(_ dictionary: RecordDictionary?) -> Bool {
             payload.count
                 >= (dictionary == nil
-                    ? self.options.compressionThresholdByteCount : LogOptions.dictionaryCompressionThresholdByteCount)
+                    ? options.compressionThresholdByteCount : LogOptions.dictionaryCompressionThresholdByteCount)
         }
         // Whether LZ4 is offered the payload; a second encoding (below) against a new dictionary
         // always offers it. Only a payload offered against the dictionary it is encoded with, and
         // not a dictionary record, counts in the backoff: one under that dictionary's threshold
         // must not use up its one try in sixteen.
         let counted = type != .dictionary && offered(hint)
-        var mayCompress = options.compresses && (!counted || compressionBackoff.shouldTry())
-        let prepare = { (dictionary: RecordDictionary?) throws(LogError) -> PreparedRecord in
+        let mayCompress = options.compresses && (!counted || compressionBackoff.shouldTry())
+        func prepare(_ dictionary: RecordDictionary?, mayCompress: Bool) throws(LogError) -> PreparedRecord {
             try PreparedRecord.encoding(
                 payload, type: type, compresses: mayCompress && offered(dictionary), dictionary: dictionary)
         }
-        var record = try prepare(hint)
+        var record = try prepare(hint, mayCompress: mayCompress)
         if counted && record.triedCompression { compressionBackoff.record(shrank: record.isCompressed) }
         conditionLock.lock()
         defer { conditionLock.unlock() }
@@ -36,8 +38,7 @@ extension LogCore {
             let dictionary = usable(try waitForTurn(recordByteCount: record.recordByteCount))
             if record.dictionary === dictionary { break }
             compressionBackoff.reset()
-            mayCompress = options.compresses
-            record = try prepare(dictionary)
+            record = try prepare(dictionary, mayCompress: options.compresses)
             compressionDictionary.withLock { $0 = dictionary }
         }
         let written = try appendLocked(&record)

@@ -29,28 +29,35 @@ struct PreparedRecord {
         precondition(dictionary == nil || type != .dictionary, "a dictionary is never compressed with one")
         self.dictionary = dictionary
         triedCompression = compresses
-        let compressed =
-            !compresses ? nil : dictionary.map { $0.compressIfSmaller(payload) } ?? LZ4.compressIfSmaller(payload)
-        let usesDictionary = compressed != nil && dictionary != nil
-        var header = RecordHeader(
-            payloadCRC: 0, offset: 0, storedByteCount: 0,
-            uncompressedByteCount: UInt32(payload.count), type: type,
-            flags: compressed == nil
-                ? 0 : FormatConstants.flagCompressedLZ4 | (usesDictionary ? FormatConstants.flagDictionary : 0),
+        // One buffer per record, made once: the header's 32 bytes (filled in by `assign`), then
+        // the payload's LZ4 block — compressed straight into it — or the payload itself. (A
+        // compressed array, a writer's array and a header's array took three allocations and
+        // two copies of every record.)
+        let headerByteCount = FormatConstants.recordHeaderByteCount
+        var storedByteCount = 0
+        var compressed = false
+        bytes = [UInt8](unsafeUninitializedCapacity: headerByteCount + payload.count) { buffer, initializedCount in
+            let target = UnsafeMutableRawBufferPointer(buffer)
+            target.baseAddress!.initializeMemory(as: UInt8.self, repeating: 0, count: headerByteCount)
+            let tail = UnsafeMutableRawBufferPointer(rebasing: target[headerByteCount...])
+            if compresses {
+                storedByteCount =
+                    dictionary.map { $0.compressIfSmaller(payload, into: tail) } ?? LZ4.compressIfSmaller(payload, into: tail)
+                compressed = storedByteCount > 0
+            }
+            if !compressed {
+                if payload.count > 0 { tail.baseAddress!.copyMemory(from: payload.baseAddress!, byteCount: payload.count) }
+                storedByteCount = payload.count
+            }
+            initializedCount = headerByteCount + storedByteCount
+        }
+        let usesDictionary = compressed && dictionary != nil
+        header = RecordHeader(
+            payloadCRC: bytes.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[headerByteCount...])) },
+            offset: 0, storedByteCount: UInt32(storedByteCount), uncompressedByteCount: UInt32(payload.count), type: type,
+            flags: compressed
+                ? FormatConstants.flagCompressedLZ4 | (usesDictionary ? FormatConstants.flagDictionary : 0) : 0,
             dictionaryID: usesDictionary ? FormatConstants.segmentDictionaryID : 0)
-        var writer = ByteWriter(capacity: FormatConstants.recordHeaderByteCount + (compressed?.count ?? payload.count))
-        writer.writeZeros(FormatConstants.recordHeaderByteCount)
-        if let compressed {
-            writer.write(bytes: compressed)
-        } else {
-            writer.write(bytes: payload)
-        }
-        header.storedByteCount = UInt32(writer.count - FormatConstants.recordHeaderByteCount)
-        header.payloadCRC = writer.bytes.withUnsafeBytes { buffer in
-            CRC32C.checksum(UnsafeRawBufferPointer(rebasing: buffer[FormatConstants.recordHeaderByteCount...]))
-        }
-        self.header = header
-        self.bytes = writer.bytes
     }
 
     /// ``init(payload:type:compresses:dictionary:)`` over any collection of bytes (read in place
@@ -58,7 +65,7 @@ struct PreparedRecord {
     static func encoding(
         _ payload: some Collection<UInt8>, type: RecordType, compresses: Bool, dictionary: RecordDictionary? = nil
     ) throws(LogError) -> PreparedRecord {
-        let encode = { (buffer: UnsafeRawBufferPointer) -> Result<PreparedRecord, LogError> in
+        func encode(_ buffer: UnsafeRawBufferPointer) -> Result<PreparedRecord, LogError> {
             do throws(LogError) {
                 return .success(try PreparedRecord(payload: buffer, type: type, compresses: compresses, dictionary: dictionary))
             } catch {
@@ -77,12 +84,6 @@ struct PreparedRecord {
         var header = self.header
         header.offset = offset
         header.durableEndDelta = UInt32(offset - durableEnd)
-        var writer = ByteWriter(capacity: FormatConstants.recordHeaderByteCount)
-        header.encode(into: &writer)
-        bytes.withUnsafeMutableBytes { target in
-            writer.bytes.withUnsafeBytes { source in
-                target.baseAddress!.copyMemory(from: source.baseAddress!, byteCount: source.count)
-            }
-        }
+        bytes.withUnsafeMutableBytes { header.encode(to: $0) }
     }
 }
