@@ -938,4 +938,128 @@ struct FormatTests {
                 handMadeIndex(storeID: id, version: 2, entries: [0], end: 6000, last: 0),
                 storeID: id, baseOffset: 0) == nil)
     }
+
+    // MARK: Records encoded in one buffer (0aec71b)
+
+    /// What a prepared record's bytes were before its buffer was made once: the header encoded
+    /// by a writer, then LZ4's block as an array of its own, or the payload.
+    static func composedRecord(
+        _ payload: [UInt8], compresses: Bool, dictionary: RecordDictionary?, offset: UInt64, durableEnd: UInt64
+    ) -> [UInt8] {
+        let block: [UInt8]? =
+            !compresses
+            ? nil
+            : payload.withUnsafeBytes { bytes in
+                dictionary.map { $0.compressIfSmaller(bytes) } ?? LZ4.compressIfSmaller(bytes)
+            }
+        let stored = block ?? payload
+        let usesDictionary = block != nil && dictionary != nil
+        let header = RecordHeader(
+            payloadCRC: CRC32C.checksum(stored), offset: offset, storedByteCount: UInt32(stored.count),
+            uncompressedByteCount: UInt32(payload.count), type: .data,
+            flags: block == nil ? 0 : FormatConstants.flagCompressedLZ4 | (usesDictionary ? FormatConstants.flagDictionary : 0),
+            dictionaryID: usesDictionary ? FormatConstants.segmentDictionaryID : 0,
+            durableEndDelta: UInt32(offset - durableEnd))
+        var writer = ByteWriter()
+        header.encode(into: &writer)
+        return writer.bytes + stored
+    }
+
+    @Test("a record made in one buffer has the bytes the header writer and LZ4's own array made, and reads back")
+    func preparedRecordBytesAreTheComposedOnes() throws {
+        let dictionary = RecordDictionary(Array(Self.examplePayload.prefix(200)), recordByteCount: 0)
+        var random = SystemRandomNumberGenerator()
+        let noise = (0..<300).map { _ in UInt8.random(in: 0...255, using: &random) }
+        let payloads: [[UInt8]] = [
+            [], [7], [7, 7], [7, 7, 7], Array(repeating: 0, count: 64), Self.examplePayload, noise,
+            // Compresses to exactly one byte less than itself, or not at all: the bound of the block.
+            Array(Self.examplePayload.prefix(20)) + noise.prefix(40),
+        ]
+        for payload in payloads {
+            for compresses in [false, true] {
+                for usedDictionary in [nil, dictionary] {
+                    var record = try payload.withUnsafeBytes {
+                        try PreparedRecord(payload: $0, type: .data, compresses: compresses, dictionary: usedDictionary)
+                    }
+                    record.assign(offset: 4_096, durableEnd: 1_024)
+                    let expected = Self.composedRecord(
+                        payload, compresses: compresses, dictionary: usedDictionary, offset: 4_096, durableEnd: 1_024)
+                    #expect(record.bytes == expected, "\(payload.count) bytes, compresses \(compresses)")
+                    // Read back: the header checks out and the payload is the one written.
+                    let header = try #require(
+                        {
+                            if case .valid(let header) = record.bytes.withUnsafeBytes({
+                                RecordHeader.decode(
+                                    UnsafeRawBufferPointer(rebasing: $0[0..<32]), expectedOffset: 4_096,
+                                    formatVersion: FormatConstants.formatVersion, baseOffset: 0)
+                            }) { return header }
+                            return nil
+                        }())
+                    let stored = Array(record.bytes[32...])
+                    #expect(CRC32C.checksum(stored) == header.payloadCRC)
+                    let read =
+                        header.isCompressed
+                        ? stored.withUnsafeBytes {
+                            LZ4.decompress(
+                                $0, decompressedByteCount: payload.count,
+                                dictionary: header.flags & FormatConstants.flagDictionary != 0 ? usedDictionary : nil)
+                        } : stored
+                    #expect(read == payload)
+                }
+            }
+        }
+        // The worked example's payload is stored as its worked-example block.
+        var example = try Self.examplePayload.withUnsafeBytes {
+            try PreparedRecord(payload: $0, type: .data, compresses: true)
+        }
+        example.assign(offset: 0, durableEnd: 0)
+        #expect(Array(example.bytes[32...]) == Self.exampleBlock)
+        #expect(example.header.flags == FormatConstants.flagCompressedLZ4)
+    }
+
+    @Test("a header written in place has the writer's bytes in both format versions")
+    func headerWrittenInPlaceMatchesTheWriter() {
+        let header = RecordHeader(
+            payloadCRC: 0xDEAD_BEEF, offset: 0x0102_0304_0506_0708, storedByteCount: 300, uncompressedByteCount: 500,
+            type: .data, flags: 3, dictionaryID: 1, durableEndDelta: 77)
+        let versionOne = RecordHeader(
+            payloadCRC: 0xDEAD_BEEF, offset: 4_096, storedByteCount: 300, uncompressedByteCount: 500, type: .data,
+            flags: 3, dictionaryID: 0x0A0B_0C0D)
+        for (header, version) in [(header, FormatConstants.formatVersion), (versionOne, UInt32(1))] {
+            var writer = ByteWriter()
+            header.encode(into: &writer, formatVersion: version)
+            var inPlace = [UInt8](repeating: 0xFF, count: 40)
+            inPlace.withUnsafeMutableBytes { header.encode(to: $0, formatVersion: version) }
+            #expect(writer.bytes.count == 32)
+            #expect(Array(inPlace[0..<32]) == writer.bytes, "format version \(version)")
+            #expect(inPlace[32...].allSatisfy { $0 == 0xFF }, "nothing written past the header")
+        }
+        // Version 1 keeps a u32 dictionary id at 28, and a zero u16 at 26.
+        var writer = ByteWriter()
+        versionOne.encode(into: &writer, formatVersion: 1)
+        #expect(Array(writer.bytes[26..<32]) == [0, 0, 0x0D, 0x0C, 0x0B, 0x0A])
+    }
+
+    @Test("LZ4's array forms answer nil for 0, 1 and 2 bytes, with and without a dictionary")
+    func compressionOfTinyInputsIsNil() {
+        let dictionary = RecordDictionary(Array(Self.examplePayload.prefix(64)), recordByteCount: 0)
+        for bytes in [[], [1], [1, 1]] as [[UInt8]] {
+            #expect(bytes.withUnsafeBytes { LZ4.compressIfSmaller($0) } == nil)
+            #expect(bytes.withUnsafeBytes { dictionary.compressIfSmaller($0) } == nil)
+        }
+    }
+
+    @Test("a writer's reset keeps its buffer up to the bound and lets a larger one go")
+    func byteWriterResetKeepsOnlyBoundedCapacity() {
+        var writer = ByteWriter(capacity: 16)
+        writer.write(bytes: [UInt8](repeating: 1, count: 1_000))
+        let kept = writer.capacity
+        writer.reset(keepingCapacityUpTo: 4_096)
+        #expect(writer.count == 0)
+        #expect(writer.capacity == kept)
+        writer.write(bytes: [UInt8](repeating: 1, count: 10_000))
+        writer.reset(keepingCapacityUpTo: 4_096)
+        #expect(writer.count == 0)
+        #expect(writer.capacity < 4_096)
+    }
 }

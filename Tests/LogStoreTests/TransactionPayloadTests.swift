@@ -260,4 +260,39 @@ import Testing
             try TransactionRecord.decodeHeader(damaged, processIdentifier: true, strings: &strings)
         }
     }
+
+    @Test("a payload encoded in a store's reused buffers is the one a fresh encoding makes, and stays so")
+    func reusedBuffersEncodeWhatFreshOnesDo() throws {
+        let table = try Self.table()
+        let small = Self.record(table: table)
+        // Larger than the buffers keep between saves (256 KiB): 4,000 inserts of a long name.
+        let large = TransactionRecord(
+            schemaVersion: table.version, author: nil, timestampMicroseconds: 1,
+            processIdentifier: "1@host",
+            changes: (0..<4_000).map { index in
+                .insert(
+                    Self.identifier("Stay", UInt8(truncatingIfNeeded: index)),
+                    ["label": .string(String(repeating: "x", count: 100) + "\(index)")])
+            })
+        var buffers = TransactionRecord.EncodingBuffers()
+        let first = small.encoded(table: table, reusing: &buffers)
+        let kept = first
+        let second = large.encoded(table: table, reusing: &buffers)
+        let third = small.encoded(table: table, reusing: &buffers)
+        #expect(first == kept, "a payload returned earlier changed when the buffers encoded the next")
+        #expect(first == small.encoded(table: table))
+        #expect(second == large.encoded(table: table))
+        #expect(third == first)
+        #expect(second.count > TransactionRecord.EncodingBuffers.keptByteCountMax)
+        // The large save's buffers were let go once it was encoded: what the store keeps is bounded.
+        _ = large.encoded(table: table, reusing: &buffers)
+        for capacity in [
+            buffers.streams.shape.capacity, buffers.streams.data.capacity, buffers.streams.keys.capacity,
+            buffers.head.capacity, buffers.payload.capacity,
+        ] {
+            #expect(capacity <= TransactionRecord.EncodingBuffers.keptByteCountMax)
+        }
+        var decoder = TransactionRecord.Decoder(table: table, storeIdentifier: Self.store)
+        #expect(try decoder.decode(second).changes == large.changes)
+    }
 }

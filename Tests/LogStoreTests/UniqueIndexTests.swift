@@ -127,6 +127,49 @@ import Testing
         #expect(once.changes.count == 1, "\(once.changes)")
     }
 
+    /// A request's names are checked (inserted, updated, deleted lists in turn) before its
+    /// identifiers (updated, then deleted): the first problem in that order is the one reported.
+    @Test func aRequestsFirstProblemIsTheOneReported() throws {
+        let temporary = TemporaryDirectory("resolver-order")
+        defer { temporary.remove() }
+        let store = try LogStore(LogStoreConfiguration(schema: Self.schema, directory: temporary.path, durability: .none))
+        defer { try? store.close() }
+        let (state, index) = store.inner.withLock { ($0.working, $0.uniqueIndex) }
+        func code(_ request: DataStoreSaveChangesRequest<DefaultSnapshot>) -> LogStoreError.Code? {
+            do {
+                _ = try SaveResolver(
+                    schema: Self.schema, storeIdentifier: store.identifier, state: state, uniqueIndex: index
+                ).resolve(request)
+                return nil
+            } catch { return error.code }
+        }
+        let stored = PersistentIdentifier.permanent(
+            for: store.identifier, entityName: "Note", primaryKey: UUID(uuid: (9, 0, 0, 0, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0, 0, 1)))
+        let foreign = PersistentIdentifier.permanent(
+            for: UUID().uuidString, entityName: "Note", primaryKey: UUID(uuid: (9, 0, 0, 0, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0, 0, 2)))
+        let temporaryNote = PersistentIdentifier.temporary(entityName: "Note")
+        // An unknown attribute in the deleted list, a temporary identifier among the updated.
+        var request = DataStoreSaveChangesRequest<DefaultSnapshot>()
+        request.updated = [DefaultSnapshot(persistentIdentifier: temporaryNote, values: ["text": .string("a")])]
+        request.deleted = [DefaultSnapshot(persistentIdentifier: stored, values: ["color": .string("red")])]
+        #expect(code(request) == .unknownAttribute)
+        // An unknown entity among the inserted comes before an unknown attribute among the updated.
+        request = DataStoreSaveChangesRequest<DefaultSnapshot>()
+        request.inserted = [DefaultSnapshot(persistentIdentifier: .temporary(entityName: "Ghost"), values: [:])]
+        request.updated = [DefaultSnapshot(persistentIdentifier: stored, values: ["color": .string("red")])]
+        #expect(code(request) == .unknownEntity)
+        // A foreign identifier among the updated comes before a temporary one among the deleted.
+        request = DataStoreSaveChangesRequest<DefaultSnapshot>()
+        request.updated = [DefaultSnapshot(persistentIdentifier: foreign, values: ["text": .string("a")])]
+        request.deleted = [DefaultSnapshot(persistentIdentifier: temporaryNote, values: [:])]
+        #expect(code(request) == .foreignIdentifier)
+        // A temporary identifier among the updated comes before a foreign one among the deleted.
+        request = DataStoreSaveChangesRequest<DefaultSnapshot>()
+        request.updated = [DefaultSnapshot(persistentIdentifier: temporaryNote, values: ["text": .string("a")])]
+        request.deleted = [DefaultSnapshot(persistentIdentifier: foreign, values: [:])]
+        #expect(code(request) == .modelNotFound)
+    }
+
     /// An update that takes the unique value an insert of the same save holds is refused (the
     /// save's one insert still claims its keys when the save has updates).
     @Test func anUpdateTakingTheValueOfAnInsertOfTheSameSaveIsRefused() throws {

@@ -43,21 +43,39 @@ struct TransactionRecord: Sendable, Equatable {
 
     /// The buffers a payload is encoded in, kept by a store from one save to the next (under its
     /// lock): each save made and freed five arrays before (three streams, the shape's head and
-    /// the payload). The payload returned shares the last one's storage until the next encoding.
+    /// the payload). The payload returned shares the last one's storage until the next encoding
+    /// (which then finds it shared, and takes a new buffer: the payload returned never changes).
     struct EncodingBuffers {
         var streams = SplitPayloadWriter(changeCount: 1)
         var head = ByteWriter(capacity: 64)
         var payload = ByteWriter(capacity: 256)
 
-        /// A buffer grown past this by a large save starts small again at the next one.
+        /// A buffer grown past this by a large save is let go as soon as that save is encoded:
+        /// a store keeps at most five of this size between saves.
         static let keptByteCountMax = 256 * 1024
 
-        mutating func reset() {
+        /// Before an encoding of `changeCount` changes: empty, with room for them (the sizes
+        /// ``SplitPayloadWriter/init(changeCount:)`` reserves).
+        mutating func begin(changeCount: Int) {
             streams.shape.reset(keepingCapacityUpTo: Self.keptByteCountMax)
             streams.data.reset(keepingCapacityUpTo: Self.keptByteCountMax)
             streams.keys.reset(keepingCapacityUpTo: Self.keptByteCountMax)
             head.reset(keepingCapacityUpTo: Self.keptByteCountMax)
             payload.reset(keepingCapacityUpTo: Self.keptByteCountMax)
+            let room = SplitPayloadWriter.capacities(forChangeCount: changeCount)
+            streams.shape.reserve(room.shape)
+            streams.data.reserve(room.data)
+            streams.keys.reserve(room.keys)
+        }
+
+        /// After an encoding: the streams emptied, and whatever grew past the bound let go (the
+        /// payload's storage stays with the payload returned).
+        mutating func end() {
+            streams.shape.reset(keepingCapacityUpTo: Self.keptByteCountMax)
+            streams.data.reset(keepingCapacityUpTo: Self.keptByteCountMax)
+            streams.keys.reset(keepingCapacityUpTo: Self.keptByteCountMax)
+            head.reset(keepingCapacityUpTo: Self.keptByteCountMax)
+            if payload.capacity > Self.keptByteCountMax { payload = ByteWriter(capacity: 256) }
         }
     }
 
@@ -86,7 +104,8 @@ struct TransactionRecord: Sendable, Equatable {
             writeChanges(into: &writer, table: table, entityIDs: entityIDs)
             return writer.bytes
         }
-        buffers.reset()
+        buffers.begin(changeCount: changes.count)
+        defer { buffers.end() }
         buffers.streams.data.write(timestampMicroseconds)
         writeChanges(into: &buffers.streams, table: table, entityIDs: entityIDs)
         // The shape's head (what comes before the changes) is known only now: the key count.
@@ -97,6 +116,7 @@ struct TransactionRecord: Sendable, Equatable {
         assert(buffers.streams.keys.count % 16 == 0, "keys are 16 bytes each")
         buffers.head.writeVarint(UInt64(buffers.streams.keys.count / 16))
         let shapeByteCount = buffers.head.count + buffers.streams.shape.count
+        buffers.payload.reserve(11 + shapeByteCount + buffers.streams.data.count + buffers.streams.keys.count)
         buffers.payload.write(payloadVersion)
         buffers.payload.writeVarint(UInt64(shapeByteCount))
         buffers.payload.write(bytes: buffers.head.bytes)

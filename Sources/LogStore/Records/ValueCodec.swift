@@ -224,9 +224,15 @@ struct SplitPayloadWriter: ValueSink {
 
     /// Room for `changeCount` changes of a few values each (a one-model save: ~30, ~40 and 16 bytes).
     init(changeCount: Int) {
-        shape = ByteWriter(capacity: 16 + changeCount * 24)
-        data = ByteWriter(capacity: 16 + changeCount * 48)
-        keys = ByteWriter(capacity: 16 * max(1, changeCount))
+        let room = Self.capacities(forChangeCount: changeCount)
+        shape = ByteWriter(capacity: room.shape)
+        data = ByteWriter(capacity: room.data)
+        keys = ByteWriter(capacity: room.keys)
+    }
+
+    /// The room each stream starts with for `changeCount` changes.
+    static func capacities(forChangeCount changeCount: Int) -> (shape: Int, data: Int, keys: Int) {
+        (16 + changeCount * 24, 16 + changeCount * 48, 16 * max(1, changeCount))
     }
 
     mutating func writeShape(_ byte: UInt8) { shape.write(byte) }

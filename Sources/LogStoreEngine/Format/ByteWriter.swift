@@ -9,6 +9,12 @@ public struct ByteWriter: Sendable {
 
     public var count: Int { bytes.count }
 
+    /// Makes room for `byteCount` more bytes at once (nothing when there is room already).
+    public mutating func reserve(_ byteCount: Int) { bytes.reserveCapacity(bytes.count + byteCount) }
+
+    /// The bytes the writer's buffer holds room for.
+    public var capacity: Int { bytes.capacity }
+
     /// Empties the writer for the next bytes, keeping its buffer unless it grew past
     /// `keptCapacityMax` bytes (then it starts small again: one large record must not keep its
     /// size alive).

@@ -5,7 +5,7 @@ public enum LZ4 {
     /// Compresses `source` if that makes it smaller. Returns `nil` when the compressed block
     /// would not be smaller than the input (incompressible or tiny payloads are stored raw).
     public static func compressIfSmaller(_ source: UnsafeRawBufferPointer) -> [UInt8]? {
-        guard source.count > 1 else { return nil }
+        guard source.count > 1, source.count <= Int(LZ4_MAX_INPUT_SIZE) else { return nil }
         // Uninitialised output: LZ4 writes what it returns, and only that is kept.
         let destination = [UInt8](unsafeUninitializedCapacity: source.count - 1) { target, initializedCount in
             initializedCount = compressIfSmaller(source, into: UnsafeMutableRawBufferPointer(target))

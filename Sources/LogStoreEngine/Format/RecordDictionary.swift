@@ -48,7 +48,7 @@ public final class RecordDictionary: @unchecked Sendable {
     /// Compresses `source` against the dictionary if that makes it smaller (`nil` otherwise, as
     /// ``LZ4/compressIfSmaller(_:)``).
     public func compressIfSmaller(_ source: UnsafeRawBufferPointer) -> [UInt8]? {
-        guard source.count > 1 else { return nil }
+        guard source.count > 1, source.count <= Int(LZ4_MAX_INPUT_SIZE) else { return nil }
         let destination = [UInt8](unsafeUninitializedCapacity: source.count - 1) { target, initializedCount in
             initializedCount = compressIfSmaller(source, into: UnsafeMutableRawBufferPointer(target))
         }
