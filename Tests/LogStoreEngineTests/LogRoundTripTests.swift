@@ -41,6 +41,36 @@ import Testing
         try reopened.close()
     }
 
+    /// An iterator from a record's start reads from that record (none of the records between
+    /// the sparse index's entry before it and it, which it read and skipped before); from inside
+    /// a record, from the next one, as before; from the end, nothing.
+    @Test func anIteratorFromARecordStartReadsNothingBeforeIt() throws {
+        let fileSystem = SimulatedFileSystem()
+        let log = try Log.open(
+            directory: storePath, options: simulatedOptions(fileSystem, durability: .none, compresses: false))
+        defer { try? log.close() }
+        // 100-byte payloads: about 30 records per 4 KiB index interval.
+        let positions = try (0..<200).map { number in
+            try log.append([UInt8](repeating: UInt8(number), count: 100))
+        }
+        for index in [1, 17, 29, 30, 31, 100, 150, 199] {
+            var records = try log.records(from: positions[index].offset)
+            let first = try #require(try records.next())
+            #expect(first.offset == positions[index].offset)
+            #expect(records.recordsRead == 1, "record \(index): \(records.recordsRead) records read for the first")
+            var count = 1
+            while try records.next() != nil { count += 1 }
+            #expect(count == 200 - index)
+            // One byte in: the next record, read past what lies before it.
+            var inside = try log.records(from: positions[index].offset + 1)
+            let next = try inside.next()
+            #expect(next?.offset == (index + 1 < 200 ? positions[index + 1].offset : nil))
+        }
+        var atEnd = try log.records(from: log.visibleEnd)
+        #expect(try atEnd.next() == nil)
+        #expect(atEnd.recordsRead == 0)
+    }
+
     /// Replay's way of reading (`next(inPlace:)`: the payload not copied out) gives exactly what
     /// `next()` gives — records, payloads (decompressed too), counts — from the start and from
     /// offsets inside records, with and without marks.

@@ -30,15 +30,32 @@ public struct LogIterator: Sendable {
         }
         segmentIndex = max(low - 1, 0)
         let segment = segments[segmentIndex]
+        let recordsStart = UInt64(FormatConstants.segmentHeaderByteCount)
+        // Most offsets asked for are record starts (a token, the end of what a caller folded):
+        // read from there when a record that names this offset under a valid header CRC starts
+        // there — as an index entry is trusted — without reading the records from the index
+        // entry before it (up to 4 KiB of records, each checked and decompressed: most of a
+        // catch-up of one or two records). At or past the end nothing is read.
+        let exact = SegmentScanner.filePosition(logicalOffset: offset, baseOffset: segment.baseOffset)
+        scanner = SegmentScanner(segment: segment, position: exact)
+        if offset >= endOffset || exact == recordsStart { return }
+        if try Self.probe(&scanner) { return }
         scanner = SegmentScanner(segment: segment, position: segment.filePosition(nearestBefore: offset))
         // An index entry is a cache: check it names a record start, else scan from the segment's start.
-        if scanner.position > UInt64(FormatConstants.segmentHeaderByteCount) {
-            var probe = scanner
-            if case .record = try probe.next(decodesPayload: false) {
-            } else {
-                scanner.seek(toFilePosition: UInt64(FormatConstants.segmentHeaderByteCount))
-            }
+        if scanner.position > recordsStart, !(try Self.probe(&scanner)) {
+            scanner.seek(toFilePosition: recordsStart)
         }
+    }
+
+    /// Whether a record starts where `scanner` is; if so, the scanner stays there with the bytes
+    /// the probe read (a probe on a copy read the same chunk again for the scan).
+    private static func probe(_ scanner: inout SegmentScanner) throws(LogError) -> Bool {
+        let position = scanner.position
+        var probe = scanner
+        guard case .record = try probe.next(decodesPayload: false) else { return false }
+        probe.seek(toFilePosition: position)
+        scanner = probe
+        return true
     }
 
     /// Records read so far, including those skipped because they start before the requested
