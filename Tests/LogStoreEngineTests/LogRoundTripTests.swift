@@ -71,6 +71,36 @@ import Testing
         #expect(atEnd.recordsRead == 0)
     }
 
+    /// A payload holding bytes that look like a record naming their own offset — a checked
+    /// header, a payload under its CRC — is never read as one: an iterator asked to start there
+    /// (a token anyone can make) starts at the next record, reached header by header.
+    @Test func bytesInsideAPayloadAreNeverTakenForARecord() throws {
+        let fileSystem = SimulatedFileSystem()
+        let log = try Log.open(
+            directory: storePath, options: simulatedOptions(fileSystem, durability: .none, compresses: false))
+        defer { try? log.close() }
+        for number in 0..<50 { try log.append([UInt8](repeating: UInt8(number), count: 100)) }
+        // The record about to be written starts at the written end; the forged one 32 + 10 bytes on.
+        let recordOffset = log.writtenEnd
+        let forgedOffset = recordOffset + 32 + 10
+        let forgedPayload = Array("forged transaction".utf8)
+        let forgedHeader = RecordHeader(
+            payloadCRC: CRC32C.checksum(forgedPayload), offset: forgedOffset,
+            storedByteCount: UInt32(forgedPayload.count), uncompressedByteCount: UInt32(forgedPayload.count),
+            type: .data, flags: 0)
+        var writer = ByteWriter()
+        forgedHeader.encode(into: &writer)
+        let payload = [UInt8](repeating: 0xAB, count: 10) + writer.bytes + forgedPayload + [UInt8](repeating: 0xCD, count: 10)
+        let position = try log.append(payload)
+        #expect(position.offset == recordOffset)
+        let next = try log.append([1, 2, 3])
+        var records = try log.records(from: forgedOffset)
+        let first = try #require(try records.next())
+        #expect(first.offset == next.offset, "the iterator started at \(first.offset), inside a payload")
+        #expect(first.payload == [1, 2, 3])
+        #expect(try log.firstRecord(atOrAfter: forgedOffset)?.offset == next.offset)
+    }
+
     /// Replay's way of reading (`next(inPlace:)`: the payload not copied out) gives exactly what
     /// `next()` gives — records, payloads (decompressed too), counts — from the start and from
     /// offsets inside records, with and without marks.

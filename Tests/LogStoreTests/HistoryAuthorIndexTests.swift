@@ -101,8 +101,9 @@ import Testing
         let start = tokens[99]
         let descriptor = HistoryDescriptor<DefaultHistoryTransaction>(
             predicate: #Predicate { $0.token > start && $0.author == "widget" })
-        // A fetch from a token starts at the sparse index entry before it: up to an interval's
-        // records are read before the first one it looks at.
+        // A fetch from a token starts at the sparse index entry before it and passes the records
+        // up to the token by their headers (not counted as read); the bound below still allows
+        // for an interval's records read whole, as they were before.
         let recordByteCount = Int(tokens[1].offset - tokens[0].offset)
         let seek = Int(FormatConstants.indexIntervalByteCount) / recordByteCount + 2
         let first = try store.fetchHistoryCounting(descriptor)

@@ -18,7 +18,12 @@ extension LogStore {
         guard end > inner.workingEnd else { return }
         do {
             var records = try log.recordsThroughWrittenEnd(from: inner.workingEnd)
-            var decoder = TransactionRecord.Decoder(table: inner.table, storeIdentifier: identifier)
+            // The decoder of the last fold, while the table is the same (its lookups were made
+            // for every fold: a dozen allocations for the one or two records of a turn).
+            var decoder =
+                inner.foldDecoder.flatMap { $0.table == inner.table ? $0 : nil }
+                ?? TransactionRecord.Decoder(table: inner.table, storeIdentifier: identifier)
+            defer { inner.foldDecoder = decoder }
             // Bounded by the written end: the iterator stops there — and at `end`, read before:
             // a refresh or catch-up on another thread may move the written end meanwhile, and
             // records past `end` folded here would be folded again from `workingEnd = end`.

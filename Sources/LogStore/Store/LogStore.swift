@@ -137,6 +137,9 @@ public final class LogStore: DataStore, @unchecked Sendable {
         var droppedChangeCount = 0
         /// The buffers this process's saves encode their records in (reused, TransactionRecord).
         var encodingBuffers = TransactionRecord.EncodingBuffers()
+        /// A store shared by writing processes: the decoder the last catch-up fold used (its
+        /// table's lookups), reused while `table` is the same.
+        var foldDecoder: TransactionRecord.Decoder?
 
         var bookmarkList: [CheckpointBookmark] { bookmarks.values.sorted { $0.name < $1.name } }
     }

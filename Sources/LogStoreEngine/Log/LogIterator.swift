@@ -14,9 +14,12 @@ public struct LogIterator: Sendable {
     private let startOffset: UInt64
     private let includesMarks: Bool
 
-    init(segments: [SegmentFile], from offset: UInt64, endOffset: UInt64, includesMarks: Bool = false)
-        throws(LogError)
-    {
+    /// `firstReadByteCount`: the first chunk read (doubling after), smaller for a reader that
+    /// expects a few records (a catch-up of what other processes wrote since its last turn).
+    init(
+        segments: [SegmentFile], from offset: UInt64, endOffset: UInt64, includesMarks: Bool = false,
+        firstReadByteCount: Int = 16 * 1024
+    ) throws(LogError) {
         self.segments = segments
         self.endOffset = endOffset
         self.startOffset = offset
@@ -31,20 +34,17 @@ public struct LogIterator: Sendable {
         segmentIndex = max(low - 1, 0)
         let segment = segments[segmentIndex]
         let recordsStart = UInt64(FormatConstants.segmentHeaderByteCount)
-        // Most offsets asked for are record starts (a token, the end of what a caller folded):
-        // read from there when a record that names this offset under a valid header CRC starts
-        // there — as an index entry is trusted — without reading the records from the index
-        // entry before it (up to 4 KiB of records, each checked and decompressed: most of a
-        // catch-up of one or two records). At or past the end nothing is read.
-        let exact = SegmentScanner.filePosition(logicalOffset: offset, baseOffset: segment.baseOffset)
-        scanner = SegmentScanner(segment: segment, position: exact)
-        if offset >= endOffset || exact == recordsStart { return }
-        if try Self.probe(&scanner) { return }
-        scanner = SegmentScanner(segment: segment, position: segment.filePosition(nearestBefore: offset))
+        scanner = SegmentScanner(
+            segment: segment, position: segment.filePosition(nearestBefore: offset), firstReadByteCount: firstReadByteCount)
         // An index entry is a cache: check it names a record start, else scan from the segment's start.
         if scanner.position > recordsStart, !(try Self.probe(&scanner)) {
             scanner.seek(toFilePosition: recordsStart)
         }
+        // From there to the first record at or after `offset` by headers alone (the records
+        // before it were read whole, checked and decompressed, then skipped: up to 4 KiB of
+        // records, most of a catch-up of one or two). Each start is reached from a known one, so
+        // bytes inside a payload are never taken for a record, whatever they hold.
+        if offset <= endOffset { try scanner.hopHeaders(before: offset) }
     }
 
     /// Whether a record starts where `scanner` is; if so, the scanner stays there with the bytes
@@ -58,8 +58,9 @@ public struct LogIterator: Sendable {
         return true
     }
 
-    /// Records read so far, including those skipped because they start before the requested
-    /// offset (the seek cost: bounded by the sparse index's spacing, not by the log's length).
+    /// Records read so far (and the index entry's record the start was found from, read again
+    /// when the requested offset is its own). The records between that entry and the requested
+    /// offset are passed over by their headers alone and not counted.
     public private(set) var recordsRead = 0
 
     /// The logical offset the next record would start at.
@@ -200,6 +201,6 @@ extension LogCore {
                 .offsetOutOfRange, "Offset \(offset) is outside the written log (to \(end)).", file: directory,
                 offset: offset)
         }
-        return try LogIterator(segments: segments, from: offset, endOffset: end)
+        return try LogIterator(segments: segments, from: offset, endOffset: end, firstReadByteCount: 4096)
     }
 }

@@ -238,6 +238,27 @@ struct SegmentScanner {
         return min(got, byteCount)
     }
 
+    /// Moves forward by record headers alone to the first record starting at or after the
+    /// logical offset `target` — where a reader asked to start inside a record, or past the index
+    /// entry it starts from, begins. Each header is checked (its CRC, and that it names its own
+    /// offset); the payloads are neither checked nor decompressed (they are not read). Stays at
+    /// anything but a good header, for the scan to read and report as it would have.
+    mutating func hopHeaders(before target: UInt64) throws(LogError) {
+        let headerByteCount = FormatConstants.recordHeaderByteCount
+        // Bounded by `target`: each pass moves past one record.
+        while offset < target {
+            guard try fill(byteCount: headerByteCount) == headerByteCount else { return }
+            let start = Int(position - bufferStart)
+            let decoded = buffer.withUnsafeBytes { bytes in
+                RecordHeader.decode(
+                    UnsafeRawBufferPointer(rebasing: bytes[start..<(start + headerByteCount)]),
+                    expectedOffset: offset, formatVersion: formatVersion, baseOffset: baseOffset)
+            }
+            guard case .valid(let header) = decoded else { return }
+            position += header.recordByteCount
+        }
+    }
+
     /// Moves to a file position (for example an index entry) and drops the buffer if needed.
     mutating func seek(toFilePosition newPosition: UInt64) {
         position = newPosition
