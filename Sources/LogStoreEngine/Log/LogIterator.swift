@@ -1,7 +1,10 @@
 /// Reads records forward from an offset up to the visible end as of its creation.
 ///
 /// Records are checked as they are read (header CRC, own offset, payload CRC, decompression);
-/// a bad record below the visible end is corruption and throws, naming file and offset.
+/// a bad record below the visible end is corruption and throws, naming file and offset. The
+/// records between the sparse index entry a start is found from and the start are passed over by
+/// their headers alone (each header checked, the payloads not read: damage there is `verify`'s to
+/// find, not a reader's that does not use them).
 /// Durable-end marks and segment dictionaries (the log's own bookkeeping, FORMAT.md §6.6 and
 /// §6.8) are skipped unless asked for.
 public struct LogIterator: Sendable {
@@ -58,9 +61,9 @@ public struct LogIterator: Sendable {
         return true
     }
 
-    /// Records read so far (and the index entry's record the start was found from, read again
-    /// when the requested offset is its own). The records between that entry and the requested
-    /// offset are passed over by their headers alone and not counted.
+    /// Records read so far: handed out, or read and passed over (marks and dictionaries unless
+    /// asked for). The records between the index entry the start was found from and the start,
+    /// passed over by their headers alone, are not counted.
     public private(set) var recordsRead = 0
 
     /// The logical offset the next record would start at.
