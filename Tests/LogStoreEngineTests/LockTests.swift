@@ -28,6 +28,34 @@ import Testing
         try Log.open(directory: storePath, options: simulatedOptions(fileSystem)).close()
     }
 
+    /// A holder of a moment — a child forked to run a command holds a copy of `LOCK`'s
+    /// descriptor until it execs — does not make an open fail: it looks again for up to 100 ms.
+    /// A holder that stays is refused after that.
+    @Test func aMomentaryHolderOfTheLockIsWaitedForBriefly() throws {
+        let fileSystem = SimulatedFileSystem()
+        try Log.open(directory: storePath, options: simulatedOptions(fileSystem)).close()
+        let other = try fileSystem.openFile(storePath + "/LOCK", mode: .readWrite)
+        #expect(try other.tryLockExclusive())
+        // Let go as soon as the open was refused once (watched, not timed).
+        let refusals = fileSystem.exclusiveLockRefusals
+        let letGo = Thread {
+            while fileSystem.exclusiveLockRefusals == refusals { usleep(100) }
+            other.close()
+        }
+        letGo.start()
+        let log = try Log.open(directory: storePath, options: simulatedOptions(fileSystem))
+        #expect(fileSystem.exclusiveLockRefusals > refusals, "the open found the lock held at first")
+        try log.close()
+        // One that stays is refused, once the 100 ms are up.
+        let staying = try fileSystem.openFile(storePath + "/LOCK", mode: .readWrite)
+        #expect(try staying.tryLockExclusive())
+        let started = Date()
+        let error = logError { _ = try Log.open(directory: storePath, options: simulatedOptions(fileSystem)) }
+        #expect(error?.code == .locked)
+        #expect(Date().timeIntervalSince(started) >= 0.09)
+        staying.close()
+    }
+
     @Test func aReadOnlyOpenBesideAWriterChangesNothing() throws {
         let fileSystem = SimulatedFileSystem()
         // No preallocation, so the writer's own background work (zeros ahead) cannot change files

@@ -38,6 +38,10 @@ final class DirectoryLock: Sendable {
     /// D11 stage 2: it was alone, so it ran the full recovery). Always `true` for an exclusive open.
     let wasAlone: Bool
 
+    /// How long an exclusive open looks again at a `LOCK` held by someone else before it refuses
+    /// the store: 100 ms.
+    static let transientHolderNanosecondsMax: UInt64 = 100_000_000
+
     /// Takes the lock of `directory`, or throws ``LogError/Code/locked`` /
     /// ``LogError/Code/alreadyOpenInProcess``. With `shared` (a store several writing processes
     /// share, D11 stage 2) it first tries `LOCK` exclusive without waiting — granted, this process
@@ -70,8 +74,21 @@ final class DirectoryLock: Sendable {
             do { handle = try fileSystem.openFile(path, mode: .createOrOpen) } catch {
                 throw LogError.io(error, "Opening the lock file")
             }
-            let locked: Bool
+            var locked: Bool
             do { locked = try handle.tryLockExclusive() } catch { throw LogError.io(error, "Locking \(path)") }
+            // A holder of a moment is not a process that has the store open: a child this process
+            // forked (to run a command) holds a copy of every descriptor until it execs, `LOCK`'s
+            // of a store closed here meanwhile too — seen when a test reopened a store it had just
+            // closed while another test spawned a process (the open failed, naming this process).
+            // Looked at again for up to ``transientHolderNanosecondsMax`` before it is refused.
+            if !locked && !shared {
+                let deadline = monotonicNanoseconds() + Self.transientHolderNanosecondsMax
+                // Bounded by the deadline: each pass sleeps 2 ms.
+                while !locked && monotonicNanoseconds() < deadline {
+                    usleep(2_000)
+                    do { locked = try handle.tryLockExclusive() } catch { throw LogError.io(error, "Locking \(path)") }
+                }
+            }
             if shared {
                 if locked {
                     Self.writeHolderHint(handle)
