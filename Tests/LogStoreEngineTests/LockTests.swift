@@ -28,32 +28,39 @@ import Testing
         try Log.open(directory: storePath, options: simulatedOptions(fileSystem)).close()
     }
 
-    /// A holder of a moment — a child forked to run a command holds a copy of `LOCK`'s
-    /// descriptor until it execs — does not make an open fail: it looks again for up to 100 ms.
-    /// A holder that stays is refused after that.
-    @Test func aMomentaryHolderOfTheLockIsWaitedForBriefly() throws {
-        let fileSystem = SimulatedFileSystem()
-        try Log.open(directory: storePath, options: simulatedOptions(fileSystem)).close()
-        let other = try fileSystem.openFile(storePath + "/LOCK", mode: .readWrite)
-        #expect(try other.tryLockExclusive())
-        // Let go as soon as the open was refused once (watched, not timed).
-        let refusals = fileSystem.exclusiveLockRefusals
-        let letGo = Thread {
-            while fileSystem.exclusiveLockRefusals == refusals { usleep(100) }
-            other.close()
-        }
-        letGo.start()
-        let log = try Log.open(directory: storePath, options: simulatedOptions(fileSystem))
-        #expect(fileSystem.exclusiveLockRefusals > refusals, "the open found the lock held at first")
+    /// A child this process forks to run a command holds a copy of every descriptor until it
+    /// execs, `LOCK`'s too; a duplicate stands for it here. Closing the store lets go of the
+    /// `flock` all the same (explicitly: a close alone kept it while the copy lived), so the store
+    /// reopens at once — alone, when several writers are allowed.
+    @Test(arguments: [false, true])
+    func aCopyOfTheLockDescriptorDoesNotKeepAClosedStoreLocked(allowsOtherWriters: Bool) throws {
+        let temporary = TemporaryDirectory("lock-copy")
+        defer { temporary.remove() }
+        let directory = temporary.appending("store")
+        var options = LogOptions()
+        options.allowsOtherWriters = allowsOtherWriters
+        let log = try Log.open(directory: directory, options: options)
+        let copy = try #require(Self.duplicateOfOwnDescriptor(for: directory + "/LOCK"))
+        defer { close(copy) }
         try log.close()
-        // One that stays is refused, once the 100 ms are up.
-        let staying = try fileSystem.openFile(storePath + "/LOCK", mode: .readWrite)
-        #expect(try staying.tryLockExclusive())
-        let started = Date()
-        let error = logError { _ = try Log.open(directory: storePath, options: simulatedOptions(fileSystem)) }
-        #expect(error?.code == .locked)
-        #expect(Date().timeIntervalSince(started) >= 0.09)
-        staying.close()
+        let again = try Log.open(directory: directory, options: options)
+        #expect(again.wasOpenedAlone)
+        try again.close()
+    }
+
+    /// A duplicate of this process's descriptor open on `path` (found through `/proc/self/fd`).
+    static func duplicateOfOwnDescriptor(for path: String) -> Int32? {
+        let target = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        for name in names {
+            guard let descriptor = Int32(name),
+                let destination = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + name),
+                destination == target
+            else { continue }
+            let copy = dup(descriptor)
+            return copy >= 0 ? copy : nil
+        }
+        return nil
     }
 
     @Test func aReadOnlyOpenBesideAWriterChangesNothing() throws {

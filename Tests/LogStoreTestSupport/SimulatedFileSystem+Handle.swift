@@ -206,15 +206,9 @@ extension SimulatedFileSystem {
         try locked { (state) throws(FileSystemError) in
             _ = try openInode(handle, state, operation: "flock")
             let inode = handle.inodeNumber
-            if let holder = state.lockHolders[inode] {
-                if holder != handle.id { state.exclusiveLockRefusals += 1 }
-                return holder == handle.id
-            }
+            if let holder = state.lockHolders[inode] { return holder == handle.id }
             state.sharedLockHolders[inode]?.remove(handle.id)
-            if let sharing = state.sharedLockHolders[inode], !sharing.isEmpty {
-                state.exclusiveLockRefusals += 1
-                return false
-            }
+            if let sharing = state.sharedLockHolders[inode], !sharing.isEmpty { return false }
             state.sharedLockHolders[inode] = nil
             state.lockHolders[inode] = handle.id
             return true

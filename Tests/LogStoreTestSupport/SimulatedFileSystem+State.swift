@@ -132,8 +132,6 @@ final class State {
     var lockHolders: [UInt64: UInt64] = [:]
     /// Inode number -> the handles holding its `flock` shared (never beside an exclusive holder).
     var sharedLockHolders: [UInt64: Set<UInt64>] = [:]
-    /// How many `flock(LOCK_EX | LOCK_NB)` calls were refused (tests of waiting for a lock).
-    var exclusiveLockRefusals = 0
 
     var capacity: UInt64?
     var faults: [ArmedFault] = []

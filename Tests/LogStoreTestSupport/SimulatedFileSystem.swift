@@ -63,9 +63,6 @@ public final class SimulatedFileSystem: FileSystem, @unchecked Sendable {
         return try body(state)
     }
 
-    /// How many exclusive `flock` tries were refused so far.
-    public var exclusiveLockRefusals: Int { locked { $0.exclusiveLockRefusals } }
-
     // MARK: FileSystem
 
     public func openFile(_ path: String, mode: FileOpenMode) throws(FileSystemError) -> any FileHandle {

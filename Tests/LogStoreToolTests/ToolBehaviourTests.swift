@@ -151,7 +151,8 @@ import Testing
 
         // repair, on a damaged store whose LOCK another holder has taken.
         try fixture.damageFirstTransaction()
-        let lock = open(fixture.directory + "/LOCK", O_RDWR)
+        // O_CLOEXEC: the processes other tests spawn meanwhile must not inherit the lock.
+        let lock = open(fixture.directory + "/LOCK", O_RDWR | O_CLOEXEC)
         #expect(lock >= 0)
         defer { close(lock) }
         #expect(flock(lock, LOCK_EX | LOCK_NB) == 0)

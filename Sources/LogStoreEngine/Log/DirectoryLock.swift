@@ -38,10 +38,6 @@ final class DirectoryLock: Sendable {
     /// D11 stage 2: it was alone, so it ran the full recovery). Always `true` for an exclusive open.
     let wasAlone: Bool
 
-    /// How long an exclusive open looks again at a `LOCK` held by someone else before it refuses
-    /// the store: 100 ms.
-    static let transientHolderNanosecondsMax: UInt64 = 100_000_000
-
     /// Takes the lock of `directory`, or throws ``LogError/Code/locked`` /
     /// ``LogError/Code/alreadyOpenInProcess``. With `shared` (a store several writing processes
     /// share, D11 stage 2) it first tries `LOCK` exclusive without waiting — granted, this process
@@ -74,21 +70,8 @@ final class DirectoryLock: Sendable {
             do { handle = try fileSystem.openFile(path, mode: .createOrOpen) } catch {
                 throw LogError.io(error, "Opening the lock file")
             }
-            var locked: Bool
+            let locked: Bool
             do { locked = try handle.tryLockExclusive() } catch { throw LogError.io(error, "Locking \(path)") }
-            // A holder of a moment is not a process that has the store open: a child this process
-            // forked (to run a command) holds a copy of every descriptor until it execs, `LOCK`'s
-            // of a store closed here meanwhile too — seen when a test reopened a store it had just
-            // closed while another test spawned a process (the open failed, naming this process).
-            // Looked at again for up to ``transientHolderNanosecondsMax`` before it is refused.
-            if !locked && !shared {
-                let deadline = monotonicNanoseconds() + Self.transientHolderNanosecondsMax
-                // Bounded by the deadline: each pass sleeps 2 ms.
-                while !locked && monotonicNanoseconds() < deadline {
-                    usleep(2_000)
-                    do { locked = try handle.tryLockExclusive() } catch { throw LogError.io(error, "Locking \(path)") }
-                }
-            }
             if shared {
                 if locked {
                     Self.writeHolderHint(handle)
@@ -159,9 +142,15 @@ final class DirectoryLock: Sendable {
         keptUntilExit.withLock { $0.append(lock) }
     }
 
-    /// Releases the lock (closing the handle drops the `flock`) and the registry entry.
+    /// Releases the lock and the registry entry. The `flock` is let go explicitly before the
+    /// handle closes: a close drops it only once every copy of the descriptor is closed, and a
+    /// child this process forked to run a command holds a copy until it execs — a store closed
+    /// here meanwhile stayed locked, and its reopen was refused naming this very process (seen in
+    /// the test suite, which spawns the `logstore` tool from parallel tests; with
+    /// `allowsOtherWriters`, the reopen took `LOCK` shared and thought other processes were there).
     func release() {
         guard released.setOnce() else { return }
+        try? handle.unlock()
         handle.close()
         _ = Self.openStores.withLock { $0.remove(identity) }
     }
