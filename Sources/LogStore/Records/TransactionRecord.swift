@@ -438,7 +438,9 @@ struct TransactionRecord: Sendable, Equatable {
             } change: { kind, entityName, primaryKey, values throws(ByteReaderError) in
                 let identifier = PersistentIdentifier.permanent(
                     for: storeIdentifier, entityName: entityName, primaryKey: primaryKey)
-                var dictionary: [String: AttributeValue] = [:]
+                // Room for every value at once: grown one by one, a Trip's six values rehashed
+                // three times (a catch-up fold's decode of a one-Trip record, 2.2 µs).
+                var dictionary = [String: AttributeValue](minimumCapacity: values.count)
                 for (name, value) in values { dictionary[name] = value }
                 switch kind {
                 case .insert: changes.append(.insert(identifier, dictionary))
