@@ -75,6 +75,26 @@ import Testing
         return (state, timestamp)
     }
 
+    /// A shared store's catch-up walk (``TransactionRecord/Decoder/forEachChange(_:scratch:_:)``),
+    /// its changes made into dictionaries to compare with `decode`'s.
+    static func walked(_ bytes: [UInt8], table: SchemaTable) throws -> ([ResolvedChange], Int64) {
+        var scratch: TransactionRecord.Decoder.Values = []
+        var changes: [ResolvedChange] = []
+        let timestamp = try bytes.withUnsafeBytes { buffer in
+            try TransactionRecord.Decoder(table: table, storeIdentifier: store).forEachChange(buffer, scratch: &scratch) {
+                kind, identifier, values in
+                var dictionary: [String: AttributeValue] = [:]
+                for (name, value) in values { dictionary[name] = value }
+                switch kind {
+                case .insert: changes.append(.insert(identifier, dictionary))
+                case .update: changes.append(.update(identifier, dictionary))
+                case .delete: changes.append(.delete(identifier, tombstone: dictionary))
+                }
+            }
+        }
+        return (changes, timestamp)
+    }
+
     static func same(_ lhs: FoldState, _ rhs: FoldState) -> Bool {
         lhs.entities == rhs.entities && lhs.sequenceEnd == rhs.sequenceEnd
     }
@@ -90,6 +110,11 @@ import Testing
             let (folded, timestamp) = try Self.folded(bytes, table: table, to: start)
             #expect(Self.same(folded, expected))
             #expect(timestamp == 1_234_567)
+            // The catch-up walk hands on the changes `decode` makes, in order.
+            let decoded = try TransactionRecord.Decoder(table: table, storeIdentifier: Self.store).decode(bytes)
+            let (walked, walkedTimestamp) = try Self.walked(bytes, table: table)
+            #expect(walked == decoded.changes)
+            #expect(walkedTimestamp == 1_234_567)
         }
         // What the new table leaves out is really left out, and the rest is there.
         let (folded, _) = try Self.folded(bytes, table: new, to: start)
@@ -108,6 +133,7 @@ import Testing
             let cut = Array(bytes[..<length])
             #expect(throws: ByteReaderError.self) { try Self.decodedThenApplied(cut, table: old, to: FoldState()) }
             #expect(throws: ByteReaderError.self) { try Self.folded(cut, table: old, to: FoldState()) }
+            #expect(throws: ByteReaderError.self) { try Self.walked(cut, table: old) }
         }
         var refusedByBoth = 0
         for position in bytes.indices {
@@ -116,6 +142,10 @@ import Testing
                 changed[position] ^= flip
                 let decoded = try? Self.decodedThenApplied(changed, table: old, to: FoldState())
                 let folded = try? Self.folded(changed, table: old, to: FoldState()).0
+                let walked = try? Self.walked(changed, table: old).0
+                #expect(
+                    walked == (try? TransactionRecord.Decoder(table: old, storeIdentifier: Self.store).decode(changed))?.changes,
+                    "the catch-up walk and decode disagree: byte \(position) ^ \(flip)")
                 switch (decoded, folded) {
                 case (let decoded?, let folded?): #expect(Self.same(decoded, folded), "byte \(position) ^ \(flip)")
                 case (nil, nil): refusedByBoth += 1

@@ -91,6 +91,39 @@ import Testing
         #expect(store.inner.withLock { $0.uniqueIndex.filingCount } == 8)
     }
 
+    /// An insert of another process's record, its values as pairs (a catch-up fold), leaves the
+    /// state and the index as the same insert as a change does: a new key, a key another model
+    /// holds, a model inserted again (its old row replaced), a later value of one name winning.
+    @Test func anInsertFromPairsFilesAsAChangeDoes() throws {
+        let store = UUID().uuidString
+        func badge(_ key: UInt8) -> PersistentIdentifier {
+            .permanent(for: store, entityName: "Badge", primaryKey: UUID(uuid: (key, 3, 0, 0, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0, 0, 0)))
+        }
+        let inserts: [(PersistentIdentifier, [(key: String, value: AttributeValue)])] = [
+            (badge(1), [("code", .int(1)), ("holder", .string("ada")), ("year", .int(2020))]),
+            (badge(2), [("code", .int(2)), ("holder", .string("ada")), ("year", .int(2020))]),
+            (badge(3), [("code", .int(1)), ("holder", .string("bob")), ("year", .int(2021))]),
+            (badge(1), [("code", .int(4)), ("holder", .string("cy")), ("year", .int(2022)), ("code", .int(5))]),
+            (.permanent(for: store, entityName: "Note", primaryKey: UUID()), [("text", .string("hi"))]),
+        ]
+        var changeState = FoldState()
+        var changeIndex = UniqueIndex(schema: Self.schema)
+        var pairState = FoldState()
+        var pairIndex = UniqueIndex(schema: Self.schema)
+        for (identifier, values) in inserts {
+            var dictionary: [String: AttributeValue] = [:]
+            for (name, value) in values { dictionary[name] = value }
+            let fromChange = changeIndex.apply(.insert(identifier, dictionary), to: &changeState)
+            let fromPairs = pairIndex.applyInsert(of: identifier, values: values, to: &pairState)
+            #expect(fromChange == fromPairs)
+        }
+        #expect(pairState.entities == changeState.entities)
+        #expect(pairState.row(badge(1))?.values["code"] == .int(5))
+        #expect(pairIndex.filingCount == changeIndex.filingCount)
+        #expect(pairIndex.problems(against: pairState) == 0)
+        #expect(pairIndex.owner(entity: "Badge", key: try #require(pairIndex.keys(entity: "Badge", values: ["code": .int(5)]).first), in: pairState, storeIdentifier: store) == badge(1))
+    }
+
     /// Two inserts of one save with a unique key in common become one model (upsert policy): one
     /// insert change with the later values, both temporary identifiers mapped to it.
     @Test func twoInsertsWithAUniqueKeyInCommonAreOneInsert() throws {

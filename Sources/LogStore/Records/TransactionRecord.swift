@@ -488,6 +488,26 @@ struct TransactionRecord: Sendable, Equatable {
             return header.timestampMicroseconds
         }
 
+        /// Hands each change of a payload read in place to `change` as it is read — its kind, its
+        /// model's identifier and its values in record order (in `scratch`, valid during the call)
+        /// — without making a ``TransactionRecord`` or a dictionary per change: a writer's
+        /// catch-up fold of other processes' records. Returns the record's timestamp; refuses
+        /// exactly what ``decode(_:readsProcessIdentifier:)`` refuses (after the changes before
+        /// the fault were handed on).
+        func forEachChange(
+            _ bytes: UnsafeRawBufferPointer, scratch: inout Values,
+            _ change: (ChangeKind, PersistentIdentifier, Values.SubSequence) throws(ByteReaderError) -> Void
+        ) throws(ByteReaderError) -> Int64 {
+            let storeIdentifier = lookups.storeIdentifier
+            let header = try walk(bytes, readsProcessIdentifier: false, scratch: &scratch) {
+                _ throws(ByteReaderError) in
+            } change: { kind, entityName, primaryKey, values throws(ByteReaderError) in
+                try change(
+                    kind, .permanent(for: storeIdentifier, entityName: entityName, primaryKey: primaryKey), values)
+            }
+            return header.timestampMicroseconds
+        }
+
         /// A change's values in record order (a buffer reused from change to change).
         typealias Values = [(key: String, value: AttributeValue)]
 

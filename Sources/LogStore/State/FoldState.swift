@@ -162,9 +162,11 @@ struct FoldState: Sendable {
     /// A new model (an existing one with its key is replaced and moves to the end) whose values
     /// are (name, value) pairs — a dictionary, or a record's values — a later value of one name
     /// winning.
+    /// Returns its values and those of the row with its key it replaced.
+    @discardableResult
     mutating func insert<Values: Sequence<(key: String, value: AttributeValue)>>(
         entityName: String, primaryKey: UUID, values: Values
-    ) {
+    ) -> (values: RowValues, replaced: RowValues?) {
         insert(entityName: entityName, primaryKey: primaryKey) { RowValues(values, layout: $0) }
     }
 

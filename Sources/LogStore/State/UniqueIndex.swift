@@ -346,11 +346,42 @@ struct UniqueIndex: Sendable {
     /// Returns the model's values after the change (`nil`: it has no row).
     @discardableResult
     mutating func apply(_ change: ResolvedChange, to state: inout FoldState) -> RowValues? {
-        let entity = change.identifier.entityName
-        guard let position = tablePositions[entity] else { return state.apply(change) }
-        let oldSlot = state.slot(of: change.identifier)
+        let kind: TransactionRecord.Decoder.ChangeKind =
+            switch change {
+            case .insert: .insert
+            case .update: .update
+            case .delete: .delete
+            }
+        return apply(kind, of: change.identifier, to: &state) { state, tellingOld in
+            tellingOld ? state.applyTellingOld(change) : (nil, state.apply(change))
+        }
+    }
+
+    /// ``apply(_:to:)`` for an insert whose values are (name, value) pairs as a record holds them
+    /// (a catch-up fold of other processes' records: no dictionary made per change).
+    @discardableResult
+    mutating func applyInsert<Values: Sequence<(key: String, value: AttributeValue)>>(
+        of identifier: PersistentIdentifier, values: Values, to state: inout FoldState
+    ) -> RowValues {
+        let new = apply(.insert, of: identifier, to: &state) { state, _ in
+            let (new, old) = state.insert(
+                entityName: identifier.entityName, primaryKey: identifier.primaryKey, values: values)
+            return (old, new)
+        }
+        return new!
+    }
+
+    /// A change of `kind` to the model `identifier`, made by `change` (told whether the model's
+    /// old values are needed), with the index kept in step.
+    private mutating func apply(
+        _ kind: TransactionRecord.Decoder.ChangeKind, of identifier: PersistentIdentifier, to state: inout FoldState,
+        _ change: (inout FoldState, _ tellingOld: Bool) -> (old: RowValues?, new: RowValues?)
+    ) -> RowValues? {
+        let entity = identifier.entityName
+        guard let position = tablePositions[entity] else { return change(&state, false).new }
+        let oldSlot = state.slot(of: identifier)
         let renumberings = state.renumberings(of: entity)
-        let (old, new) = state.applyTellingOld(change)
+        let (old, new) = change(&state, true)
         guard state.renumberings(of: entity) == renumberings else {
             refile(position, from: state)
             return new
@@ -358,13 +389,13 @@ struct UniqueIndex: Sendable {
         // Where the row is now, without a third lookup of its key: an insert appends it, an
         // update leaves it where it was.
         let newSlot: Int? =
-            switch change {
+            switch kind {
             case .insert: new == nil ? nil : state.lastSlot(of: entity)
             case .update: new == nil ? nil : oldSlot
             case .delete: nil
             }
         assert((old == nil) == (oldSlot == nil) && (new == nil) == (newSlot == nil), "a row without a slot")
-        assert(newSlot == nil || newSlot == state.slot(of: change.identifier), "the row is not where the change put it")
+        assert(newSlot == nil || newSlot == state.slot(of: identifier), "the row is not where the change put it")
         let constraints = tables[position].constraints
         for (index, constraint) in constraints.enumerated() {
             if let old, let oldSlot, let slot = slot(constraintIndex: index, constraint, row: old) {

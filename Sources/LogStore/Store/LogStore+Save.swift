@@ -370,4 +370,36 @@ extension LogStore.Inner {
         }
         pending.append((position, changes, insertedRows))
     }
+
+    /// ``foldWritten(_:at:)`` for another process's record as its decoder read it: each change's
+    /// kind, model and values (a range of `values`, in record order). An insert's values go
+    /// straight into its row (its pending change keeps no dictionary: publishing takes the row);
+    /// an update's or delete's become a dictionary, as a save's do.
+    mutating func foldForeign(
+        _ changes: [(kind: TransactionRecord.Decoder.ChangeKind, identifier: PersistentIdentifier, values: Range<Int>)],
+        values: TransactionRecord.Decoder.Values, at position: LogPosition
+    ) {
+        var resolved: [ResolvedChange] = []
+        resolved.reserveCapacity(changes.count)
+        var insertedRows: [RowValues] = []
+        for (kind, identifier, range) in changes {
+            switch kind {
+            case .insert:
+                insertedRows.append(uniqueIndex.applyInsert(of: identifier, values: values[range], to: &working))
+                resolved.append(.insert(identifier, [:]))
+            case .update:
+                var dictionary = [String: AttributeValue](minimumCapacity: range.count)
+                for (name, value) in values[range] { dictionary[name] = value }
+                let change = ResolvedChange.update(identifier, dictionary)
+                uniqueIndex.apply(change, to: &working)
+                resolved.append(change)
+            case .delete:
+                // Its tombstone is history's (the record keeps it); a state's delete reads none.
+                let change = ResolvedChange.delete(identifier, tombstone: [:])
+                uniqueIndex.apply(change, to: &working)
+                resolved.append(change)
+            }
+        }
+        pending.append((position, resolved, insertedRows))
+    }
 }

@@ -24,19 +24,35 @@ extension LogStore {
                 inner.foldDecoder.flatMap { $0.table == inner.table ? $0 : nil }
                 ?? TransactionRecord.Decoder(table: inner.table, storeIdentifier: identifier)
             defer { inner.foldDecoder = decoder }
+            // A record's changes as read (kind, model, where its values are in `values`), applied
+            // once the whole record decoded: no dictionary per change (an insert's values go
+            // straight into its row), and a malformed record changes nothing. Reused from record
+            // to record.
+            var read: [(kind: TransactionRecord.Decoder.ChangeKind, identifier: PersistentIdentifier, values: Range<Int>)] = []
+            var values: TransactionRecord.Decoder.Values = []
+            var scratch: TransactionRecord.Decoder.Values = []
             // Bounded by the written end: the iterator stops there — and at `end`, read before:
             // a refresh or catch-up on another thread may move the written end meanwhile, and
             // records past `end` folded here would be folded again from `workingEnd = end`.
             while let record = try records.next(), record.offset < end {
                 switch record.type {
                 case .transaction:
-                    let transaction: TransactionRecord
-                    do { transaction = try decoder.decode(record.payload, readsProcessIdentifier: false) } catch {
+                    read.removeAll(keepingCapacity: true)
+                    values.removeAll(keepingCapacity: true)
+                    let timestamp: Int64
+                    do {
+                        timestamp = try record.payload.withUnsafeBytes { bytes throws(ByteReaderError) in
+                            try decoder.forEachChange(bytes, scratch: &scratch) { kind, identifier, changed in
+                                let start = values.count
+                                values.append(contentsOf: changed)
+                                read.append((kind, identifier, start..<values.count))
+                            }
+                        }
+                    } catch {
                         throw LogStoreError.corruptRecord(offset: record.offset, reason: "transaction record: \(error)")
                     }
-                    inner.foldWritten(transaction.changes, at: LogPosition(of: record))
-                    inner.lastTimestampMicroseconds = max(
-                        inner.lastTimestampMicroseconds, transaction.timestampMicroseconds)
+                    inner.foldForeign(read, values: values, at: LogPosition(of: record))
+                    inner.lastTimestampMicroseconds = max(inner.lastTimestampMicroseconds, timestamp)
                 case .schema:
                     let migration: SchemaMigration
                     do { migration = try SchemaMigration.decode(record.payload) } catch {

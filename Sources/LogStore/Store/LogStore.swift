@@ -101,7 +101,8 @@ public final class LogStore: DataStore, @unchecked Sendable {
         var published: FoldState
         var uniqueIndex: UniqueIndex
         /// Written saves not yet published, in log order, with the rows their inserts made in
-        /// `working` (``foldWritten(_:at:)``), which `published` takes as they are.
+        /// `working` (``foldWritten(_:at:)``), which `published` takes as they are (an insert of
+        /// another process's record keeps no values here: ``foldForeign(_:values:at:)``).
         var pending: [(position: LogPosition, changes: [ResolvedChange], insertedRows: [RowValues])] = []
         /// The token of the newest published transaction.
         var publishedToken: DefaultHistoryToken?
