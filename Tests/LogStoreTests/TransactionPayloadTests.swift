@@ -292,7 +292,7 @@ import Testing
         ] {
             #expect(capacity <= TransactionRecord.EncodingBuffers.keptByteCountMax)
         }
-        var decoder = TransactionRecord.Decoder(table: table, storeIdentifier: Self.store)
+        let decoder = TransactionRecord.Decoder(table: table, storeIdentifier: Self.store)
         #expect(try decoder.decode(second).changes == large.changes)
     }
 }
