@@ -300,7 +300,7 @@ struct TripsTour {
         if let stay = trip.livingAccommodation {
             plans += ", \(stay.placeName)" + (stay.isConfirmed ? " (confirmed)" : " (unconfirmed)")
         }
-        return pad(trip.name, 14) + pad(trip.destination, 10) + pad(days, 25) + plans
+        return pad(trip.name, 14) + pad(trip.destination, 20) + pad(days, 25) + plans
     }
 
     private static func day(_ date: Date) -> String {
