@@ -54,13 +54,11 @@ struct TransactionRecord: Sendable, Equatable {
         /// a store keeps at most five of this size between saves.
         static let keptByteCountMax = 256 * 1024
 
-        /// Before an encoding of `changeCount` changes: empty, with room for them (the sizes
+        /// Before an encoding of `changeCount` changes: the payload emptied (the streams were at
+        /// the last one's ``end()``), and room for them (the sizes
         /// ``SplitPayloadWriter/init(changeCount:)`` reserves).
         mutating func begin(changeCount: Int) {
-            streams.shape.reset(keepingCapacityUpTo: Self.keptByteCountMax)
-            streams.data.reset(keepingCapacityUpTo: Self.keptByteCountMax)
-            streams.keys.reset(keepingCapacityUpTo: Self.keptByteCountMax)
-            head.reset(keepingCapacityUpTo: Self.keptByteCountMax)
+            assert(streams.shape.count + streams.data.count + streams.keys.count + head.count == 0, "not emptied")
             payload.reset(keepingCapacityUpTo: Self.keptByteCountMax)
             let room = SplitPayloadWriter.capacities(forChangeCount: changeCount)
             streams.shape.reserve(room.shape)
@@ -438,10 +436,7 @@ struct TransactionRecord: Sendable, Equatable {
             } change: { kind, entityName, primaryKey, values throws(ByteReaderError) in
                 let identifier = PersistentIdentifier.permanent(
                     for: storeIdentifier, entityName: entityName, primaryKey: primaryKey)
-                // Room for every value at once: grown one by one, a Trip's six values rehashed
-                // three times (a catch-up fold's decode of a one-Trip record, 2.2 µs).
-                var dictionary = [String: AttributeValue](minimumCapacity: values.count)
-                for (name, value) in values { dictionary[name] = value }
+                let dictionary = Self.dictionary(values)
                 switch kind {
                 case .insert: changes.append(.insert(identifier, dictionary))
                 case .update: changes.append(.update(identifier, dictionary))
@@ -510,6 +505,18 @@ struct TransactionRecord: Sendable, Equatable {
 
         /// A change's values in record order (a buffer reused from change to change).
         typealias Values = [(key: String, value: AttributeValue)]
+
+        /// A change as ``forEachChange(_:scratch:_:)`` handed it on, its values kept as a range
+        /// of a buffer of them (a writer's catch-up fold collects a record's before applying it).
+        typealias ReadChange = (kind: ChangeKind, identifier: PersistentIdentifier, values: Range<Int>)
+
+        /// A change's values by name, a later value of one name winning. (Made with room for all:
+        /// grown one by one, a Trip's six values rehashed three times.)
+        static func dictionary(_ values: some Collection<(key: String, value: AttributeValue)>) -> [String: AttributeValue] {
+            var dictionary = [String: AttributeValue](minimumCapacity: values.count)
+            for (name, value) in values { dictionary[name] = value }
+            return dictionary
+        }
 
         enum ChangeKind: UInt8 {
             case insert = 1

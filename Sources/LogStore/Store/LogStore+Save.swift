@@ -376,8 +376,8 @@ extension LogStore.Inner {
     /// straight into its row (its pending change keeps no dictionary: publishing takes the row);
     /// an update's or delete's become a dictionary, as a save's do.
     mutating func foldForeign(
-        _ changes: [(kind: TransactionRecord.Decoder.ChangeKind, identifier: PersistentIdentifier, values: Range<Int>)],
-        values: TransactionRecord.Decoder.Values, at position: LogPosition
+        _ changes: [TransactionRecord.Decoder.ReadChange], values: TransactionRecord.Decoder.Values,
+        at position: LogPosition
     ) {
         var resolved: [ResolvedChange] = []
         resolved.reserveCapacity(changes.count)
@@ -387,15 +387,12 @@ extension LogStore.Inner {
             case .insert:
                 insertedRows.append(uniqueIndex.applyInsert(of: identifier, values: values[range], to: &working))
                 resolved.append(.insert(identifier, [:]))
-            case .update:
-                var dictionary = [String: AttributeValue](minimumCapacity: range.count)
-                for (name, value) in values[range] { dictionary[name] = value }
-                let change = ResolvedChange.update(identifier, dictionary)
-                uniqueIndex.apply(change, to: &working)
-                resolved.append(change)
-            case .delete:
-                // Its tombstone is history's (the record keeps it); a state's delete reads none.
-                let change = ResolvedChange.delete(identifier, tombstone: [:])
+            case .update, .delete:
+                // A delete's tombstone is history's (the record keeps it); a state reads none.
+                let change: ResolvedChange =
+                    kind == .update
+                    ? .update(identifier, TransactionRecord.Decoder.dictionary(values[range]))
+                    : .delete(identifier, tombstone: [:])
                 uniqueIndex.apply(change, to: &working)
                 resolved.append(change)
             }

@@ -28,7 +28,7 @@ extension LogStore {
             // once the whole record decoded: no dictionary per change (an insert's values go
             // straight into its row), and a malformed record changes nothing. Reused from record
             // to record.
-            var read: [(kind: TransactionRecord.Decoder.ChangeKind, identifier: PersistentIdentifier, values: Range<Int>)] = []
+            var read: [TransactionRecord.Decoder.ReadChange] = []
             var values: TransactionRecord.Decoder.Values = []
             var scratch: TransactionRecord.Decoder.Values = []
             // Bounded by the written end: the iterator stops there — and at `end`, read before:

@@ -5,10 +5,18 @@ public enum LZ4 {
     /// Compresses `source` if that makes it smaller. Returns `nil` when the compressed block
     /// would not be smaller than the input (incompressible or tiny payloads are stored raw).
     public static func compressIfSmaller(_ source: UnsafeRawBufferPointer) -> [UInt8]? {
+        smallerBlock(of: source) { compressIfSmaller(source, into: $0) }
+    }
+
+    /// The block `compress` writes into room for one byte less than `source` (returning its
+    /// byte count, 0 for none), as an array; `nil` when there is none.
+    static func smallerBlock(
+        of source: UnsafeRawBufferPointer, _ compress: (UnsafeMutableRawBufferPointer) -> Int
+    ) -> [UInt8]? {
         guard source.count > 1, source.count <= Int(LZ4_MAX_INPUT_SIZE) else { return nil }
         // Uninitialised output: LZ4 writes what it returns, and only that is kept.
         let destination = [UInt8](unsafeUninitializedCapacity: source.count - 1) { target, initializedCount in
-            initializedCount = compressIfSmaller(source, into: UnsafeMutableRawBufferPointer(target))
+            initializedCount = compress(UnsafeMutableRawBufferPointer(target))
         }
         return destination.isEmpty ? nil : destination
     }

@@ -48,11 +48,7 @@ public final class RecordDictionary: @unchecked Sendable {
     /// Compresses `source` against the dictionary if that makes it smaller (`nil` otherwise, as
     /// ``LZ4/compressIfSmaller(_:)``).
     public func compressIfSmaller(_ source: UnsafeRawBufferPointer) -> [UInt8]? {
-        guard source.count > 1, source.count <= Int(LZ4_MAX_INPUT_SIZE) else { return nil }
-        let destination = [UInt8](unsafeUninitializedCapacity: source.count - 1) { target, initializedCount in
-            initializedCount = compressIfSmaller(source, into: UnsafeMutableRawBufferPointer(target))
-        }
-        return destination.isEmpty ? nil : destination
+        LZ4.smallerBlock(of: source) { compressIfSmaller(source, into: $0) }
     }
 
     /// Compresses `source` against the dictionary into `target` if the block fits it and is

@@ -103,12 +103,7 @@ struct SegmentScanner {
             if tail.allSatisfy({ $0 == 0 }) { return .end }
             return .bad(reason: "file ends \(available) bytes into a record header", header: nil)
         }
-        let decoded = buffer.withUnsafeBytes { bytes in
-            RecordHeader.decode(
-                UnsafeRawBufferPointer(rebasing: bytes[start..<(start + headerByteCount)]),
-                expectedOffset: offset, formatVersion: formatVersion, baseOffset: baseOffset)
-        }
-        switch decoded {
+        switch headerHere() {
         case .zeros: return .end
         case .invalid(let reason): return .bad(reason: reason, header: nil)
         case .unsupported(let reason): return .unsupported(reason)
@@ -247,15 +242,21 @@ struct SegmentScanner {
         let headerByteCount = FormatConstants.recordHeaderByteCount
         // Bounded by `target`: each pass moves past one record.
         while offset < target {
-            guard try fill(byteCount: headerByteCount) == headerByteCount else { return }
-            let start = Int(position - bufferStart)
-            let decoded = buffer.withUnsafeBytes { bytes in
-                RecordHeader.decode(
-                    UnsafeRawBufferPointer(rebasing: bytes[start..<(start + headerByteCount)]),
-                    expectedOffset: offset, formatVersion: formatVersion, baseOffset: baseOffset)
+            guard try fill(byteCount: headerByteCount) == headerByteCount, case .valid(let header) = headerHere() else {
+                return
             }
-            guard case .valid(let header) = decoded else { return }
             position += header.recordByteCount
+        }
+    }
+
+    /// The record header at the position, whose 32 bytes the buffer holds (`fill`), checked as
+    /// naming this offset.
+    private func headerHere() -> RecordHeader.Decoded {
+        let start = Int(position - bufferStart)
+        return buffer.withUnsafeBytes { bytes in
+            RecordHeader.decode(
+                UnsafeRawBufferPointer(rebasing: bytes[start..<(start + FormatConstants.recordHeaderByteCount)]),
+                expectedOffset: offset, formatVersion: formatVersion, baseOffset: baseOffset)
         }
     }
 
